@@ -1,0 +1,311 @@
+package core
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Payload is the typed body of a Command. The interface is sealed: only this
+// package declares payload types, one per Kind.
+type Payload interface {
+	Kind() Kind
+	sealed()
+}
+
+// Current payload schema version per kind. Raising one means adding an
+// upcaster in upcast.go; stored payloads are never rewritten.
+func currentVersion(k Kind) int {
+	if k == KindMessageReceived {
+		return 2
+	}
+	return 1
+}
+
+// newPayload returns a zero payload of k's type. TestEveryKindIsHandled keeps
+// this switch (and the fold's) exhaustive.
+func newPayload(k Kind) (Payload, bool) {
+	switch k {
+	case KindMessageReceived:
+		return &MessageReceived{}, true
+	case KindCardClicked:
+		return &CardClicked{}, true
+	case KindRunStarted:
+		return &RunStarted{}, true
+	case KindModelStep:
+		return &ModelStep{}, true
+	case KindToolRequested:
+		return &ToolRequested{}, true
+	case KindPermissionDecided:
+		return &PermissionDecided{}, true
+	case KindApprovalRequested:
+		return &ApprovalRequested{}, true
+	case KindApprovalResolved:
+		return &ApprovalResolved{}, true
+	case KindConsentGranted:
+		return &ConsentGranted{}, true
+	case KindConsentRevoked:
+		return &ConsentRevoked{}, true
+	case KindToolCompleted:
+		return &ToolCompleted{}, true
+	case KindMessagePosted:
+		return &MessagePosted{}, true
+	case KindMessageUpdated:
+		return &MessageUpdated{}, true
+	case KindMemoryWritten:
+		return &MemoryWritten{}, true
+	case KindMemoryForgotten:
+		return &MemoryForgotten{}, true
+	case KindMemoryRedacted:
+		return &MemoryRedacted{}, true
+	case KindRoutineCreated:
+		return &RoutineCreated{}, true
+	case KindRoutineChanged:
+		return &RoutineChanged{}, true
+	case KindRoutineFired:
+		return &RoutineFired{}, true
+	case KindRunPaused:
+		return &RunPaused{}, true
+	case KindRunCompleted:
+		return &RunCompleted{}, true
+	case KindRunFailed:
+		return &RunFailed{}, true
+	case KindPolicyChanged:
+		return &PolicyChanged{}, true
+	case KindCommandRedacted:
+		return &CommandRedacted{}, true
+	}
+	return nil, false
+}
+
+// MessageReceived: a routed message from a person (v2; v1 carried only a user id).
+type MessageReceived struct {
+	MessageID  string     `json:"message_id"`
+	Author     Person     `json:"author"`
+	Visibility Visibility `json:"visibility"`
+	Text       string     `json:"text"`
+	Mentions   []Mention  `json:"mentions,omitempty"`
+	ReplyTo    string     `json:"reply_to,omitempty"`
+	Reason     string     `json:"reason"` // the intent filter's route reason
+}
+
+type CardClicked struct {
+	Card   string `json:"card"`
+	Action string `json:"action"`
+	Token  string `json:"token"`
+	By     Person `json:"by"`
+}
+
+type RunStarted struct {
+	Trigger     string `json:"trigger"` // message id or routine id that started it
+	Instruction string `json:"instruction"`
+	Unattended  bool   `json:"unattended,omitempty"`
+}
+
+// Usage is what one model call spent.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// ToolCall is a model's request to run a tool; Args are untrusted.
+type ToolCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+type ModelStep struct {
+	Index     int        `json:"index"`
+	Provider  string     `json:"provider,omitempty"`
+	Model     string     `json:"model,omitempty"`
+	Text      string     `json:"text,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Usage     Usage      `json:"usage"`
+	Final     bool       `json:"final,omitempty"`
+}
+
+type ToolRequested struct {
+	Call ToolCall `json:"call"`
+}
+
+type PermissionDecided struct {
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Decision string `json:"decision"` // allow | deny | ask
+	Reason   string `json:"reason"`
+}
+
+type ApprovalRequested struct {
+	ApprovalID  string    `json:"approval_id"`
+	CallID      string    `json:"call_id"`
+	Tool        string    `json:"tool"`
+	Consequence string    `json:"consequence"`
+	Summary     string    `json:"summary"`
+	Requester   string    `json:"requester"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+type ApprovalResolved struct {
+	ApprovalID string `json:"approval_id"`
+	Decision   string `json:"decision"` // approved | declined | expired
+	By         Person `json:"by"`
+}
+
+type ConsentGranted struct {
+	Tool        string `json:"tool"`
+	Destination string `json:"destination,omitempty"`
+	Owner       string `json:"owner"`
+}
+
+type ConsentRevoked struct {
+	Tool        string `json:"tool"`
+	Destination string `json:"destination,omitempty"`
+	Owner       string `json:"owner"`
+}
+
+type ToolCompleted struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	OK     bool   `json:"ok"`
+	Result string `json:"result,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Trust  string `json:"trust,omitempty"` // trusted | untrusted
+}
+
+// MessagePosted: the bot posted; it opens or extends intent windows.
+type MessagePosted struct {
+	EffectID      string `json:"effect_id"`
+	MessageID     string `json:"message_id"`
+	Answering     string `json:"answering,omitempty"`      // message id answered, "" for unprompted
+	AnsweringUser string `json:"answering_user,omitempty"` // its author
+	AnsweringTop  bool   `json:"answering_top,omitempty"`  // the answered message was top level
+	Role          string `json:"role,omitempty"`           // answer | checklist | card | digest
+	Text          string `json:"text,omitempty"`
+}
+
+type MessageUpdated struct {
+	EffectID  string `json:"effect_id"`
+	MessageID string `json:"message_id"`
+	Text      string `json:"text,omitempty"`
+}
+
+// Provenance says where a memory came from.
+type Provenance struct {
+	Origin     string `json:"origin"` // command id
+	Actor      Actor  `json:"actor"`
+	Trust      string `json:"trust"`
+	Derivation string `json:"derivation"`
+}
+
+type MemoryWritten struct {
+	MemoryID   string     `json:"memory_id"`
+	Text       string     `json:"text"`
+	Provenance Provenance `json:"provenance"`
+}
+
+type MemoryForgotten struct {
+	MemoryID string `json:"memory_id"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+type MemoryRedacted struct {
+	MemoryID string `json:"memory_id"`
+	Seq      uint64 `json:"seq"` // the memory.written command whose payload was destroyed
+}
+
+type RoutineCreated struct {
+	RoutineID   string `json:"routine_id"`
+	Cron        string `json:"cron"`
+	TZ          string `json:"tz"`
+	Instruction string `json:"instruction"`
+	Owner       string `json:"owner"`
+	Armed       bool   `json:"armed"`
+}
+
+type RoutineChanged struct {
+	RoutineID   string `json:"routine_id"`
+	Cron        string `json:"cron,omitempty"`
+	TZ          string `json:"tz,omitempty"`
+	Instruction string `json:"instruction,omitempty"`
+	Armed       bool   `json:"armed"`
+}
+
+type RoutineFired struct {
+	RoutineID string    `json:"routine_id"`
+	Slot      time.Time `json:"slot"`
+}
+
+type RunPaused struct {
+	Status RunStatus `json:"status"`
+	Reason string    `json:"reason"`
+}
+
+type RunCompleted struct {
+	Summary string `json:"summary,omitempty"`
+}
+
+type RunFailed struct {
+	Status RunStatus `json:"status"`
+	Cause  string    `json:"cause"`
+}
+
+type PolicyChanged struct {
+	Policy Policy `json:"policy"`
+}
+
+// CommandRedacted records a privacy deletion of another command's payload.
+type CommandRedacted struct {
+	Seq    uint64 `json:"seq"`
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+func (*MessageReceived) Kind() Kind   { return KindMessageReceived }
+func (*CardClicked) Kind() Kind       { return KindCardClicked }
+func (*RunStarted) Kind() Kind        { return KindRunStarted }
+func (*ModelStep) Kind() Kind         { return KindModelStep }
+func (*ToolRequested) Kind() Kind     { return KindToolRequested }
+func (*PermissionDecided) Kind() Kind { return KindPermissionDecided }
+func (*ApprovalRequested) Kind() Kind { return KindApprovalRequested }
+func (*ApprovalResolved) Kind() Kind  { return KindApprovalResolved }
+func (*ConsentGranted) Kind() Kind    { return KindConsentGranted }
+func (*ConsentRevoked) Kind() Kind    { return KindConsentRevoked }
+func (*ToolCompleted) Kind() Kind     { return KindToolCompleted }
+func (*MessagePosted) Kind() Kind     { return KindMessagePosted }
+func (*MessageUpdated) Kind() Kind    { return KindMessageUpdated }
+func (*MemoryWritten) Kind() Kind     { return KindMemoryWritten }
+func (*MemoryForgotten) Kind() Kind   { return KindMemoryForgotten }
+func (*MemoryRedacted) Kind() Kind    { return KindMemoryRedacted }
+func (*RoutineCreated) Kind() Kind    { return KindRoutineCreated }
+func (*RoutineChanged) Kind() Kind    { return KindRoutineChanged }
+func (*RoutineFired) Kind() Kind      { return KindRoutineFired }
+func (*RunPaused) Kind() Kind         { return KindRunPaused }
+func (*RunCompleted) Kind() Kind      { return KindRunCompleted }
+func (*RunFailed) Kind() Kind         { return KindRunFailed }
+func (*PolicyChanged) Kind() Kind     { return KindPolicyChanged }
+func (*CommandRedacted) Kind() Kind   { return KindCommandRedacted }
+
+func (*MessageReceived) sealed()   {}
+func (*CardClicked) sealed()       {}
+func (*RunStarted) sealed()        {}
+func (*ModelStep) sealed()         {}
+func (*ToolRequested) sealed()     {}
+func (*PermissionDecided) sealed() {}
+func (*ApprovalRequested) sealed() {}
+func (*ApprovalResolved) sealed()  {}
+func (*ConsentGranted) sealed()    {}
+func (*ConsentRevoked) sealed()    {}
+func (*ToolCompleted) sealed()     {}
+func (*MessagePosted) sealed()     {}
+func (*MessageUpdated) sealed()    {}
+func (*MemoryWritten) sealed()     {}
+func (*MemoryForgotten) sealed()   {}
+func (*MemoryRedacted) sealed()    {}
+func (*RoutineCreated) sealed()    {}
+func (*RoutineChanged) sealed()    {}
+func (*RoutineFired) sealed()      {}
+func (*RunPaused) sealed()         {}
+func (*RunCompleted) sealed()      {}
+func (*RunFailed) sealed()         {}
+func (*PolicyChanged) sealed()     {}
+func (*CommandRedacted) sealed()   {}
