@@ -1,9 +1,6 @@
 package core
 
-import (
-	"encoding/json"
-	"time"
-)
+import "time"
 
 // Payload is the typed body of a Command. The interface is sealed: only this
 // package declares payload types, one per Kind.
@@ -107,11 +104,12 @@ type Usage struct {
 	OutputTokens int `json:"output_tokens"`
 }
 
-// ToolCall is a model's request to run a tool; Args are untrusted.
+// ToolCall is a model's request to run a tool. Args is the argument text
+// exactly as the model produced it: untrusted and possibly not even JSON.
 type ToolCall struct {
-	ID   string          `json:"id"`
-	Name string          `json:"name"`
-	Args json.RawMessage `json:"args"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Args string `json:"args"`
 }
 
 type ModelStep struct {

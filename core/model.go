@@ -1,0 +1,106 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Role is who said a message in a model view.
+type Role string
+
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one turn of the volatile tier of a view.
+type Message struct {
+	Role       Role       `json:"role"`
+	Text       string     `json:"text,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`   // assistant turns
+	ToolCallID string     `json:"tool_call_id,omitempty"` // tool turns: which call this answers
+	Name       string     `json:"name,omitempty"`         // tool turns: tool name
+}
+
+// ToolSpec is what the model is told about a tool.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+}
+
+// View is everything one model call sees, assembled by the run loop:
+// System carries the stable tier (identity, channel policy, constraints),
+// Tools the context tier, Messages the volatile tier.
+type View struct {
+	System    string     `json:"system"`
+	Messages  []Message  `json:"messages"`
+	Tools     []ToolSpec `json:"tools,omitempty"`
+	MaxTokens int        `json:"max_tokens,omitempty"`
+}
+
+// Reply is one model step: final text, or tool calls (or both).
+type Reply struct {
+	Text      string     `json:"text,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Usage     Usage      `json:"usage"`
+	Provider  string     `json:"provider,omitempty"`
+	Model     string     `json:"model,omitempty"`
+}
+
+// Model is a chat model with tool calling. Implementations in llm/.
+type Model interface {
+	Step(ctx context.Context, v View) (Reply, error)
+}
+
+// Embedder turns texts into vectors; model names the embedding model so
+// vector rows record it.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) (vectors [][]float32, model string, err error)
+}
+
+// ModelFailure classifies why a model call failed; the loop and failover
+// decide on it, never on error strings.
+type ModelFailure string
+
+const (
+	FailRateLimited ModelFailure = "rate-limited" // 429; RetryAfter may be set
+	FailUnavailable ModelFailure = "unavailable"  // 5xx, connection refused
+	FailTimeout     ModelFailure = "timeout"
+	FailAuth        ModelFailure = "auth"        // 401/403: configuration, not transient
+	FailBadRequest  ModelFailure = "bad-request" // 400: our request was refused
+	FailBadResponse ModelFailure = "bad-response"
+)
+
+// ModelError is the error every provider returns for a failed call.
+type ModelError struct {
+	Provider   string
+	Failure    ModelFailure
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *ModelError) Error() string {
+	return fmt.Sprintf("model %s: %s: %v", e.Provider, e.Failure, e.Err)
+}
+func (e *ModelError) Unwrap() error { return e.Err }
+
+// Transient reports whether another provider (or a later retry) may succeed.
+func (e *ModelError) Transient() bool {
+	switch e.Failure {
+	case FailRateLimited, FailUnavailable, FailTimeout, FailBadResponse:
+		return true
+	}
+	return false
+}
+
+// AsModelError extracts a *ModelError from err.
+func AsModelError(err error) (*ModelError, bool) {
+	var me *ModelError
+	ok := errors.As(err, &me)
+	return me, ok
+}

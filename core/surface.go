@@ -1,0 +1,92 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Identity is the bot's own account on a platform, resolved live.
+type Identity struct {
+	UserID string
+	Handle string
+	Name   string
+}
+
+// Inbound is what a surface delivers: exactly one of Event or Click.
+type Inbound struct {
+	Event *Event
+	Click *CardClick
+}
+
+// CardField is one labelled value on a card.
+type CardField struct {
+	Label string `json:"label"`
+	Value string `json:"value"`
+}
+
+// CardAction is one button. Token is short and signed (it fits Telegram's
+// 64-byte callback data) and is all the click brings back.
+type CardAction struct {
+	ID    string `json:"id"`    // approve | decline | ...
+	Label string `json:"label"` // button text
+	Token string `json:"token"`
+	Style string `json:"style,omitempty"` // primary | danger | ""
+}
+
+// Card is an interactive message: approvals, escalations, inbox items.
+type Card struct {
+	ID      string       `json:"id"`
+	Title   string       `json:"title"`
+	Body    string       `json:"body,omitempty"`
+	Fields  []CardField  `json:"fields,omitempty"`
+	Actions []CardAction `json:"actions,omitempty"`
+	// Resolution, when set, replaces the buttons: who decided what, when.
+	Resolution string `json:"resolution,omitempty"`
+}
+
+// Outbound is one message the bot sends or edits.
+type Outbound struct {
+	// Key is the effect's idempotency key: the same key never produces a
+	// second post, even across restarts and SDK retries.
+	Key   string
+	Scope Scope // Thread = root message id to reply in; "" = top level
+	Text  string
+	Card  *Card
+	// Priority final answers and cards over checklist edits when paced.
+	Priority Priority
+}
+
+// Priority orders outbound work in a rate-limited queue.
+type Priority int
+
+const (
+	PriorityEdit   Priority = iota // checklist edits: may be coalesced or delayed
+	PriorityNormal                 // acknowledgements, replies
+	PriorityHigh                   // final answers and approval cards
+)
+
+// MessageRef points at a message the bot posted.
+type MessageRef struct {
+	Scope Scope
+	ID    string
+	At    time.Time
+}
+
+// Surface is one platform connection (Slack, Discord, Telegram, sandbox).
+type Surface interface {
+	// Name is the platform name used in scopes ("slack", "sandbox", ...).
+	Name() string
+	// Self resolves the bot's own identity live from the platform.
+	Self(ctx context.Context) (Identity, error)
+	// Run receives until ctx ends, calling deliver for each inbound item. A
+	// platform delivery is acknowledged only after deliver returns nil, so a
+	// crash before that means redelivery, not loss.
+	Run(ctx context.Context, deliver func(context.Context, Inbound) error) error
+	Post(ctx context.Context, out Outbound) (MessageRef, error)
+	Update(ctx context.Context, ref MessageRef, out Outbound) error
+	React(ctx context.Context, ref MessageRef, emoji string) error
+	OpenDM(ctx context.Context, userID string) (Scope, error)
+	// History returns earlier messages of a thread, oldest first. Their text
+	// is untrusted context.
+	History(ctx context.Context, thread Scope, limit int) ([]Event, error)
+}

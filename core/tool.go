@@ -1,0 +1,93 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+)
+
+// Trust classifies where content came from. Untrusted content may fill
+// payload fields but never a tool's targets.
+type Trust string
+
+const (
+	Trusted   Trust = "trusted"   // the person's own message, an approval, operator config
+	Untrusted Trust = "untrusted" // fetched pages, other channels, tool output, thread history
+)
+
+// Observation is what a tool returns to the run.
+type Observation struct {
+	Text  string `json:"text"`
+	Trust Trust  `json:"trust"`
+}
+
+// ToolContext is what a tool may use while running: the run's scope and the
+// capabilities the harness lends it. Tools never see the journal or a Boundary.
+type ToolContext struct {
+	Run     string
+	Scope   Scope
+	Actor   Person // the person whose message started the run
+	Surface Surface
+	Memory  ChannelMemory
+}
+
+// ChannelMemory is one channel's memory as tools see it (implemented by
+// memory/, bound to a single channel).
+type ChannelMemory interface {
+	Remember(ctx context.Context, text string, prov Provenance) (id string, err error)
+	Recall(ctx context.Context, query string, limit int) ([]Recalled, error)
+	Forget(ctx context.Context, id string, reason string) error
+}
+
+// Recalled is one memory returned by recall.
+type Recalled struct {
+	ID    string  `json:"id"`
+	Text  string  `json:"text"`
+	Score float64 `json:"score"`
+}
+
+// Tool is a registered capability. The model can only name it; the harness
+// validates, gates and runs it.
+type Tool struct {
+	Name        string
+	Description string
+	Schema      json.RawMessage
+	Consequence Consequence
+	// Targets are top-level argument names that pick a recipient, channel,
+	// URL host, id or amount: untrusted text may not choose them.
+	Targets []string
+	Run     func(ctx context.Context, tc ToolContext, args json.RawMessage) (Observation, error)
+}
+
+var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// Validate checks a tool's declaration. A tool that fails it stops the
+// process at start.
+func (t Tool) Validate() error {
+	if !toolName.MatchString(t.Name) {
+		return fmt.Errorf("tool %q: name must match %s", t.Name, toolName)
+	}
+	if !t.Consequence.Valid() {
+		return fmt.Errorf("tool %q: missing or invalid consequence level %q (want read, write, send or irreversible)", t.Name, t.Consequence)
+	}
+	if t.Run == nil {
+		return fmt.Errorf("tool %q: no Run function", t.Name)
+	}
+	var schema struct {
+		Type       string                     `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(t.Schema, &schema); err != nil {
+		return fmt.Errorf("tool %q: schema is not a JSON object: %w", t.Name, err)
+	}
+	if schema.Type != "object" {
+		return fmt.Errorf("tool %q: schema type must be \"object\", got %q", t.Name, schema.Type)
+	}
+	for _, target := range t.Targets {
+		if _, ok := schema.Properties[target]; !ok {
+			return fmt.Errorf("tool %q: target %q is not a schema property", t.Name, target)
+		}
+	}
+	return nil
+}
