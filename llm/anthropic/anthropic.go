@@ -1,0 +1,154 @@
+// Package anthropic is the core.Model over Anthropic's Messages API, built on
+// the official SDK github.com/anthropics/anthropic-sdk-go/v2: tools as
+// tool_use / tool_result blocks.
+//
+// The SDK's client is constructed with option.WithoutEnvironmentDefaults: the
+// base URL and API key come from Config, never from ANTHROPIC_* variables or
+// profile files read behind the caller's back.
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/llm/internal/provider"
+)
+
+// ProviderName is the default Reply.Provider and ModelError.Provider.
+const ProviderName = "anthropic"
+
+// DefaultBaseURL is Anthropic's API.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// DefaultMaxTokens is sent when the view sets no MaxTokens (the API requires one).
+const DefaultMaxTokens = 4096
+
+// NoRetries, as Config.MaxRetries, disables the SDK's own retries.
+const NoRetries = provider.NoRetries
+
+// Config configures a Model.
+type Config struct {
+	// BaseURL of the API, without the /v1 path. Default DefaultBaseURL.
+	BaseURL string
+	// APIKey; empty sends none (a proxy that adds its own).
+	APIKey string
+	// Model, e.g. "claude-sonnet-4-5". Required.
+	Model string
+	// Timeout bounds one Step, SDK retries included. Default 60s.
+	Timeout time.Duration
+	// MaxRetries is how often the SDK itself retries a transient failure
+	// before returning it. 0 means the default (1); NoRetries means none.
+	MaxRetries int
+	// MaxRetryDelay: a server asking for a longer Retry-After is not retried
+	// by the SDK but returned at once. Default 2s.
+	MaxRetryDelay time.Duration
+	// MaxTokens when the view sets none. Default DefaultMaxTokens.
+	MaxTokens int
+	// HTTPClient to use; default a client of its own over http.DefaultTransport.
+	HTTPClient *http.Client
+	// Provider overrides ProviderName in replies and errors.
+	Provider string
+}
+
+// Model is a core.Model over the Messages API. It is safe for concurrent use.
+type Model struct {
+	msgs      sdk.MessageService
+	model     string
+	name      string
+	timeout   time.Duration
+	maxTokens int
+}
+
+var _ core.Model = (*Model)(nil)
+
+// New returns a Model for cfg.
+func New(cfg Config) (*Model, error) {
+	if strings.TrimSpace(cfg.Model) == "" {
+		return nil, errors.New("anthropic: model name is required")
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("anthropic: base URL %q is not an http(s) URL", base)
+	}
+	opts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(),
+		option.WithHTTPClient(provider.HTTPClient(cfg.HTTPClient)),
+		option.WithBaseURL(base),
+		option.WithMaxRetries(provider.Retries(cfg.MaxRetries)),
+		option.WithMiddleware(provider.CapRetryDelay(provider.Or(cfg.MaxRetryDelay, provider.DefaultMaxRetryDelay))),
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	client := sdk.NewClient(opts...)
+	name := cfg.Provider
+	if name == "" {
+		name = ProviderName
+	}
+	maxTokens := cfg.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTokens
+	}
+	return &Model{
+		msgs:      client.Messages,
+		model:     cfg.Model,
+		name:      name,
+		timeout:   provider.Or(cfg.Timeout, provider.DefaultTimeout),
+		maxTokens: maxTokens,
+	}, nil
+}
+
+// Name is the provider label the model puts on replies and errors.
+func (m *Model) Name() string { return m.name }
+
+// ModelName is the configured model.
+func (m *Model) ModelName() string { return m.model }
+
+// Step sends v to the Messages API and maps the answer.
+func (m *Model) Step(ctx context.Context, v core.View) (core.Reply, error) {
+	params, err := m.request(v)
+	if err != nil {
+		return core.Reply{}, provider.BadRequest(m.name, err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	var raw *http.Response
+	// The per-attempt timeout is ours too: without one the SDK derives it from
+	// max_tokens and refuses large values outright ("streaming is required").
+	res, err := m.msgs.New(callCtx, params, option.WithResponseInto(&raw), option.WithRequestTimeout(m.timeout))
+	if err != nil {
+		return core.Reply{}, classify(m.name, ctx, callCtx, err, raw)
+	}
+	return m.reply(res)
+}
+
+func classify(name string, callerCtx, callCtx context.Context, err error, raw *http.Response) error {
+	f := provider.HTTPFailure{Err: err}
+	var apiErr *sdk.Error
+	switch {
+	case errors.As(err, &apiErr) && apiErr.StatusCode != 0:
+		f.Status = apiErr.StatusCode
+		if apiErr.Response != nil {
+			f.Header = apiErr.Response.Header
+		}
+		if msg := provider.Excerpt(apiErr.Message); msg != "" {
+			f.Err = fmt.Errorf("%w: %s", err, msg)
+		}
+	case raw != nil:
+		f.Status, f.Header = raw.StatusCode, raw.Header
+	}
+	return provider.Classify(name, callerCtx, callCtx, f)
+}

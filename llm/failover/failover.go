@@ -1,0 +1,222 @@
+// Package failover is a core.Model that asks a primary model and, when the
+// primary fails, a secondary one with the same view. The view is the whole
+// state of a run's step, so nothing is lost by switching providers mid-run.
+//
+// Policy:
+//   - A transient failure of the primary (rate-limited, unavailable, timeout,
+//     bad response) fails over.
+//   - An auth failure of the primary (401/403: a configuration problem) fails
+//     over too, so the bot stays up, and is logged at error level.
+//   - A bad request (400) fails over as well — another provider may accept what
+//     this one refused (context length, schema dialect) — but does not count
+//     against the primary's health.
+//   - A cancelled or expired context, or an error that is not a
+//     *core.ModelError, is returned as is: there is nothing to fail over from.
+//
+// A circuit breaker keeps a sick primary from costing every call a timeout:
+// after Threshold consecutive health failures (transient or auth) the primary
+// is skipped for Cooldown; the first call after the cool-down tries it again
+// (half-open), and one more failure opens the breaker again.
+package failover
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// Defaults for the circuit breaker.
+const (
+	DefaultThreshold = 3
+	DefaultCooldown  = 30 * time.Second
+)
+
+// Option configures a Model.
+type Option func(*Model)
+
+// WithThreshold sets how many consecutive failures open the breaker (>= 1).
+func WithThreshold(n int) Option {
+	return func(m *Model) {
+		if n >= 1 {
+			m.threshold = n
+		}
+	}
+}
+
+// WithCooldown sets how long an open breaker skips the primary.
+func WithCooldown(d time.Duration) Option {
+	return func(m *Model) {
+		if d > 0 {
+			m.cooldown = d
+		}
+	}
+}
+
+// WithClock injects the clock the breaker reads.
+func WithClock(now func() time.Time) Option {
+	return func(m *Model) {
+		if now != nil {
+			m.now = now
+		}
+	}
+}
+
+// WithLogger sets the logger; default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(m *Model) {
+		if l != nil {
+			m.log = l
+		}
+	}
+}
+
+// WithNames sets the labels used in logs for the two models (default
+// "primary" and "secondary").
+func WithNames(primary, secondary string) Option {
+	return func(m *Model) {
+		m.names = [2]string{primary, secondary}
+	}
+}
+
+// Model is the failover core.Model. It is safe for concurrent use.
+type Model struct {
+	primary, secondary core.Model
+	threshold          int
+	cooldown           time.Duration
+	now                func() time.Time
+	log                *slog.Logger
+	names              [2]string
+
+	mu        sync.Mutex
+	failures  int       // consecutive health failures of the primary
+	openUntil time.Time // primary skipped before this instant
+}
+
+var _ core.Model = (*Model)(nil)
+
+// New returns a Model over primary and secondary. A nil secondary makes it a
+// plain pass-through to the primary.
+func New(primary, secondary core.Model, opts ...Option) *Model {
+	m := &Model{
+		primary:   primary,
+		secondary: secondary,
+		threshold: DefaultThreshold,
+		cooldown:  DefaultCooldown,
+		now:       time.Now,
+		log:       slog.Default(),
+		names:     [2]string{"primary", "secondary"},
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// Step asks the primary, unless its breaker is open, and fails over to the
+// secondary as the package documentation describes. Reply.Provider names the
+// provider that answered.
+func (m *Model) Step(ctx context.Context, v core.View) (core.Reply, error) {
+	if m.secondary == nil {
+		return m.primary.Step(ctx, v)
+	}
+	if until, open := m.open(); open {
+		m.log.DebugContext(ctx, "model failover: primary skipped, breaker open",
+			"primary", m.names[0], "secondary", m.names[1], "until", until)
+		return m.secondary.Step(ctx, v)
+	}
+
+	r, err := m.primary.Step(ctx, v)
+	if err == nil {
+		m.succeeded(ctx)
+		return r, nil
+	}
+	me, ok := core.AsModelError(err)
+	if !ok || ctx.Err() != nil {
+		return core.Reply{}, err
+	}
+	m.failed(ctx, me)
+
+	r, err2 := m.secondary.Step(ctx, v)
+	if err2 == nil {
+		return r, nil
+	}
+	return core.Reply{}, combine(me, err2)
+}
+
+// Open reports whether the breaker is open (the primary is being skipped).
+func (m *Model) Open() bool {
+	_, open := m.open()
+	return open
+}
+
+func (m *Model) open() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.openUntil, m.now().Before(m.openUntil)
+}
+
+func (m *Model) succeeded(ctx context.Context) {
+	m.mu.Lock()
+	recovered := m.failures >= m.threshold
+	m.failures = 0
+	m.openUntil = time.Time{}
+	m.mu.Unlock()
+	if recovered {
+		m.log.InfoContext(ctx, "model failover: primary recovered, breaker closed", "primary", m.names[0])
+	}
+}
+
+func (m *Model) failed(ctx context.Context, me *core.ModelError) {
+	attrs := []any{
+		"primary", m.names[0], "secondary", m.names[1],
+		"provider", me.Provider, "failure", string(me.Failure), "err", me.Err,
+	}
+	health := me.Transient() || me.Failure == core.FailAuth
+	if !health {
+		m.log.WarnContext(ctx, "model failover: primary refused the request, trying secondary", attrs...)
+		return
+	}
+	if me.Failure == core.FailAuth {
+		m.log.ErrorContext(ctx, "model failover: primary auth failed (check its API key and configuration), trying secondary", attrs...)
+	} else {
+		m.log.WarnContext(ctx, "model failover: primary failed, trying secondary", attrs...)
+	}
+	m.mu.Lock()
+	m.failures++
+	opened := m.failures >= m.threshold
+	if opened {
+		m.openUntil = m.now().Add(m.cooldown)
+	}
+	n, until := m.failures, m.openUntil
+	m.mu.Unlock()
+	if opened {
+		m.log.WarnContext(ctx, "model failover: breaker open, skipping primary",
+			"primary", m.names[0], "consecutive_failures", n, "until", until)
+	}
+}
+
+// combine reports a failure of both models as one *core.ModelError. Its kind
+// is the more hopeful of the two — transient when either is — so the run
+// loop waits and retries rather than giving up while one provider may come
+// back; both errors stay in the chain.
+func combine(primary *core.ModelError, secondaryErr error) error {
+	sec, ok := core.AsModelError(secondaryErr)
+	if !ok {
+		// Cancelled while the secondary ran, or an unclassified error.
+		return errors.Join(secondaryErr, primary)
+	}
+	chosen := sec
+	if !sec.Transient() && primary.Transient() {
+		chosen = primary
+	}
+	return &core.ModelError{
+		Provider:   chosen.Provider,
+		Failure:    chosen.Failure,
+		RetryAfter: chosen.RetryAfter,
+		Err:        errors.Join(sec, primary),
+	}
+}
