@@ -1,0 +1,164 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/intent"
+	"github.com/marlowe-bot/marlowe/llm/scripted"
+)
+
+// Texts the scripted model answers with.
+const (
+	statusAnswer = "Release 1.4 is on track: **12 of 14** issues are closed. Still open: `auth-refresh` (<@bob>, in review) and `export-csv` (<@carol>, not started). The cut is planned for Thursday."
+	deployResult = "Deployed release 1.4 to staging"
+)
+
+// scriptedTeammate is the model of the end-to-end tests: it answers a
+// question, asks to run the (irreversible) deploy tool when asked to
+// deploy, and reports the tool's result.
+func scriptedTeammate(v core.View) (core.Reply, error) {
+	for i := len(v.Messages) - 1; i >= 0; i-- {
+		m := v.Messages[i]
+		switch m.Role {
+		case core.RoleTool:
+			if !strings.Contains(m.Text, "4f2c9e1") {
+				return core.Reply{Text: "The deploy did not report a build: " + m.Text}, nil
+			}
+			return core.Reply{Text: deployResult + " ✅ build `4f2c9e1`, all 214 checks green."}, nil
+		case core.RoleUser:
+			if strings.Contains(strings.ToLower(m.Text), "deploy") {
+				return core.Reply{ToolCalls: []core.ToolCall{{ID: "call-deploy", Name: "deploy", Args: `{"release":"1.4","env":"staging"}`}}}, nil
+			}
+			return core.Reply{Text: statusAnswer}, nil
+		case core.RoleAssistant:
+		}
+	}
+	return core.Reply{Text: "Hello."}, nil
+}
+
+// engineDeliver wires the real run engine behind the sandbox, as the
+// composition root does: an in-memory journal, the intent filter as the
+// router (reporting each decision to the sandbox), the filter's windows fed
+// by the bot's posts, a scripted model and one irreversible tool.
+func engineDeliver(t *testing.T, sb *Sandbox) func(context.Context, core.Inbound) error {
+	t.Helper()
+	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
+	router := core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
+		d, err := filter.Decide(ctx, ev)
+		if err != nil {
+			return false, "", err
+		}
+		sb.Decided(ev, d.Route, d.Reason.String())
+		return d.Route, d.Reason.String(), nil
+	})
+	observer := core.PostObserverFunc(func(ctx context.Context, p core.PostedMessage) error {
+		return filter.Posted(ctx, intent.Post{
+			Channel: p.Scope.Key(), Thread: p.Scope.Thread, MessageID: p.MessageID, At: p.At,
+			Answering: p.Answering, AnsweringUser: p.AnsweringUser, AnsweringTop: p.AnsweringTop, AnsweringDM: p.AnsweringDM,
+		}, p.Policy)
+	})
+	deploy := core.Tool{
+		Name:        "deploy",
+		Description: "Deploy a release to an environment.",
+		Schema:      json.RawMessage(`{"type":"object","properties":{"release":{"type":"string"},"env":{"type":"string"}},"required":["release","env"]}`),
+		Consequence: core.Irreversible,
+		Targets:     []string{"env"},
+		Run: func(context.Context, core.ToolContext, json.RawMessage) (core.Observation, error) {
+			return core.Observation{Text: "build 4f2c9e1, 214 checks green.", Trust: core.Untrusted}, nil
+		},
+	}
+	tools, err := core.NewToolRegistry(deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tools, err = tools.WithDefault("deploy"); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := core.NewEngine(core.EngineConfig{
+		Journal:      coretest.NewMemJournal(coretest.NewSigner(t)),
+		Boundary:     core.NewBoundary(nil),
+		Model:        scripted.New().Otherwise(scriptedTeammate),
+		Tools:        tools,
+		Surfaces:     map[string]core.Surface{Platform: sb},
+		Router:       router,
+		PostObserver: observer,
+		CardKey:      []byte("sandbox-test-card-key-0123456789"),
+		Logger:       testLogger(t),
+	})
+	if err != nil {
+		t.Fatalf("new engine: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := eng.Start(ctx); err != nil {
+		cancel()
+		t.Fatalf("start engine: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = eng.Close()
+	})
+	return eng.Deliver
+}
+
+// TestEngineBehindSandbox runs the conversation of the browser test against
+// the real engine through the sandbox's HTTP API (no browser).
+func TestEngineBehindSandbox(t *testing.T) {
+	sb := newSandbox(t, Config{Clock: time.Now})
+	base := run(t, sb, engineDeliver(t, sb))
+
+	find := func(cond func(m message) bool) (message, bool) {
+		sb.mu.Lock()
+		defer sb.mu.Unlock()
+		for _, m := range sb.msgs {
+			if cond(*m) {
+				return *m, true
+			}
+		}
+		return message{}, false
+	}
+	waitMsg := func(what string, cond func(m message) bool) message {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if m, ok := find(cond); ok {
+				return m
+			}
+		}
+		t.Fatalf("timed out waiting for %s", what)
+		return message{}
+	}
+	decided := func(id, reason string) {
+		t.Helper()
+		waitMsg(id+" decided "+reason, func(m message) bool { return m.ID == id && m.Decision != nil && m.Decision.Reason == reason })
+	}
+
+	q := say(t, base, "alice", "general", "", "<@marlowe> what's the status of release 1.4?")
+	decided(q, "mention")
+	waitMsg("the answer", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, "on track") })
+	// Bob writes once Alice's run is over: a message while it is live would
+	// steer it, and Alice, its requester, could not approve its deploy.
+	waitMsg("the run's checklist done", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, "Done") })
+
+	f := say(t, base, "bob", "general", q, "Great, thanks! Can you deploy it to staging?")
+	decided(f, "thread-window")
+	card := waitMsg("an approval card", func(m message) bool {
+		return m.Bot && m.Thread == q && m.Card != nil && len(m.Card.Actions) > 0
+	})
+
+	c := say(t, base, "bob", "general", "", "Anyone up for lunch at noon?")
+	decided(c, "no-window")
+
+	if code, body := postJSON(t, base+"/api/click", map[string]string{"person": "alice", "message": card.ID, "action": "approve"}); code != 202 {
+		t.Fatalf("click: %d %s", code, body)
+	}
+	waitMsg("the card resolved", func(m message) bool { return m.ID == card.ID && m.Card != nil && m.Card.Resolution != "" })
+	waitMsg("the result", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, deployResult) })
+	if _, ok := find(func(m message) bool { return m.Thread == c || (m.ID == c && len(m.Reactions) > 0) }); ok {
+		t.Error("the bot reacted to or answered bob's chatter")
+	}
+}
