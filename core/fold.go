@@ -129,6 +129,11 @@ func (s *ChannelState) Apply(c Command) error {
 	case *ApprovalResolved:
 		if a := s.Approvals[p.ApprovalID]; a != nil {
 			a.Decision, a.By = p.Decision, p.By.ID
+			// A decided card hands the run back to the loop (an expired one
+			// ends it with run.failed right after).
+			if r := s.Runs[a.Run]; r != nil && r.Status == RunWaitingApproval {
+				r.Status = RunWorking
+			}
 		}
 	case *ConsentGranted:
 		s.Consents = append(s.Consents, p.Tool+"|"+p.Destination+"|"+p.Owner)

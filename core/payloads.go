@@ -120,6 +120,10 @@ type ModelStep struct {
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Usage     Usage      `json:"usage"`
 	Final     bool       `json:"final,omitempty"`
+	// Steering lists the message.received command ids (steering messages
+	// that arrived while the run worked) added to the view before this call,
+	// so a replay rebuilds the exact view the model saw.
+	Steering []string `json:"steering,omitempty"`
 }
 
 type ToolRequested struct {
@@ -141,12 +145,21 @@ type ApprovalRequested struct {
 	Summary     string    `json:"summary"`
 	Requester   string    `json:"requester"`
 	ExpiresAt   time.Time `json:"expires_at"`
+	// Question is set for an escalation (ask_human): people answer by
+	// picking one of Options instead of approving a tool call.
+	Question    string   `json:"question,omitempty"`
+	Reason      string   `json:"reason,omitempty"`      // why the gate asked
+	Destination string   `json:"destination,omitempty"` // the target the decision is about
+	Options     []string `json:"options,omitempty"`     // question choices
 }
 
 type ApprovalResolved struct {
 	ApprovalID string `json:"approval_id"`
-	Decision   string `json:"decision"` // approved | declined | expired
-	By         Person `json:"by"`
+	// Decision: approved | declined | expired | superseded (a newer message
+	// in the thread took over) | answered (a question's option was picked).
+	Decision string `json:"decision"`
+	By       Person `json:"by"`
+	Choice   string `json:"choice,omitempty"` // the picked option of a question
 }
 
 type ConsentGranted struct {
@@ -168,6 +181,12 @@ type ToolCompleted struct {
 	Result string `json:"result,omitempty"`
 	Error  string `json:"error,omitempty"`
 	Trust  string `json:"trust,omitempty"` // trusted | untrusted
+	// Code classifies a failed call for the model and for counting:
+	// invalid | unknown-tool | denied | declined | superseded | expired |
+	// error | interrupted.
+	Code string `json:"code,omitempty"`
+	// Checklist, when set, is the run's new plan (update_checklist).
+	Checklist []ChecklistItem `json:"checklist,omitempty"`
 }
 
 // MessagePosted: the bot posted; it opens or extends intent windows.

@@ -20,6 +20,25 @@ const (
 type Observation struct {
 	Text  string `json:"text"`
 	Trust Trust  `json:"trust"`
+	// Checklist, when set, replaces the model's plan shown on the run's
+	// checklist message.
+	Checklist []ChecklistItem `json:"checklist,omitempty"`
+	// Escalate, when set, asks people a question: the harness posts a card
+	// and parks the run until someone answers (ask_human).
+	Escalate *Escalation `json:"escalate,omitempty"`
+}
+
+// ChecklistItem is one line of a run's plan.
+type ChecklistItem struct {
+	Text string `json:"text"`
+	Done bool   `json:"done,omitempty"`
+}
+
+// Escalation is a decision package put to people.
+type Escalation struct {
+	Question string   `json:"question"`
+	Context  string   `json:"context,omitempty"`
+	Options  []string `json:"options,omitempty"` // empty: yes / no
 }
 
 // ToolContext is what a tool may use while running: the run's scope and the
@@ -30,6 +49,17 @@ type ToolContext struct {
 	Actor   Person // the person whose message started the run
 	Surface Surface
 	Memory  ChannelMemory
+	// CallID is the model's id for this call; Origin the id of the
+	// tool.requested command (for provenance).
+	CallID string
+	Origin string
+	// EffectKey is the call's deterministic idempotency key: stable across
+	// a crash and re-execution, for tools that call external systems. Posts
+	// through Surface are keyed by the harness already.
+	EffectKey string
+	// Trust is Untrusted once the run's context holds untrusted content
+	// (fetched pages, tool output): what the model writes may derive from it.
+	Trust Trust
 }
 
 // ChannelMemory is one channel's memory as tools see it (implemented by

@@ -1,0 +1,100 @@
+package coretest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// Memory is an in-memory, per-channel memory with word-overlap recall.
+type Memory struct {
+	mu    sync.Mutex
+	notes map[core.ChannelKey][]*note
+	next  int
+}
+
+type note struct {
+	id        string
+	text      string
+	prov      core.Provenance
+	forgotten bool
+}
+
+// NewMemory returns an empty memory.
+func NewMemory() *Memory { return &Memory{notes: map[core.ChannelKey][]*note{}} }
+
+// For returns the handle bound to ch (what EngineConfig.Memory wants).
+func (m *Memory) For(ch core.ChannelKey) core.ChannelMemory { return &channelMemory{m: m, ch: ch} }
+
+// Notes returns the live notes of ch.
+func (m *Memory) Notes(ch core.ChannelKey) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, n := range m.notes[ch] {
+		if !n.forgotten {
+			out = append(out, n.text)
+		}
+	}
+	return out
+}
+
+type channelMemory struct {
+	m  *Memory
+	ch core.ChannelKey
+}
+
+func (c *channelMemory) Remember(ctx context.Context, text string, prov core.Provenance) (string, error) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	// Idempotent on origin: a re-executed call after a crash stores once.
+	for _, n := range c.m.notes[c.ch] {
+		if prov.Origin != "" && n.prov.Origin == prov.Origin {
+			return n.id, nil
+		}
+	}
+	c.m.next++
+	id := fmt.Sprintf("m%d", c.m.next)
+	c.m.notes[c.ch] = append(c.m.notes[c.ch], &note{id: id, text: text, prov: prov})
+	return id, nil
+}
+
+func (c *channelMemory) Recall(ctx context.Context, query string, limit int) ([]core.Recalled, error) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	words := strings.Fields(strings.ToLower(query))
+	var out []core.Recalled
+	for _, n := range c.m.notes[c.ch] {
+		if n.forgotten {
+			continue
+		}
+		hits := 0
+		for _, w := range words {
+			if strings.Contains(strings.ToLower(n.text), w) {
+				hits++
+			}
+		}
+		if hits > 0 || len(words) == 0 {
+			out = append(out, core.Recalled{ID: n.id, Text: n.text, Score: float64(hits)})
+		}
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (c *channelMemory) Forget(ctx context.Context, id, reason string) error {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	for _, n := range c.m.notes[c.ch] {
+		if n.id == id && !n.forgotten {
+			n.forgotten = true
+			return nil
+		}
+	}
+	return fmt.Errorf("no memory %q in this channel", id)
+}

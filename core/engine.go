@@ -1,0 +1,454 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+)
+
+// Router decides whether an event reaches the bot at all (the intent filter
+// satisfies it through a small adapter). An ignored event leaves no trace:
+// the engine neither journals it, nor reacts, nor logs its text.
+type Router interface {
+	Route(ctx context.Context, ev Event) (route bool, reason string, err error)
+}
+
+// RouterFunc adapts a function to Router.
+type RouterFunc func(ctx context.Context, ev Event) (bool, string, error)
+
+func (f RouterFunc) Route(ctx context.Context, ev Event) (bool, string, error) { return f(ctx, ev) }
+
+// PostedMessage is one of the bot's own posts, as journaled: what the intent
+// windows are opened and extended from.
+type PostedMessage struct {
+	Command   Command // the message.posted command
+	Scope     Scope   // where it was posted; Thread is the thread root ("" = top level)
+	MessageID string
+	At        time.Time
+	Role      string // answer | checklist | card | notice | message
+
+	Answering     string // message id answered ("" when unprompted)
+	AnsweringUser string
+	AnsweringTop  bool // the answered message was at top level
+	AnsweringDM   bool // the answered message was in a DM
+	Policy        Policy
+}
+
+// PostObserver is told about each bot post after its message.posted is
+// journaled. Errors are logged; they never fail the run.
+type PostObserver interface {
+	ObservePost(ctx context.Context, p PostedMessage) error
+}
+
+// PostObserverFunc adapts a function to PostObserver.
+type PostObserverFunc func(ctx context.Context, p PostedMessage) error
+
+func (f PostObserverFunc) ObservePost(ctx context.Context, p PostedMessage) error { return f(ctx, p) }
+
+// Budgets bound what runs may spend. Zero fields take the defaults.
+type Budgets struct {
+	MaxSteps  int           // model calls per run (default 12)
+	MaxTokens int           // tokens per run (default 60,000)
+	MaxWall   time.Duration // working time per run, parked time excluded (default 5 min)
+	// DailyTokens is the per-channel, per-UTC-day token budget for channels
+	// whose policy sets none (0 = unlimited).
+	DailyTokens int
+}
+
+// Default budgets.
+const (
+	DefaultMaxSteps  = 12
+	DefaultMaxTokens = 60_000
+	DefaultMaxWall   = 5 * time.Minute
+)
+
+func (b Budgets) withDefaults() Budgets {
+	if b.MaxSteps <= 0 {
+		b.MaxSteps = DefaultMaxSteps
+	}
+	if b.MaxTokens <= 0 {
+		b.MaxTokens = DefaultMaxTokens
+	}
+	if b.MaxWall <= 0 {
+		b.MaxWall = DefaultMaxWall
+	}
+	return b
+}
+
+// EngineConfig wires the run loop. Journal, Boundary, Surfaces, Router and
+// CardKey are required.
+type EngineConfig struct {
+	Journal  Journal
+	Boundary *Boundary
+	// Model answers runs; nil means offline: only the deterministic command
+	// grammar (help, remember, recall, forget, policy) is served.
+	Model Model
+	// Tools is the tool registry (nil: no tools).
+	Tools *ToolRegistry
+	// Surfaces maps a platform name (Scope.Platform) to its surface.
+	Surfaces map[string]Surface
+	Router   Router
+	// PostObserver hears about every bot post (intent windows); may be nil.
+	PostObserver PostObserver
+	// Memory returns the memory handle of one channel; may be nil.
+	Memory func(ChannelKey) ChannelMemory
+	Logger *slog.Logger
+	// Clock is the time budgets and expiries are judged by (default: the
+	// boundary clock).
+	Clock func() time.Time
+	// CardKey signs card button tokens (HMAC-SHA256), at least 16 bytes.
+	// It must be stable across restarts or pending cards stop verifying.
+	CardKey []byte
+	Budgets Budgets
+	// DefaultPolicy applies to channels that have no policy.changed yet.
+	DefaultPolicy Policy
+	// ApprovalTTL is how long a card stays answerable (default 24 h).
+	ApprovalTTL time.Duration
+	// ModelRetries is how many times a transient model failure is retried
+	// within one step (default 2); RetryBackoff the first wait (default 1 s,
+	// doubled each time, or the provider's Retry-After when shorter than 30 s).
+	ModelRetries int
+	RetryBackoff time.Duration
+	// ToolTimeout bounds one tool call (default 60 s).
+	ToolTimeout time.Duration
+	// Name is how the bot introduces itself to the model (default "Marlowe").
+	Name string
+}
+
+// Engine is the run loop: ingress (Deliver), one serial consumer per thread
+// (the mailbox), the model/tool interpreter, the gate, approvals and budgets.
+type Engine struct {
+	cfg      EngineConfig
+	j        Journal
+	b        *Boundary
+	model    Model
+	offline  bool
+	tools    *ToolRegistry
+	surfaces map[string]Surface
+	log      *slog.Logger
+	now      func() time.Time
+	budgets  Budgets
+
+	chMu     sync.Mutex
+	channels map[ChannelKey]*chanView
+
+	mu       sync.Mutex
+	closed   bool
+	runCtx   context.Context
+	cancel   context.CancelFunc
+	stopLink func() bool
+	threads  map[threadKey]*mailbox
+	wg       sync.WaitGroup
+	idle     *sync.Cond
+	busy     int
+}
+
+type threadKey struct {
+	ch     ChannelKey
+	thread string
+}
+
+// NewEngine validates cfg and returns an engine. It starts nothing: call
+// Start to resume unfinished runs, then let surfaces call Deliver.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	var errs []error
+	if cfg.Journal == nil {
+		errs = append(errs, errors.New("journal is required"))
+	}
+	if cfg.Boundary == nil {
+		errs = append(errs, errors.New("boundary is required"))
+	}
+	if len(cfg.Surfaces) == 0 {
+		errs = append(errs, errors.New("at least one surface is required"))
+	}
+	if cfg.Router == nil {
+		errs = append(errs, errors.New("router is required (the intent filter): an unfiltered engine would record every message"))
+	}
+	if len(cfg.CardKey) < 16 {
+		errs = append(errs, errors.New("card key must be at least 16 bytes"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("new engine: %w", errors.Join(errs...))
+	}
+	e := &Engine{
+		cfg: cfg, j: cfg.Journal, b: cfg.Boundary, model: cfg.Model, tools: cfg.Tools,
+		surfaces: maps.Clone(cfg.Surfaces), log: cfg.Logger, now: cfg.Clock,
+		budgets: cfg.Budgets.withDefaults(), channels: map[ChannelKey]*chanView{},
+		threads: map[threadKey]*mailbox{},
+	}
+	if e.model == nil {
+		e.offline = true
+	}
+	if e.tools == nil {
+		e.tools, _ = NewToolRegistry()
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.now == nil {
+		e.now = e.b.Now
+	}
+	if e.cfg.ApprovalTTL <= 0 {
+		e.cfg.ApprovalTTL = DefaultApprovalTTL
+	}
+	if e.cfg.ModelRetries < 0 {
+		e.cfg.ModelRetries = 0
+	} else if e.cfg.ModelRetries == 0 {
+		e.cfg.ModelRetries = 2
+	}
+	if e.cfg.RetryBackoff <= 0 {
+		e.cfg.RetryBackoff = time.Second
+	}
+	if e.cfg.ToolTimeout <= 0 {
+		e.cfg.ToolTimeout = time.Minute
+	}
+	if e.cfg.Name == "" {
+		e.cfg.Name = "Marlowe"
+	}
+	e.idle = sync.NewCond(&e.mu)
+	e.runCtx, e.cancel = context.WithCancel(context.Background())
+	return e, nil
+}
+
+// Start resumes the journal's unfinished runs: runs that were working are
+// driven on from their last journaled step; parked runs (waiting for
+// approval, blocked) get their card or notice re-issued if it was lost and
+// stay parked; overdue approvals expire. Cancelling ctx stops the engine as
+// Close does (without waiting).
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return errors.New("engine start: engine is closed")
+	}
+	if e.stopLink == nil {
+		e.stopLink = context.AfterFunc(ctx, e.cancel)
+	}
+	e.mu.Unlock()
+	chs, err := e.j.Channels(ctx)
+	if err != nil {
+		return fmt.Errorf("engine start: list channels: %w", err)
+	}
+	resumed := 0
+	for _, ch := range chs {
+		v, err := e.channel(ctx, ch)
+		if err != nil {
+			return fmt.Errorf("engine start: %w", err)
+		}
+		type pick struct {
+			key threadKey
+			run string
+		}
+		var picks []pick
+		var overdue []*approvalView
+		now := e.now()
+		if err := v.with(ctx, func() {
+			for _, r := range v.runs {
+				if r.status.Terminal() && r.endNotice == "" {
+					continue
+				}
+				picks = append(picks, pick{threadKey{ch, r.thread}, r.id})
+			}
+			for _, a := range v.approvals {
+				if a.pending() && !now.Before(a.ExpiresAt) {
+					overdue = append(overdue, a)
+				}
+			}
+		}); err != nil {
+			return fmt.Errorf("engine start: %w", err)
+		}
+		for _, a := range overdue {
+			if err := e.expire(ctx, v, a.ID); err != nil {
+				return fmt.Errorf("engine start: %w", err)
+			}
+		}
+		for _, p := range picks {
+			e.enqueue(p.key, job{run: p.run, resume: true})
+			resumed++
+		}
+	}
+	e.log.Info("engine started", "channels", len(chs), "unfinished_runs", resumed)
+	return nil
+}
+
+// Close stops the engine: in-flight runs are cancelled at their next step
+// (they resume from the journal at the next Start) and Close waits for every
+// goroutine the engine started.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	if e.stopLink != nil {
+		e.stopLink()
+	}
+	e.mu.Unlock()
+	e.cancel()
+	e.wg.Wait()
+	return nil
+}
+
+// Wait blocks until every goroutine the engine started has exited (after
+// Close, or after the context given to Start ends).
+func (e *Engine) Wait() { e.wg.Wait() }
+
+// WaitIdle blocks until no thread has work queued or running, or ctx ends.
+// Tests and graceful shutdown use it to let in-flight runs finish.
+func (e *Engine) WaitIdle(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.idle.Broadcast()
+	})
+	defer stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.busy > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e.idle.Wait()
+	}
+	return nil
+}
+
+// channel returns the loaded cache of ch.
+func (e *Engine) channel(ctx context.Context, ch ChannelKey) (*chanView, error) {
+	e.chMu.Lock()
+	v := e.channels[ch]
+	if v == nil {
+		v = newChanView(ch, e.j)
+		e.channels[ch] = v
+	}
+	e.chMu.Unlock()
+	if err := v.with(ctx, func() {}); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (e *Engine) surface(platform string) (Surface, error) {
+	s, ok := e.surfaces[platform]
+	if !ok {
+		return nil, fmt.Errorf("no surface for platform %q", platform)
+	}
+	return s, nil
+}
+
+// policyLocked returns the channel's effective policy. Callers hold v.mu.
+func (e *Engine) policyLocked(v *chanView) Policy {
+	if !v.policySet {
+		return e.cfg.DefaultPolicy
+	}
+	return v.policy
+}
+
+// driveAttempts bounds how often one job retries a drive that failed.
+const driveAttempts = 3
+
+// job is one unit of a thread's mailbox.
+type job struct {
+	run    string // drive this run
+	resume bool   // first drive after a restart: re-issue the last checklist edit
+	notice *notice
+}
+
+// notice is a reply that is not part of a run's loop (a refused click).
+type notice struct {
+	key   string
+	scope Scope
+	text  string
+	run   string
+	cause string // command that requested it; "" when nothing was journaled
+}
+
+// mailbox is one thread's queue and its single consumer. No two goroutines
+// ever drive runs of the same thread: that is what keeps folds in a thread
+// from interleaving.
+type mailbox struct {
+	key   threadKey
+	queue []job
+}
+
+// enqueue hands a job to the thread's consumer, starting one if none runs.
+func (e *Engine) enqueue(k threadKey, j job) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.runCtx.Err() != nil {
+		return // the journal has it; the next Start picks it up
+	}
+	m := e.threads[k]
+	if m == nil {
+		m = &mailbox{key: k}
+		e.threads[k] = m
+		e.busy++
+		e.wg.Add(1)
+		go e.consume(m)
+	}
+	if j.run != "" {
+		for _, q := range m.queue {
+			if q.run == j.run && q.notice == nil {
+				return // already queued: one drive sees everything journaled so far
+			}
+		}
+	}
+	m.queue = append(m.queue, j)
+}
+
+func (e *Engine) consume(m *mailbox) {
+	defer e.wg.Done()
+	for {
+		e.mu.Lock()
+		if len(m.queue) == 0 || e.runCtx.Err() != nil {
+			delete(e.threads, m.key)
+			e.busy--
+			if e.busy == 0 {
+				e.idle.Broadcast()
+			}
+			e.mu.Unlock()
+			return
+		}
+		j := m.queue[0]
+		m.queue = m.queue[1:]
+		e.mu.Unlock()
+		e.handle(e.runCtx, j)
+	}
+}
+
+func (e *Engine) handle(ctx context.Context, j job) {
+	switch {
+	case j.notice != nil:
+		if err := e.postNotice(ctx, j.notice); err != nil && ctx.Err() == nil {
+			e.log.Warn("post notice failed", "run", j.notice.run, "error", err)
+		}
+	case j.run != "":
+		// A failed drive (platform or store trouble) is retried a few times:
+		// every drive starts again from the journal, so a retry repeats
+		// nothing that was recorded and re-issues unrecorded posts with
+		// their keys.
+		wait := e.cfg.RetryBackoff
+		for attempt := 1; ; attempt++ {
+			err := e.drive(ctx, j.run, j.resume || attempt > 1)
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			if attempt == driveAttempts {
+				// The run stays unfinished in the journal; the next message
+				// in its thread, click or Start resumes it.
+				e.log.Error("run stopped on an error", "run", j.run, "attempts", attempt, "error", err)
+				return
+			}
+			e.log.Warn("run interrupted by an error; retrying", "run", j.run, "attempt", attempt, "error", err)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait *= 4
+		}
+	}
+}

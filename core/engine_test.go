@@ -1,0 +1,215 @@
+package core_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
+)
+
+func TestMentionAckAnswer(t *testing.T) {
+	var ackBeforeModel bool
+	var h *harness
+	m := coretest.NewScriptedModel(coretest.Text("The deploy is green."))
+	m.OnCall = func(ctx context.Context, n int, v core.View) {
+		ackBeforeModel = len(h.s.Posts()) == 1 && strings.Contains(h.s.Posts()[0].Out.Text, "Working on it")
+	}
+	h = newHarness(t, m, nil)
+	ev := h.mention(alice, "C1", "is the deploy green?")
+	h.deliver(ev)
+	h.idle()
+
+	if !ackBeforeModel {
+		t.Fatalf("the checklist was not posted before the first model call")
+	}
+	posts := h.s.Posts()
+	if len(posts) != 2 {
+		t.Fatalf("posts = %d, want checklist + answer: %+v", len(posts), posts)
+	}
+	thread := threadOf(ev)
+	for _, p := range posts {
+		if p.Ref.Scope != thread {
+			t.Errorf("post %q in %+v, want the thread under the message %+v", p.Out.Text, p.Ref.Scope, thread)
+		}
+		if p.Out.Key == "" {
+			t.Errorf("post %q has no idempotency key", p.Out.Text)
+		}
+	}
+	if posts[1].Out.Text != "The deploy is green." || posts[1].Out.Priority != core.PriorityHigh {
+		t.Errorf("answer = %+v", posts[1].Out)
+	}
+	cur, _ := h.s.Current(posts[0].Ref.ID)
+	if !strings.HasPrefix(cur.Text, "✅ Done") {
+		t.Errorf("checklist ends as %q, want done", cur.Text)
+	}
+	for _, e := range h.s.Edits() {
+		if e.Out.Priority != core.PriorityEdit {
+			t.Errorf("checklist edit priority %d, want PriorityEdit", e.Out.Priority)
+		}
+	}
+	want := []string{"message.received", "run.started", "message.posted", "model.step", "message.posted", "message.updated", "run.completed"}
+	if got := h.kinds("C1"); !slices.Equal(got, want) {
+		t.Errorf("journal = %v\nwant      %v", got, want)
+	}
+	// The model saw the person's words without the mention token.
+	if v := m.Views()[0]; !strings.HasSuffix(lastText(v), "): is the deploy green?") {
+		t.Errorf("view text = %q", lastText(v))
+	}
+	// Windows: both posts reported, answering Alice's top-level message.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.posted) != 2 {
+		t.Fatalf("observer saw %d posts", len(h.posted))
+	}
+	for _, p := range h.posted {
+		if p.Answering != ev.MessageID || p.AnsweringUser != alice.ID || !p.AnsweringTop || p.Scope.Thread != ev.MessageID || p.MessageID == "" {
+			t.Errorf("observed post %+v", p)
+		}
+	}
+	for _, r := range h.runs("C1") {
+		if r.Status != core.RunDone || r.Steps != 1 || r.Tokens != 120 {
+			t.Errorf("run = %+v", r)
+		}
+	}
+	h.verify("C1")
+}
+
+func TestIgnoredEventLeavesNoTrace(t *testing.T) {
+	h := newHarness(t, coretest.NewScriptedModel(coretest.Text("hi")), nil)
+	ev := core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
+		Text: "secret lunch plans nobody addressed to the bot", At: h.clk.Now()}
+	h.deliver(ev)
+	h.idle()
+	if chs, _ := h.j.Channels(context.Background()); len(chs) != 0 {
+		t.Errorf("journal has channels %v", chs)
+	}
+	if len(h.s.Posts()) != 0 || len(h.s.Edits()) != 0 {
+		t.Errorf("surface touched: %v", h.s.Posts())
+	}
+	if strings.Contains(h.logs.String(), "lunch") {
+		t.Errorf("log mentions the ignored text:\n%s", h.logs.String())
+	}
+	if h.m.Calls() != 0 {
+		t.Errorf("model called")
+	}
+}
+
+func TestRedeliveryIsDeduplicated(t *testing.T) {
+	h := newHarness(t, coretest.NewScriptedModel(coretest.Text("once")), nil)
+	ev := h.mention(alice, "C1", "hello")
+	h.deliver(ev)
+	h.deliver(ev) // Slack retry, or app_mention + message
+	h.idle()
+	h.deliver(ev)
+	h.idle()
+	if n := h.count("C1", core.KindMessageReceived); n != 1 {
+		t.Errorf("message.received = %d, want 1", n)
+	}
+	if n := h.count("C1", core.KindRunStarted); n != 1 {
+		t.Errorf("run.started = %d, want 1", n)
+	}
+	if len(h.s.Posts()) != 2 {
+		t.Errorf("posts = %d, want 2", len(h.s.Posts()))
+	}
+}
+
+func TestDMAnswersAtTopLevel(t *testing.T) {
+	h := newHarness(t, coretest.NewScriptedModel(coretest.Text("sure")), nil)
+	ev := core.Event{Scope: chanScope("D1"), Visibility: core.DM, MessageID: "M1", Author: alice, Text: "can you help?", At: h.clk.Now()}
+	h.deliver(ev)
+	h.idle()
+	posts := h.s.Posts()
+	if len(posts) != 2 || posts[1].Out.Text != "sure" {
+		t.Fatalf("posts = %+v", posts)
+	}
+	for _, p := range posts {
+		if p.Ref.Scope.Thread != "" || p.Ref.Scope.Channel != "D1" {
+			t.Errorf("DM post in %+v, want top level of the DM", p.Ref.Scope)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.posted[0].AnsweringDM {
+		t.Errorf("post not marked as answering a DM")
+	}
+}
+
+func TestToolStepThenAnswer(t *testing.T) {
+	log := &toolLog{}
+	m := coretest.NewScriptedModel(
+		coretest.Calls(coretest.Call("c1", "note", `{"text":"standup at 10"}`)),
+		coretest.Text("Noted."),
+	)
+	h := newHarness(t, m, []core.Tool{noteTool(log)})
+	h.deliver(h.mention(alice, "C1", "note: standup at 10"))
+	h.idle()
+	if got := log.get(); !slices.Equal(got, []string{"note:standup at 10"}) {
+		t.Errorf("tool calls = %v", got)
+	}
+	want := []string{"message.received", "run.started", "message.posted", "model.step",
+		"tool.requested", "permission.decided", "tool.completed", "message.updated",
+		"model.step", "message.posted", "message.updated", "run.completed"}
+	if got := h.kinds("C1"); !slices.Equal(got, want) {
+		t.Errorf("journal = %v\nwant      %v", got, want)
+	}
+	pd := payloads[*core.PermissionDecided](h, "C1", core.KindPermissionDecided)
+	if len(pd) != 1 || pd[0].Decision != "allow" {
+		t.Errorf("permission = %+v", pd)
+	}
+	// The second call saw the observation.
+	v := m.Views()[1]
+	if last := v.Messages[len(v.Messages)-1]; last.Role != core.RoleTool || last.Text != "noted standup at 10" || last.ToolCallID != "c1" {
+		t.Errorf("observation = %+v", last)
+	}
+	if len(v.Tools) != 1 || v.Tools[0].Name != "note" {
+		t.Errorf("exposed tools = %+v", v.Tools)
+	}
+	cur, _ := h.s.Current(h.s.Posts()[0].Ref.ID)
+	if !strings.Contains(cur.Text, "✓ note") {
+		t.Errorf("checklist = %q", cur.Text)
+	}
+}
+
+func TestReplayRunRebuildsTheRunWithoutTheModel(t *testing.T) {
+	log := &toolLog{}
+	m := coretest.NewScriptedModel(
+		coretest.Calls(coretest.Call("c1", "note", `{"text":"a"}`)),
+		coretest.Text("done"),
+	)
+	h := newHarness(t, m, []core.Tool{noteTool(log)})
+	h.deliver(h.mention(alice, "C1", "note a"))
+	h.idle()
+	var runID string
+	for id := range h.runs("C1") {
+		runID = id
+	}
+	cmds, err := h.j.ReadRun(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := m.Calls()
+	rs, err := core.ReplayRun(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Calls() != calls || len(log.get()) != 1 {
+		t.Errorf("replay called the model or a tool")
+	}
+	if rs.Status != core.RunDone || rs.Steps != 2 || rs.Requester != alice || len(rs.Effects) != 2 {
+		t.Errorf("replay = %+v", rs)
+	}
+	// The replayed conversation is exactly what the last model call saw
+	// plus the final step.
+	last := m.Views()[1].Messages
+	if len(rs.Messages) != len(last)+1 {
+		t.Fatalf("replayed %d messages, last view had %d", len(rs.Messages), len(last))
+	}
+	for i := range last {
+		if rs.Messages[i].Text != last[i].Text || rs.Messages[i].Role != last[i].Role {
+			t.Errorf("message %d: replay %+v, live %+v", i, rs.Messages[i], last[i])
+		}
+	}
+}

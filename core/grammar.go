@@ -1,0 +1,298 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The command grammar is the bot's deterministic side: with no model
+// configured it is all the bot understands; with a model, `help` and valid
+// `policy` commands are still answered by it (channel rules are never left
+// to a model's reading). Commands run through the same loop as model runs:
+// the grammar stands in for the model, its tool calls go through the same
+// validation, gate and journal.
+
+type grammarKind int
+
+const (
+	gUnknown grammarKind = iota
+	gHelp
+	gRemember
+	gRecall
+	gForget
+	gPolicyShow
+	gPolicySet
+	gPolicyUsage
+)
+
+type grammarCmd struct {
+	kind  grammarKind
+	arg   string // remember / recall / forget argument
+	key   string // policy set key
+	value []string
+}
+
+// parseGrammar reads a mention-stripped message.
+func parseGrammar(text string) grammarCmd {
+	t := strings.TrimSpace(text)
+	word, rest, _ := strings.Cut(t, " ")
+	rest = strings.TrimSpace(rest)
+	switch strings.ToLower(strings.TrimRight(word, ":,")) {
+	case "help", "?":
+		if rest == "" {
+			return grammarCmd{kind: gHelp}
+		}
+	case "remember":
+		if rest != "" {
+			return grammarCmd{kind: gRemember, arg: rest}
+		}
+	case "recall":
+		return grammarCmd{kind: gRecall, arg: rest}
+	case "forget":
+		if rest != "" {
+			return grammarCmd{kind: gForget, arg: rest}
+		}
+	case "policy":
+		f := strings.Fields(rest)
+		switch {
+		case len(f) == 0 || len(f) == 1 && strings.EqualFold(f[0], "show"):
+			return grammarCmd{kind: gPolicyShow}
+		case len(f) >= 3 && strings.EqualFold(f[0], "set"):
+			return grammarCmd{kind: gPolicySet, key: strings.ToLower(f[1]), value: f[2:]}
+		}
+		return grammarCmd{kind: gPolicyUsage}
+	}
+	return grammarCmd{kind: gUnknown}
+}
+
+// deterministic reports whether a command is answered by the grammar even
+// when a model is configured.
+func (g grammarCmd) deterministic() bool {
+	return g.kind == gHelp || g.kind == gPolicyShow || g.kind == gPolicySet
+}
+
+const helpText = "Here is what I understand without a model:\n" +
+	"• `help` — this message\n" +
+	"• `remember <something>` — keep a note for this channel\n" +
+	"• `recall <words>` — find notes\n" +
+	"• `forget <note id>` — drop a note\n" +
+	"• `policy` — show this channel's rules; admins: `policy set approvers U1,U2`, " +
+	"`policy set admins U1`, `policy set tools a,b`, `policy set window thread 30m`, " +
+	"`policy set window toplevel 6m`, `policy set budget 100000`, `policy set approval send,irreversible`"
+
+const needModelText = "I need a language model for that. Configure one with " +
+	"`MARLOWE_MODEL_PROVIDER=openai` and `MARLOWE_MODEL_BASE_URL` pointing at any OpenAI-compatible " +
+	"endpoint (for example a local Ollama: `http://localhost:11434/v1`, plus `MARLOWE_MODEL` for the model name). " +
+	"Until then I understand `help`, `remember …`, `recall …`, `forget …` and `policy …`."
+
+const policyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval> <value>` — " +
+	"e.g. `policy set approvers U1,U2`, `policy set tools remember,recall`, `policy set window thread 30m`. " +
+	"Use `none` / `default` to clear a setting."
+
+// grammarReply is the grammar's step: the reply it gives (as a model would)
+// and, for an accepted `policy set`, the policy to journal with it.
+type grammarReply struct {
+	reply  Reply
+	policy *Policy
+}
+
+// grammarStep answers the newest human message of rs (given pol and the
+// registry). After a tool call it reports the tool's outcome.
+func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, requester Person, h *humanMsg) grammarReply {
+	text := func(s string) grammarReply { return grammarReply{reply: Reply{Text: s, Provider: "grammar"}} }
+	if st := rs.step; st != nil && !st.final && len(st.calls) > 0 {
+		c := st.calls[0].completion
+		switch {
+		case c == nil:
+			return text("I could not finish that.")
+		case c.OK:
+			return text(c.Result)
+		default:
+			msg := c.Error
+			var ce struct {
+				Error struct {
+					Message  string   `json:"message"`
+					Problems []string `json:"problems"`
+				} `json:"error"`
+			}
+			if json.Unmarshal([]byte(c.Error), &ce) == nil {
+				msg = ce.Error.Message
+				if len(ce.Error.Problems) > 0 {
+					msg = strings.Join(ce.Error.Problems, "; ")
+				}
+			}
+			return text("I couldn't do that: " + msg)
+		}
+	}
+	cmd := parseGrammar(h.text)
+	call := func(name string, args map[string]any) grammarReply {
+		b, _ := json.Marshal(args)
+		return grammarReply{reply: Reply{Provider: "grammar", ToolCalls: []ToolCall{{ID: "g1", Name: name, Args: string(b)}}}}
+	}
+	switch cmd.kind {
+	case gHelp:
+		return text(helpText)
+	case gRemember:
+		return call("remember", map[string]any{"text": cmd.arg})
+	case gRecall:
+		return call("recall", map[string]any{"query": cmd.arg})
+	case gForget:
+		return call("forget", map[string]any{"id": cmd.arg})
+	case gPolicyShow:
+		return text(describePolicy(pol, reg))
+	case gPolicyUsage:
+		return text(policyUsageText)
+	case gPolicySet:
+		if len(pol.Admins) > 0 && !slices.Contains(pol.Admins, requester.ID) {
+			return text("🚫 Only this channel's admins (" + mentionList(pol.Admins) + ") can change its policy. Nothing was changed.")
+		}
+		np, err := applyPolicySet(pol, reg, cmd.key, cmd.value)
+		if err != nil {
+			return text("I couldn't change the policy: " + err.Error() + "\n" + policyUsageText)
+		}
+		r := text("✅ Policy updated.\n" + describePolicy(np, reg))
+		r.policy = &np
+		return r
+	}
+	return text(needModelText)
+}
+
+// applyPolicySet returns pol with one setting changed.
+func applyPolicySet(pol Policy, reg *ToolRegistry, key string, value []string) (Policy, error) {
+	np := pol
+	np.Tools, np.ApprovalLevels = slices.Clone(pol.Tools), slices.Clone(pol.ApprovalLevels)
+	np.Approvers, np.Admins = slices.Clone(pol.Approvers), slices.Clone(pol.Admins)
+	list := splitList(strings.Join(value, ","))
+	clear := len(list) == 1 && (strings.EqualFold(list[0], "none") || strings.EqualFold(list[0], "default") || list[0] == "-")
+	switch key {
+	case "approvers", "admins":
+		ids := []string{}
+		if !clear {
+			for _, s := range list {
+				ids = append(ids, userID(s))
+			}
+		}
+		if key == "approvers" {
+			np.Approvers = ids
+		} else {
+			np.Admins = ids
+		}
+	case "tools":
+		np.Tools = nil
+		if !clear {
+			for _, n := range list {
+				n = strings.ToLower(n)
+				if _, ok := reg.Get(n); !ok {
+					return pol, fmt.Errorf("no tool named %q (known: %s)", n, strings.Join(reg.Names(), ", "))
+				}
+				np.Tools = append(np.Tools, n)
+			}
+			if len(np.Tools) > MaxExposedTools {
+				return pol, fmt.Errorf("at most %d tools can be exposed", MaxExposedTools)
+			}
+		}
+	case "window":
+		if len(value) != 2 {
+			return pol, fmt.Errorf("say `policy set window thread 30m` or `policy set window toplevel 6m`")
+		}
+		d, err := time.ParseDuration(value[1])
+		if err != nil || d <= 0 || d > 24*time.Hour {
+			return pol, fmt.Errorf("window length %q: want a duration like 30m (at most 24h)", value[1])
+		}
+		switch strings.ToLower(value[0]) {
+		case "thread":
+			np.ThreadWindowS = int(d / time.Second)
+		case "toplevel", "top-level", "top":
+			np.ToplevelWindowS = int(d / time.Second)
+		default:
+			return pol, fmt.Errorf("window %q: want thread or toplevel", value[0])
+		}
+	case "budget":
+		if clear {
+			np.DailyTokenBudget = 0
+			break
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(value[0], "_", ""))
+		if err != nil || n < 0 {
+			return pol, fmt.Errorf("budget %q: want a number of tokens per day", value[0])
+		}
+		np.DailyTokenBudget = n
+	case "approval", "approvals":
+		np.ApprovalLevels = nil
+		if !clear {
+			for _, s := range list {
+				c := Consequence(strings.ToLower(s))
+				if !c.Valid() {
+					return pol, fmt.Errorf("level %q: want read, write, send or irreversible", s)
+				}
+				np.ApprovalLevels = append(np.ApprovalLevels, c)
+			}
+		}
+	default:
+		return pol, fmt.Errorf("unknown setting %q", key)
+	}
+	return np, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// userID reads a user reference as written in a message: <@U1>, <@U1|bob>,
+// @U1 or U1. Platform ids are case-sensitive on some platforms, so only the
+// decoration is removed.
+func userID(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
+	if i := strings.IndexByte(s, '|'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimLeft(s, "@!")
+}
+
+func describePolicy(p Policy, reg *ToolRegistry) string {
+	or := func(xs []string, dflt string) string {
+		if len(xs) == 0 {
+			return dflt
+		}
+		return strings.Join(xs, ", ")
+	}
+	levels := p.ApprovalLevels
+	if len(levels) == 0 {
+		levels = DefaultApprovalLevels()
+	}
+	lv := make([]string, len(levels))
+	for i, l := range levels {
+		lv[i] = string(l)
+	}
+	budget := "default"
+	if p.DailyTokenBudget > 0 {
+		budget = strconv.Itoa(p.DailyTokenBudget) + " tokens/day"
+	}
+	ids := func(xs []string) []string {
+		out := make([]string, len(xs))
+		for i, x := range xs {
+			out[i] = mentionOf(x)
+		}
+		return out
+	}
+	return strings.Join([]string{
+		"Channel policy:",
+		"• admins: " + or(ids(p.Admins), "none yet (anyone may change the policy)"),
+		"• approvers: " + or(ids(p.Approvers), "anyone in the channel (never the requester alone for irreversible actions)"),
+		"• tools: " + strings.Join(reg.Exposed(p), ", "),
+		"• needs approval: " + strings.Join(lv, ", ") + " (irreversible always)",
+		"• windows: thread " + p.ThreadWindow().String() + ", top level " + p.ToplevelWindow().String(),
+		"• daily token budget: " + budget,
+	}, "\n")
+}

@@ -1,0 +1,329 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// Deliver is what surfaces call for every inbound item. For an event it
+// asks the router; an ignored event returns nil and leaves no trace. A
+// routed event is journaled (message.received, with run.started when it
+// starts a run) and handed to its thread's mailbox before Deliver returns,
+// so the surface may acknowledge the platform delivery once it gets nil: a
+// crash after that resumes from the journal, a crash before means
+// redelivery, and a redelivered message id is recognised and dropped.
+func (e *Engine) Deliver(ctx context.Context, in Inbound) error {
+	e.mu.Lock()
+	closed := e.closed || e.runCtx.Err() != nil
+	e.mu.Unlock()
+	if closed {
+		return errors.New("deliver: engine is stopped")
+	}
+	switch {
+	case in.Event != nil && in.Click == nil:
+		return e.deliverEvent(ctx, *in.Event)
+	case in.Click != nil && in.Event == nil:
+		return e.deliverClick(ctx, *in.Click)
+	}
+	return errors.New("deliver: inbound must carry exactly one of Event or Click")
+}
+
+// causeSuperseded ends a parked run that a new message in its thread
+// replaced; the new run's checklist is all the thread needs to see.
+const causeSuperseded = "superseded by a new message in the thread"
+
+// threadOf is the thread a routed message belongs to: its thread root, or
+// the message itself at top level (the bot answers in a thread under it).
+// DMs at top level stay at top level.
+func threadOf(ev *Event) string {
+	if ev.Scope.Thread != "" || ev.Visibility == DM {
+		return ev.Scope.Thread
+	}
+	return ev.MessageID
+}
+
+func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
+	// Shape checks first; none of these errors carries the text.
+	if err := ev.Scope.Validate(); err != nil {
+		return fmt.Errorf("deliver event: %w", err)
+	}
+	if ev.MessageID == "" || ev.Author.ID == "" {
+		return fmt.Errorf("deliver event in %s: message id and verified author are required", ev.Scope.Key())
+	}
+	if _, err := e.surface(ev.Scope.Platform); err != nil {
+		return fmt.Errorf("deliver event in %s: %w", ev.Scope.Key(), err)
+	}
+	if ev.Author.IsBot {
+		// The router ignores bots too; checked again here because a bot
+		// answering a bot is a loop, whatever the router says.
+		return nil
+	}
+	route, reason, err := e.cfg.Router.Route(ctx, ev)
+	if err != nil {
+		return fmt.Errorf("deliver event in %s: route: %w", ev.Scope.Key(), err)
+	}
+	if !route {
+		return nil
+	}
+	ch := ev.Scope.Key()
+	v, err := e.channel(ctx, ch)
+	if err != nil {
+		return fmt.Errorf("deliver event: %w", err)
+	}
+	thread := threadOf(&ev)
+	runScope := ev.Scope
+	runScope.Thread = thread
+	msg := &MessageReceived{
+		MessageID: ev.MessageID, Author: ev.Author, Visibility: ev.Visibility, Text: ev.Text,
+		Mentions: ev.Mentions, ReplyTo: ev.ReplyTo, Reason: reason,
+	}
+	var wake string
+	var started, steered bool
+	_, err = v.appendPlan(ctx, func() ([]Draft, error) {
+		if _, dup := v.seen[ev.MessageID]; dup {
+			return nil, nil // a redelivery (or Slack's app_mention + message pair)
+		}
+		live, parked := v.liveRun(thread)
+		if live != nil {
+			// Steering: the live run sees it before its next model call.
+			mr, err := e.b.Human(ev.Author, ev.Scope, Meta{Run: live.id}, msg)
+			if err != nil {
+				return nil, err
+			}
+			drafts := []Draft{mr}
+			// A message while the run waits for a decision supersedes the
+			// pending card: the run resumes and the model sees the message.
+			for _, a := range v.approvals {
+				if a.Run == live.id && a.pending() {
+					d, err := e.b.Human(ev.Author, a.Scope, Meta{Run: a.Run, Cause: mr.ID()},
+						&ApprovalResolved{ApprovalID: a.ID, Decision: "superseded", By: ev.Author})
+					if err != nil {
+						return nil, err
+					}
+					drafts = append(drafts, d)
+				}
+			}
+			wake, steered = live.id, true
+			return drafts, nil
+		}
+		runID := e.b.NewID()
+		var drafts []Draft
+		if parked != nil {
+			// A blocked run cannot continue by itself; the new message
+			// starts afresh (with fresh run budgets) in the same thread.
+			d, err := e.b.Agent(parked.id, runScope, Meta{}, &RunFailed{Status: RunCancelled, Cause: causeSuperseded})
+			if err != nil {
+				return nil, err
+			}
+			drafts = append(drafts, d)
+		}
+		mr, err := e.b.Human(ev.Author, ev.Scope, Meta{Run: runID}, msg)
+		if err != nil {
+			return nil, err
+		}
+		rsd, err := e.b.Agent(runID, runScope, Meta{Cause: mr.ID()}, &RunStarted{Trigger: ev.MessageID})
+		if err != nil {
+			return nil, err
+		}
+		wake, started = runID, true
+		return append(drafts, mr, rsd), nil
+	})
+	if err != nil {
+		return fmt.Errorf("deliver event in %s: %w", ch, err)
+	}
+	if wake == "" {
+		return nil
+	}
+	e.enqueue(threadKey{ch, thread}, job{run: wake})
+	if started {
+		e.log.Info("run started", "run", wake, "channel", string(ch), "reason", reason)
+	} else if steered {
+		e.log.Info("steering message queued", "run", wake, "channel", string(ch))
+	}
+	return nil
+}
+
+// Click outcomes.
+const (
+	clickAccepted = iota + 1
+	clickExpired
+	clickRefused
+)
+
+func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
+	id, action, err := parseCardToken(e.cfg.CardKey, click.Token)
+	if err != nil {
+		// Forged or mangled: nothing is journaled or executed. Say so where
+		// the click came from, if we can tell.
+		e.log.Warn("card click refused: token does not verify", "platform", click.Scope.Platform, "by", click.By.ID)
+		if click.Scope.Validate() == nil {
+			h := sha256.Sum256([]byte(click.Token + "\x00" + click.By.ID))
+			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
+				key: "forged" + hex.EncodeToString(h[:10]), scope: click.Scope,
+				text: "⚠️ That button could not be verified, so nothing was done.",
+			}})
+		}
+		return nil
+	}
+	v, a, err := e.findApproval(ctx, click.Scope, id)
+	if err != nil {
+		return fmt.Errorf("deliver click: %w", err)
+	}
+	if a == nil {
+		e.log.Warn("card click refused: unknown approval", "approval", id, "by", click.By.ID)
+		if click.Scope.Validate() == nil {
+			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
+				key: "unknown" + id + click.By.ID, scope: click.Scope,
+				text: "⚠️ I can't find the request behind that button, so nothing was done.",
+			}})
+		}
+		return nil
+	}
+	now := e.now()
+	outcome, refusal := 0, ""
+	var clickedID string
+	var run string
+	var scope Scope
+	cmds, err := v.appendPlan(ctx, func() ([]Draft, error) {
+		a := v.approvals[id]
+		run, scope = a.Run, a.Scope
+		clicked, err := e.b.Human(click.By, a.Scope, Meta{Run: a.Run},
+			&CardClicked{Card: id, Action: string(action), Token: click.Token, By: click.By})
+		if err != nil {
+			return nil, err
+		}
+		clickedID = clicked.ID()
+		if !a.pending() {
+			outcome, refusal = clickRefused, "This request was already decided: "+
+				resolutionText(&ApprovalResolved{Decision: a.Decision, By: a.By}, a.At)+". Nothing more was done."
+			return []Draft{clicked}, nil
+		}
+		if !now.Before(a.ExpiresAt) {
+			exp, err := e.b.System("expiry", a.Scope, Meta{Run: a.Run, Cause: clicked.ID()},
+				&ApprovalResolved{ApprovalID: id, Decision: "expired"})
+			if err != nil {
+				return nil, err
+			}
+			outcome, refusal = clickExpired, "⌛ This request expired before it was decided, so nothing was done."
+			return []Draft{clicked, exp}, nil
+		}
+		if why := authorizeClick(e.policyLocked(v), a, click.By, action); why != "" {
+			outcome, refusal = clickRefused, "🚫 Not accepted: "+why+". Nothing was done."
+			return []Draft{clicked}, nil
+		}
+		res := &ApprovalResolved{ApprovalID: id, By: click.By}
+		switch {
+		case a.Question != "":
+			opts := a.Options
+			if len(opts) == 0 {
+				opts = []string{"Yes", "No"}
+			}
+			i := int(action) - '0'
+			if i < 0 || i >= len(opts) {
+				outcome, refusal = clickRefused, "🚫 That is not one of the offered answers. Nothing was done."
+				return []Draft{clicked}, nil
+			}
+			res.Decision, res.Choice = "answered", opts[i]
+		case action == actionApprove:
+			res.Decision = "approved"
+		case action == actionDecline:
+			res.Decision = "declined"
+		default:
+			outcome, refusal = clickRefused, "🚫 Unknown action. Nothing was done."
+			return []Draft{clicked}, nil
+		}
+		rd, err := e.b.Human(click.By, a.Scope, Meta{Run: a.Run, Cause: clicked.ID()}, res)
+		if err != nil {
+			return nil, err
+		}
+		drafts := []Draft{clicked, rd}
+		if res.Decision == "approved" && a.Consequence != Irreversible && a.Destination != "" {
+			// Asked once: the same tool to the same destination is free from now on.
+			cd, err := e.b.Human(click.By, a.Scope, Meta{Run: a.Run, Cause: rd.ID()},
+				&ConsentGranted{Tool: a.Tool, Destination: a.Destination, Owner: click.By.ID})
+			if err != nil {
+				return nil, err
+			}
+			drafts = append(drafts, cd)
+		}
+		outcome = clickAccepted
+		return drafts, nil
+	})
+	if err != nil {
+		return fmt.Errorf("deliver click on %s: %w", id, err)
+	}
+	k := threadKey{scope.Key(), scope.Thread}
+	if refusal != "" && len(cmds) > 0 {
+		e.enqueue(k, job{notice: &notice{key: EffectID(scope.Key(), cmds[0].Seq(), 0), scope: scope, text: refusal, run: run, cause: clickedID}})
+	}
+	if outcome == clickAccepted || outcome == clickExpired {
+		e.enqueue(k, job{run: run})
+	}
+	e.log.Info("card click", "approval", id, "by", click.By.ID, "accepted", outcome == clickAccepted)
+	return nil
+}
+
+// findApproval locates an approval by id: in the click's channel, else in
+// any loaded channel (an adapter may not know the channel of a callback).
+func (e *Engine) findApproval(ctx context.Context, sc Scope, id string) (*chanView, *approvalView, error) {
+	look := func(v *chanView) *approvalView {
+		var a *approvalView
+		_ = v.with(ctx, func() {
+			if x := v.approvals[id]; x != nil {
+				cp := *x
+				a = &cp
+			}
+		})
+		return a
+	}
+	if sc.Validate() == nil {
+		v, err := e.channel(ctx, sc.Key())
+		if err != nil {
+			return nil, nil, err
+		}
+		if a := look(v); a != nil {
+			return v, a, nil
+		}
+	}
+	e.chMu.Lock()
+	views := make([]*chanView, 0, len(e.channels))
+	for _, v := range e.channels {
+		views = append(views, v)
+	}
+	e.chMu.Unlock()
+	for _, v := range views {
+		if a := look(v); a != nil {
+			return v, a, nil
+		}
+	}
+	return nil, nil, nil
+}
+
+// expire resolves an overdue approval as expired (system actor) and wakes
+// its run, which shows the expired state and stops.
+func (e *Engine) expire(ctx context.Context, v *chanView, id string) error {
+	var run string
+	var scope Scope
+	_, err := v.appendPlan(ctx, func() ([]Draft, error) {
+		a := v.approvals[id]
+		if a == nil || !a.pending() {
+			return nil, nil
+		}
+		run, scope = a.Run, a.Scope
+		d, err := e.b.System("expiry", a.Scope, Meta{Run: a.Run}, &ApprovalResolved{ApprovalID: id, Decision: "expired"})
+		if err != nil {
+			return nil, err
+		}
+		return []Draft{d}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("expire approval %s: %w", id, err)
+	}
+	if run != "" {
+		e.enqueue(threadKey{scope.Key(), scope.Thread}, job{run: run})
+	}
+	return nil
+}

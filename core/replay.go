@@ -1,0 +1,432 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RunReplay is a run re-folded from its journaled commands: the state the
+// loop resumes from after a restart, and what ReplayRun returns for
+// inspection. Building it never calls the model, a tool or a surface: the
+// recorded observations are folded back in.
+type RunReplay struct {
+	ID          string
+	Scope       Scope // the run's thread (Thread = root; "" = top level of a DM)
+	Status      RunStatus
+	Reason      string
+	Requester   Person
+	Trigger     string // message id that started the run
+	Instruction string // the trigger's text, mention stripped
+	StartedAt   time.Time
+	Steps       int
+	Tokens      int
+	// Messages is the volatile tier of the next model call's view.
+	Messages []Message
+	// Effects maps each performed post's effect id to where it landed.
+	Effects map[string]MessageRef
+
+	started       bool
+	startSeq      uint64
+	humans        []*humanMsg
+	step          *stepState
+	approvals     map[string]*runApproval
+	approvalOrder []string
+	plan          []ChecklistItem
+	invalidRun    int // consecutive invalid tool calls
+	answerPosted  bool
+	tainted       bool
+	activeSince   time.Time
+	activeBefore  time.Duration
+	updates       map[string]journaledUpdate
+	shown         map[string]string // effect id → text last posted or edited
+	trail         []trailItem       // finished tool calls, for the checklist
+	pause         *pauseState
+	endSeq        uint64 // seq of run.completed / run.failed
+	policySet     bool
+}
+
+type humanMsg struct {
+	cmdID    string
+	seq      uint64
+	msgID    string
+	author   Person
+	text     string // mention stripped
+	top      bool   // was at top level of its channel
+	dm       bool
+	consumed bool
+}
+
+type stepState struct {
+	seq   uint64
+	index int
+	text  string
+	final bool
+	calls []*callState
+}
+
+type callState struct {
+	call       ToolCall
+	reqSeq     uint64 // tool.requested seq: base of the call's effect ids
+	reqID      string
+	requested  bool
+	decision   Verdict
+	approval   string
+	allowedRun bool // an allow was journaled after the approval resolved
+	completed  bool
+	completion *ToolCompleted
+}
+
+type runApproval struct {
+	req       *ApprovalRequested
+	seq       uint64
+	scope     Scope
+	res       *ApprovalResolved
+	resAt     time.Time
+	resSeq    uint64
+	cardShown uint64 // seq of the last card update journaled (0: none)
+}
+
+type trailItem struct {
+	tool string
+	ok   bool
+	code string
+}
+
+type journaledUpdate struct {
+	seq  uint64
+	ch   ChannelKey
+	msg  string
+	text string
+}
+
+type pauseState struct {
+	seq    uint64
+	ch     ChannelKey
+	status RunStatus
+	reason string
+}
+
+// ReplayRun folds a run's commands (as Journal.ReadRun returns them) into
+// its state. Commands of other runs are an error.
+func ReplayRun(cmds []Command) (*RunReplay, error) {
+	rs := newRunReplay()
+	for _, c := range cmds {
+		if err := rs.apply(c); err != nil {
+			return rs, err
+		}
+	}
+	if !rs.started {
+		return rs, fmt.Errorf("replay run: no run.started among %d commands", len(cmds))
+	}
+	return rs, nil
+}
+
+func newRunReplay() *RunReplay {
+	return &RunReplay{
+		Status: RunQueued, Effects: map[string]MessageRef{},
+		approvals: map[string]*runApproval{}, updates: map[string]journaledUpdate{},
+		shown: map[string]string{},
+	}
+}
+
+// Done reports whether the run reached a terminal status.
+func (rs *RunReplay) Done() bool { return rs.Status.Terminal() }
+
+// checklistEffect is the effect id of the run's checklist message.
+func (rs *RunReplay) checklistEffect() string {
+	return EffectID(rs.Scope.Key(), rs.startSeq, 0)
+}
+
+// latestHuman is the newest human message the model has seen: what an
+// answer answers.
+func (rs *RunReplay) latestHuman() *humanMsg {
+	for i := len(rs.humans) - 1; i >= 0; i-- {
+		if rs.humans[i].consumed {
+			return rs.humans[i]
+		}
+	}
+	if len(rs.humans) > 0 {
+		return rs.humans[0]
+	}
+	return nil
+}
+
+// pendingSteering lists steering messages not yet shown to the model.
+func (rs *RunReplay) pendingSteering() []*humanMsg {
+	var out []*humanMsg
+	for _, h := range rs.humans {
+		if !h.consumed {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func (rs *RunReplay) knowsHuman(cmdID string) bool {
+	return slices.ContainsFunc(rs.humans, func(h *humanMsg) bool { return h.cmdID == cmdID })
+}
+
+// trustedTexts are the requester's own words in this run: the only text a
+// tool target may come from without an approval.
+func (rs *RunReplay) trustedTexts() []string {
+	var out []string
+	for _, h := range rs.humans {
+		if h.author.ID == rs.Requester.ID {
+			out = append(out, h.text)
+		}
+	}
+	return out
+}
+
+// pendingApproval returns the approval the run waits for, if any.
+func (rs *RunReplay) pendingApproval() *runApproval {
+	for _, id := range rs.approvalOrder {
+		if a := rs.approvals[id]; a.res == nil {
+			return a
+		}
+	}
+	return nil
+}
+
+func (rs *RunReplay) findCall(id string) *callState {
+	if rs.step == nil {
+		return nil
+	}
+	for _, c := range rs.step.calls {
+		if c.call.ID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// activeTime is how long the run has been working (parked time excluded).
+func (rs *RunReplay) activeTime(now time.Time) time.Duration {
+	d := rs.activeBefore
+	if !rs.activeSince.IsZero() && now.After(rs.activeSince) {
+		d += now.Sub(rs.activeSince)
+	}
+	return d
+}
+
+func (rs *RunReplay) park(at time.Time) {
+	if !rs.activeSince.IsZero() && at.After(rs.activeSince) {
+		rs.activeBefore += at.Sub(rs.activeSince)
+	}
+	rs.activeSince = time.Time{}
+}
+
+func (rs *RunReplay) resume(at time.Time) {
+	if rs.activeSince.IsZero() {
+		rs.activeSince = at
+	}
+}
+
+// apply folds one command. It is the only place run state changes, live or
+// in replay, so the two cannot disagree.
+func (rs *RunReplay) apply(c Command) error {
+	if rs.ID == "" {
+		rs.ID = c.Run()
+	} else if c.Run() != rs.ID {
+		return fmt.Errorf("replay run %s: command %s belongs to run %q", rs.ID, c, c.Run())
+	}
+	if c.Redacted() {
+		return nil // a privacy deletion: the envelope stays, the content is gone
+	}
+	p, err := c.Payload()
+	if err != nil {
+		return fmt.Errorf("replay run %s: %w", rs.ID, err)
+	}
+	switch p := p.(type) {
+	case *MessageReceived:
+		h := &humanMsg{cmdID: c.ID(), seq: c.Seq(), msgID: p.MessageID, author: p.Author,
+			text: stripLeadingMention(p.Text, p.Mentions), top: c.Scope().Thread == "", dm: p.Visibility == DM}
+		rs.humans = append(rs.humans, h)
+		if rs.started && rs.Status == RunWaitingApproval {
+			rs.resume(c.At())
+		}
+	case *RunStarted:
+		rs.started = true
+		rs.Scope, rs.startSeq, rs.StartedAt = c.Scope(), c.Seq(), c.At()
+		rs.Status, rs.Trigger = RunWorking, p.Trigger
+		rs.resume(c.At())
+		for _, h := range rs.humans {
+			if h.cmdID == c.Cause() || h.msgID == p.Trigger {
+				h.consumed = true
+				rs.Requester, rs.Instruction = h.author, h.text
+				rs.Messages = append(rs.Messages, humanMessage(h))
+				break
+			}
+		}
+	case *ModelStep:
+		rs.Steps++
+		rs.Tokens += p.Usage.InputTokens + p.Usage.OutputTokens
+		for _, id := range p.Steering {
+			for _, h := range rs.humans {
+				if h.cmdID == id && !h.consumed {
+					h.consumed = true
+					rs.Messages = append(rs.Messages, humanMessage(h))
+					rs.answerPosted = false // new input needs a new answer
+				}
+			}
+		}
+		rs.Messages = append(rs.Messages, Message{Role: RoleAssistant, Text: p.Text, ToolCalls: slices.Clone(p.ToolCalls)})
+		st := &stepState{seq: c.Seq(), index: p.Index, text: p.Text, final: len(p.ToolCalls) == 0}
+		for _, call := range p.ToolCalls {
+			st.calls = append(st.calls, &callState{call: call})
+		}
+		rs.step = st
+	case *ToolRequested:
+		if cs := rs.findCall(p.Call.ID); cs != nil {
+			cs.requested, cs.reqSeq, cs.reqID = true, c.Seq(), c.ID()
+		}
+	case *PermissionDecided:
+		if cs := rs.findCall(p.CallID); cs != nil {
+			if cs.approval != "" && p.Decision == string(Allow) {
+				cs.allowedRun = true
+			} else if cs.decision == "" {
+				cs.decision = Verdict(p.Decision)
+			}
+		}
+	case *ApprovalRequested:
+		a := &runApproval{req: p, seq: c.Seq(), scope: c.Scope()}
+		rs.approvals[p.ApprovalID] = a
+		rs.approvalOrder = append(rs.approvalOrder, p.ApprovalID)
+		if cs := rs.findCall(p.CallID); cs != nil {
+			cs.approval = p.ApprovalID
+		}
+		rs.Status = RunWaitingApproval
+		rs.park(c.At())
+	case *ApprovalResolved:
+		if a := rs.approvals[p.ApprovalID]; a != nil && a.res == nil {
+			a.res, a.resAt, a.resSeq = p, c.At(), c.Seq()
+			if rs.pendingApproval() == nil && !rs.Status.Terminal() {
+				rs.Status = RunWorking
+				rs.resume(c.At())
+			}
+		}
+	case *ToolCompleted:
+		cs := rs.findCall(p.CallID)
+		if cs == nil || cs.completed {
+			break
+		}
+		cs.completed, cs.completion = true, p
+		rs.Messages = append(rs.Messages, Message{Role: RoleTool, ToolCallID: p.CallID, Name: p.Tool, Text: observationText(p)})
+		switch p.Code {
+		case "invalid", "unknown-tool":
+			rs.invalidRun++
+		default:
+			rs.invalidRun = 0
+		}
+		if p.OK && p.Trust != string(Trusted) {
+			rs.tainted = true
+		}
+		if p.Checklist != nil {
+			rs.plan = slices.Clone(p.Checklist)
+		}
+		rs.trail = append(rs.trail, trailItem{tool: p.Tool, ok: p.OK, code: p.Code})
+	case *MessagePosted:
+		rs.Effects[p.EffectID] = MessageRef{Scope: c.Scope(), ID: p.MessageID, At: c.At()}
+		rs.shown[p.EffectID] = p.Text
+		if p.Role == RoleAnswer && c.Scope() == rs.Scope {
+			rs.answerPosted = true
+		}
+	case *MessageUpdated:
+		rs.updates[p.EffectID] = journaledUpdate{seq: c.Seq(), ch: c.Channel(), msg: p.MessageID, text: p.Text}
+		rs.shown[p.EffectID] = p.Text
+		for _, a := range rs.approvals {
+			if EffectID(a.scope.Key(), a.seq, 0) == p.EffectID {
+				a.cardShown = c.Seq()
+			}
+		}
+	case *RunPaused:
+		rs.Status, rs.Reason = p.Status, p.Reason
+		rs.pause = &pauseState{seq: c.Seq(), ch: c.Channel(), status: p.Status, reason: p.Reason}
+		rs.park(c.At())
+	case *RunCompleted:
+		rs.Status, rs.endSeq = RunDone, c.Seq()
+		rs.park(c.At())
+	case *RunFailed:
+		rs.Status, rs.Reason, rs.endSeq = p.Status, p.Cause, c.Seq()
+		rs.park(c.At())
+	case *PolicyChanged:
+		rs.policySet = true
+	case *CardClicked, *ConsentGranted, *ConsentRevoked, *MemoryWritten, *MemoryForgotten,
+		*MemoryRedacted, *RoutineCreated, *RoutineChanged, *RoutineFired, *CommandRedacted:
+		// Recorded for audit; no run state of their own.
+	default:
+		return fmt.Errorf("replay run %s: unhandled kind %s", rs.ID, c.Kind())
+	}
+	return nil
+}
+
+// Post roles recorded in message.posted.
+const (
+	RoleAnswer    = "answer"
+	RoleChecklist = "checklist"
+	RoleCard      = "card"
+	RoleNotice    = "notice"
+	RoleMessage   = "message" // a tool's post outside the run's thread
+)
+
+func humanMessage(h *humanMsg) Message {
+	name := h.author.Name
+	if name == "" {
+		name = h.author.ID
+	}
+	return Message{Role: RoleUser, Text: fmt.Sprintf("%s (<@%s>): %s", name, h.author.ID, h.text)}
+}
+
+// observationText is what the model sees of a tool result. Untrusted
+// content is fenced and labelled so the model can tell data from orders;
+// the gate, not this label, is what stops it from choosing targets.
+func observationText(p *ToolCompleted) string {
+	if !p.OK {
+		if strings.HasPrefix(p.Error, "{") {
+			return p.Error
+		}
+		b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": p.Code, "message": p.Error}})
+		return string(b)
+	}
+	if p.Trust == string(Trusted) {
+		return p.Result
+	}
+	return "<untrusted-content source=\"" + p.Tool + "\">\n" + p.Result + "\n</untrusted-content>"
+}
+
+// stripLeadingMention removes the bot's mention token from the start of a
+// message. Adapters deliver text with mention tokens in the <@ID> form (the
+// Slack adapter already strips the bot's own); the bot is the addressee an
+// adapter leaves out of Mentions, so a leading <@ID> or <@!ID> whose ID is
+// not among the message's resolved mentions is the bot's, as is a leading
+// "@handle" word (Telegram). Only one leading token is stripped.
+func stripLeadingMention(text string, mentions []Mention) string {
+	t := strings.TrimLeft(text, " \t\n")
+	switch {
+	case strings.HasPrefix(t, "<@"):
+		end := strings.IndexByte(t, '>')
+		if end < 0 {
+			return text
+		}
+		id := strings.TrimPrefix(t[2:end], "!")
+		if i := strings.IndexByte(id, '|'); i >= 0 {
+			id = id[:i]
+		}
+		for _, m := range mentions {
+			if m.Kind == MentionUser && m.ID == id {
+				return text
+			}
+		}
+		return strings.TrimLeft(strings.TrimPrefix(t[end+1:], ":"), " \t\n,")
+	case strings.HasPrefix(t, "@") && len(t) > 1:
+		end := strings.IndexAny(t, " \t\n:,")
+		if end < 0 {
+			return ""
+		}
+		return strings.TrimLeft(t[end:], " \t\n:,")
+	}
+	return text
+}

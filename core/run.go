@@ -1,0 +1,830 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+const (
+	maxInvalidCalls = 3        // consecutive malformed tool calls before the run fails
+	maxObservation  = 16 << 10 // bytes of a tool result kept in the journal and the view
+	maxOptions      = 10       // question options ('0'..'9' in the card token)
+	maxLongRetry    = 30 * time.Second
+)
+
+// driver interprets one run: it owns the run's replayed state for the
+// duration of one drive (one mailbox job), on the thread's one consumer
+// goroutine, so nothing else touches rs.
+type driver struct {
+	e       *Engine
+	rs      *RunReplay
+	v       *chanView
+	s       Surface
+	grammar bool
+}
+
+// drive loads a run from the journal and carries it as far as it can go:
+// to a terminal state, or to a park (approval, budget), or until ctx ends.
+// Everything it knows comes from the journal, so the same call resumes a
+// run after a crash.
+func (e *Engine) drive(ctx context.Context, runID string, resume bool) error {
+	cmds, err := e.j.ReadRun(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("drive run %s: read: %w", runID, err)
+	}
+	rs, err := ReplayRun(cmds)
+	if err != nil {
+		return fmt.Errorf("drive run %s: %w", runID, err)
+	}
+	s, err := e.surface(rs.Scope.Platform)
+	if err != nil {
+		return fmt.Errorf("drive run %s: %w", runID, err)
+	}
+	v, err := e.channel(ctx, rs.Scope.Key())
+	if err != nil {
+		return fmt.Errorf("drive run %s: %w", runID, err)
+	}
+	d := &driver{e: e, rs: rs, v: v, s: s}
+	d.grammar = e.offline || parseGrammar(rs.Instruction).deterministic()
+	if err := d.run(ctx, resume); err != nil {
+		return fmt.Errorf("drive run %s: %w", runID, err)
+	}
+	return nil
+}
+
+func (d *driver) run(ctx context.Context, resume bool) error {
+	rs := d.rs
+	if resume {
+		if err := d.reissueEdits(ctx); err != nil {
+			return err
+		}
+	}
+	if rs.Done() {
+		return d.reconcileEnd(ctx)
+	}
+	switch rs.Status {
+	case RunBlocked, RunNeedsPermission:
+		return d.reconcilePause(ctx)
+	}
+	if !d.grammar {
+		if err := d.ensureChecklist(ctx); err != nil {
+			return err
+		}
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.openCalls() {
+			parked, err := d.interpretCalls(ctx)
+			if err != nil || parked || rs.Status != RunWorking {
+				return err
+			}
+			if rs.invalidRun >= maxInvalidCalls {
+				return d.fail(ctx, RunBroken, fmt.Sprintf("the model made %d invalid tool calls in a row", rs.invalidRun))
+			}
+			if err := d.syncChecklist(ctx, rs.Status); err != nil {
+				return err
+			}
+			continue
+		}
+		if st := rs.step; st != nil && st.final && !d.pullSteering(ctx) {
+			done, err := d.finish(ctx)
+			if err != nil || done {
+				return err
+			}
+			continue
+		}
+		if err := d.modelStep(ctx); err != nil {
+			return err
+		}
+		if rs.Status != RunWorking {
+			return nil
+		}
+	}
+}
+
+func (d *driver) openCalls() bool {
+	st := d.rs.step
+	if st == nil || st.final {
+		return false
+	}
+	for _, c := range st.calls {
+		if !c.completed {
+			return true
+		}
+	}
+	return false
+}
+
+// pullSteering folds steering messages the ingress journaled for this run
+// since the driver last looked, and reports whether any is still unseen by
+// the model.
+func (d *driver) pullSteering(ctx context.Context) bool {
+	var fresh []Command
+	_ = d.v.with(ctx, func() {
+		if r := d.v.runs[d.rs.ID]; r != nil {
+			for _, c := range r.steer {
+				if !d.rs.knowsHuman(c.ID()) {
+					fresh = append(fresh, c)
+				}
+			}
+		}
+	})
+	for _, c := range fresh {
+		if err := d.rs.apply(c); err != nil {
+			d.e.log.Warn("fold steering message", "run", d.rs.ID, "error", err)
+		}
+	}
+	return len(d.rs.pendingSteering()) > 0
+}
+
+// unseenSteeringLocked reports a journaled steering message rs has not
+// folded. Callers hold d.v.mu.
+func (d *driver) unseenSteeringLocked() bool {
+	if r := d.v.runs[d.rs.ID]; r != nil {
+		for _, c := range r.steer {
+			if !d.rs.knowsHuman(c.ID()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// appendRun appends run-scoped drafts to the run's channel and folds them.
+func (d *driver) appendRun(ctx context.Context, check func() error, drafts ...Draft) ([]Command, error) {
+	cmds, err := d.v.append(ctx, check, drafts...)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cmds {
+		if err := d.rs.apply(c); err != nil {
+			return cmds, err
+		}
+	}
+	return cmds, nil
+}
+
+func (d *driver) agent(m Meta, p Payload) (Draft, error) {
+	return d.e.b.Agent(d.rs.ID, d.rs.Scope, m, p)
+}
+
+// ---- model steps ----
+
+func (d *driver) snapshot(ctx context.Context) (pol Policy, dayTokens int) {
+	_ = d.v.with(ctx, func() {
+		pol = d.e.policyLocked(d.v)
+		dayTokens = d.v.dayTokens[dayKey(d.e.now())]
+	})
+	return pol, dayTokens
+}
+
+// overBudget names the budget that is used up, or "".
+func (d *driver) overBudget(pol Policy, dayTokens int) string {
+	b, rs := d.e.budgets, d.rs
+	if rs.Steps >= b.MaxSteps {
+		return fmt.Sprintf("the step budget (%d model calls per run) is used up", b.MaxSteps)
+	}
+	if d.grammar {
+		return "" // the grammar spends no tokens; it must work to raise a budget
+	}
+	if rs.Tokens >= b.MaxTokens {
+		return fmt.Sprintf("the token budget (%d tokens per run) is used up", b.MaxTokens)
+	}
+	if rs.activeTime(d.e.now()) >= b.MaxWall {
+		return fmt.Sprintf("the time budget (%s per run) is used up", b.MaxWall)
+	}
+	daily := pol.DailyTokenBudget
+	if daily <= 0 {
+		daily = b.DailyTokens
+	}
+	if daily > 0 && dayTokens >= daily {
+		return fmt.Sprintf("this channel's daily token budget (%d tokens) is used up; it resets at midnight UTC", daily)
+	}
+	return ""
+}
+
+var errWallBudget = errors.New("run time budget exhausted during the model call")
+
+func (d *driver) modelStep(ctx context.Context) error {
+	rs := d.rs
+	d.pullSteering(ctx)
+	pol, dayTokens := d.snapshot(ctx)
+	if why := d.overBudget(pol, dayTokens); why != "" {
+		return d.pause(ctx, RunBlocked, why)
+	}
+	pending := rs.pendingSteering()
+	var reply Reply
+	var newPolicy *Policy
+	var by Person
+	if d.grammar {
+		h := rs.latestHuman()
+		if len(pending) > 0 {
+			h = pending[len(pending)-1]
+		}
+		if h == nil {
+			return d.fail(ctx, RunBroken, "the run has no message to answer")
+		}
+		gr := grammarStep(rs, pol, d.e.tools, h.author, h)
+		reply, newPolicy, by = gr.reply, gr.policy, h.author
+	} else {
+		var err error
+		reply, err = d.callModel(ctx, d.view(pol, pending))
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return d.modelFailed(ctx, err)
+		}
+	}
+	normalizeCallIDs(reply.ToolCalls, rs.Steps)
+	step := &ModelStep{
+		Index: rs.Steps, Provider: reply.Provider, Model: reply.Model, Text: reply.Text,
+		ToolCalls: reply.ToolCalls, Usage: reply.Usage, Final: len(reply.ToolCalls) == 0,
+	}
+	for _, h := range pending {
+		step.Steering = append(step.Steering, h.cmdID)
+	}
+	var drafts []Draft
+	if newPolicy != nil {
+		pd, err := d.e.b.Human(by, rs.Scope, Meta{Run: rs.ID}, &PolicyChanged{Policy: *newPolicy})
+		if err != nil {
+			return err
+		}
+		drafts = append(drafts, pd)
+	}
+	sd, err := d.agent(Meta{}, step)
+	if err != nil {
+		return err
+	}
+	_, err = d.appendRun(ctx, nil, append(drafts, sd)...)
+	return err
+}
+
+// normalizeCallIDs gives every call a unique id: providers may omit them or
+// repeat them, and the journal matches observations to calls by id.
+func normalizeCallIDs(calls []ToolCall, step int) {
+	seen := map[string]bool{}
+	for i := range calls {
+		if calls[i].ID == "" || seen[calls[i].ID] {
+			calls[i].ID = fmt.Sprintf("call_%d_%d", step, i)
+		}
+		seen[calls[i].ID] = true
+	}
+}
+
+// callModel makes one model call within the run's remaining time, retrying
+// transient failures a bounded number of times.
+func (d *driver) callModel(ctx context.Context, v View) (Reply, error) {
+	remaining := d.e.budgets.MaxWall - d.rs.activeTime(d.e.now())
+	if remaining <= 0 {
+		return Reply{}, errWallBudget
+	}
+	mctx, cancel := context.WithTimeout(ctx, remaining)
+	defer cancel()
+	wait := d.e.cfg.RetryBackoff
+	for attempt := 0; ; attempt++ {
+		reply, err := d.e.model.Step(mctx, v)
+		if err == nil {
+			return reply, nil
+		}
+		if ctx.Err() != nil {
+			return Reply{}, ctx.Err()
+		}
+		if mctx.Err() != nil {
+			return Reply{}, errWallBudget
+		}
+		me, ok := AsModelError(err)
+		if !ok || !me.Transient() || attempt >= d.e.cfg.ModelRetries || me.RetryAfter > maxLongRetry {
+			return Reply{}, err
+		}
+		w := wait
+		if me.RetryAfter > 0 {
+			w = me.RetryAfter
+		}
+		d.e.log.Warn("model call failed; retrying", "run", d.rs.ID, "failure", string(me.Failure), "wait", w)
+		t := time.NewTimer(w)
+		select {
+		case <-mctx.Done():
+			t.Stop()
+			if ctx.Err() != nil {
+				return Reply{}, ctx.Err()
+			}
+			return Reply{}, errWallBudget
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+// modelFailed turns a failed model call into a visible state: blocked for
+// what may pass (rate limit, outage, time), broken for what will not.
+func (d *driver) modelFailed(ctx context.Context, err error) error {
+	d.e.log.Warn("model call failed", "run", d.rs.ID, "error", err)
+	if errors.Is(err, errWallBudget) {
+		return d.pause(ctx, RunBlocked, fmt.Sprintf("the time budget (%s per run) is used up", d.e.budgets.MaxWall))
+	}
+	me, ok := AsModelError(err)
+	if !ok {
+		return d.fail(ctx, RunBroken, "the model call failed: "+truncate(err.Error(), 200))
+	}
+	prov := me.Provider
+	if prov == "" {
+		prov = "the model provider"
+	}
+	switch me.Failure {
+	case FailRateLimited:
+		why := prov + " is rate limiting requests"
+		if me.RetryAfter > 0 {
+			why += fmt.Sprintf(" (retry after %s)", me.RetryAfter.Round(time.Second))
+		}
+		return d.pause(ctx, RunBlocked, why)
+	case FailUnavailable, FailTimeout:
+		return d.pause(ctx, RunBlocked, prov+" is unavailable ("+string(me.Failure)+")")
+	case FailAuth:
+		return d.fail(ctx, RunBroken, prov+" rejected the credentials; check the model configuration")
+	case FailBadRequest:
+		return d.fail(ctx, RunBroken, prov+" refused the request (bad-request)")
+	case FailBadResponse:
+		return d.fail(ctx, RunBroken, prov+" returned an unusable response after retries")
+	}
+	return d.fail(ctx, RunBroken, prov+" failed: "+string(me.Failure))
+}
+
+// ---- tool calls ----
+
+func (d *driver) interpretCalls(ctx context.Context) (bool, error) {
+	for _, cs := range d.rs.step.calls {
+		if cs.completed {
+			continue
+		}
+		parked, err := d.interpretCall(ctx, cs)
+		if err != nil || parked || d.rs.Status != RunWorking {
+			return parked, err
+		}
+	}
+	return false, nil
+}
+
+func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error) {
+	rs := d.rs
+	if !cs.requested {
+		return d.requestCall(ctx, cs)
+	}
+	tool, args, cerr := d.e.tools.ValidateCall(cs.call, nil)
+	if cerr != nil {
+		// Cannot happen for a call that passed validation when requested,
+		// unless the registry changed across a restart.
+		return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: cerr.Code, Error: cerr.JSON()})
+	}
+	if cs.approval != "" {
+		a := rs.approvals[cs.approval]
+		if a.res == nil {
+			if !d.e.now().Before(a.req.ExpiresAt) {
+				if err := d.expire(ctx, a); err != nil {
+					return false, err
+				}
+			} else {
+				return true, d.showCard(ctx, a)
+			}
+		}
+		if err := d.showResolution(ctx, a); err != nil {
+			return false, err
+		}
+		res := a.res
+		who := res.By.Name
+		if who == "" {
+			who = res.By.ID
+		}
+		switch res.Decision {
+		case "approved":
+			if cs.allowedRun {
+				return d.interrupted(ctx, cs, tool, args)
+			}
+			pd, err := d.agent(Meta{Cause: cs.reqID}, &PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(Allow), Reason: "approved by " + who})
+			if err != nil {
+				return false, err
+			}
+			if _, err := d.appendRun(ctx, nil, pd); err != nil {
+				return false, err
+			}
+			return d.execute(ctx, cs, tool, args)
+		case "answered":
+			return false, d.complete(ctx, cs, &ToolCompleted{OK: true, Trust: string(Trusted),
+				Result: fmt.Sprintf("%s answered: %s", who, res.Choice)})
+		case "declined":
+			return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "declined", Error: "declined by " + who + "; do not retry this action"})
+		case "superseded":
+			return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "superseded",
+				Error: "not executed: a newer message arrived in the thread before anyone decided; read it and ask again only if it still applies"})
+		case "expired":
+			if err := d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "expired", Error: "not executed: the approval request expired"}); err != nil {
+				return false, err
+			}
+			return false, d.fail(ctx, RunCancelled, "the approval request expired, so nothing was done")
+		}
+		return false, d.fail(ctx, RunBroken, "unknown approval decision "+res.Decision)
+	}
+	if cs.decision == Allow {
+		return d.interrupted(ctx, cs, tool, args)
+	}
+	// Denied but not completed: finish the record.
+	return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "denied", Error: "not allowed in this channel"})
+}
+
+// requestCall validates a new call, asks the gate and acts on its verdict.
+func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
+	rs := d.rs
+	req, err := d.agent(Meta{}, &ToolRequested{Call: cs.call})
+	if err != nil {
+		return false, err
+	}
+	var exposed []string
+	var pol Policy
+	_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
+	exposed = d.e.tools.Exposed(pol)
+	tool, args, cerr := d.e.tools.ValidateCall(cs.call, exposed)
+	if cerr != nil {
+		done, err := d.agent(Meta{Cause: req.ID()}, &ToolCompleted{CallID: cs.call.ID, Tool: cs.call.Name, OK: false, Code: cerr.Code, Error: cerr.JSON()})
+		if err != nil {
+			return false, err
+		}
+		_, err = d.appendRun(ctx, nil, req, done)
+		return false, err
+	}
+	var dec GateDecision
+	_ = d.v.with(ctx, func() {
+		dec = Gate(GateRequest{
+			Tool: tool, Args: args, Exposed: slices.Contains(exposed, tool.Name), Policy: pol,
+			Trusted: rs.trustedTexts(), Consented: d.v.consented,
+		})
+	})
+	pd, err := d.agent(Meta{Cause: req.ID()}, &PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(dec.Verdict), Reason: dec.Reason})
+	if err != nil {
+		return false, err
+	}
+	switch dec.Verdict {
+	case Deny:
+		done, err := d.agent(Meta{Cause: req.ID()}, &ToolCompleted{CallID: cs.call.ID, Tool: tool.Name, OK: false, Code: "denied", Error: dec.Reason})
+		if err != nil {
+			return false, err
+		}
+		_, err = d.appendRun(ctx, nil, req, pd, done)
+		return false, err
+	case Allow:
+		if _, err := d.appendRun(ctx, nil, req, pd); err != nil {
+			return false, err
+		}
+		return d.execute(ctx, cs, tool, args)
+	case Ask:
+		ar := &ApprovalRequested{
+			ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
+			Summary: callSummary(tool, args), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
+			Reason: dec.Reason, Destination: dec.Destination,
+		}
+		ad, err := d.agent(Meta{Cause: req.ID()}, ar)
+		if err != nil {
+			return false, err
+		}
+		if _, err := d.appendRun(ctx, nil, req, pd, ad); err != nil {
+			return false, err
+		}
+		d.e.log.Info("approval requested", "run", rs.ID, "tool", tool.Name, "approval", ar.ApprovalID)
+		return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
+	}
+	return false, fmt.Errorf("gate returned unknown verdict %q", dec.Verdict)
+}
+
+// interrupted handles a call whose execution began (permission journaled)
+// but whose completion was never recorded: the process died mid-call. An
+// irreversible action is not retried (its outcome is unknown; doing it twice
+// is worse than telling people); anything else runs again with the same
+// effect keys, so its posts are not duplicated.
+func (d *driver) interrupted(ctx context.Context, cs *callState, tool Tool, args map[string]any) (bool, error) {
+	if tool.Consequence == Irreversible {
+		return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "interrupted",
+			Error: "the bot restarted while this irreversible action was running; its outcome is unknown and it was not retried — check before trying again"})
+	}
+	return d.execute(ctx, cs, tool, args)
+}
+
+func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, _ map[string]any) (bool, error) {
+	rs := d.rs
+	trust := Trusted
+	if rs.tainted {
+		trust = Untrusted
+	}
+	tc := ToolContext{
+		Run: rs.ID, Scope: rs.Scope, Actor: rs.Requester,
+		Surface: &toolSurface{Surface: d.s, e: d.e, d: d, cs: cs},
+		CallID:  cs.call.ID, Origin: cs.reqID, EffectKey: EffectID(rs.Scope.Key(), cs.reqSeq, 0), Trust: trust,
+	}
+	if d.e.cfg.Memory != nil {
+		tc.Memory = d.e.cfg.Memory(rs.Scope.Key())
+	}
+	raw := strings.TrimSpace(cs.call.Args)
+	if raw == "" {
+		raw = "{}"
+	}
+	tctx, cancel := context.WithTimeout(ctx, d.e.cfg.ToolTimeout)
+	obs, err := runTool(tctx, tool, tc, json.RawMessage(raw))
+	cancel()
+	if ctx.Err() != nil {
+		return false, ctx.Err() // stopping: the call re-runs on resume
+	}
+	if err != nil {
+		return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "error", Error: truncate(err.Error(), 2000)})
+	}
+	if obs.Escalate != nil {
+		return d.escalate(ctx, cs, tool, obs.Escalate)
+	}
+	t := obs.Trust
+	if t == "" {
+		t = Untrusted // tool output is untrusted unless the tool vouches for it
+	}
+	return false, d.complete(ctx, cs, &ToolCompleted{OK: true, Result: truncate(obs.Text, maxObservation), Trust: string(t), Checklist: obs.Checklist})
+}
+
+// runTool calls the tool, turning a panic into an error: one bad tool must
+// not take the process (and every other thread's run) down.
+func runTool(ctx context.Context, tool Tool, tc ToolContext, args json.RawMessage) (obs Observation, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("tool %s panicked: %v", tool.Name, r)
+		}
+	}()
+	return tool.Run(ctx, tc, args)
+}
+
+func (d *driver) escalate(ctx context.Context, cs *callState, tool Tool, esc *Escalation) (bool, error) {
+	rs := d.rs
+	opts := esc.Options
+	if len(opts) > maxOptions {
+		opts = opts[:maxOptions]
+	}
+	q := strings.TrimSpace(esc.Question)
+	if q == "" {
+		q = "The assistant needs a decision"
+	}
+	ar := &ApprovalRequested{
+		ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
+		Summary: truncate(esc.Context, 1500), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
+		Question: truncate(q, 300), Options: opts, Reason: "the assistant asked for a decision",
+	}
+	ad, err := d.agent(Meta{Cause: cs.reqID}, ar)
+	if err != nil {
+		return false, err
+	}
+	if _, err := d.appendRun(ctx, nil, ad); err != nil {
+		return false, err
+	}
+	return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
+}
+
+func (d *driver) complete(ctx context.Context, cs *callState, tc *ToolCompleted) error {
+	tc.CallID, tc.Tool = cs.call.ID, cs.call.Name
+	cd, err := d.agent(Meta{Cause: cs.reqID}, tc)
+	if err != nil {
+		return err
+	}
+	_, err = d.appendRun(ctx, nil, cd)
+	return err
+}
+
+// callSummary renders a call for an approval card: the tool and its
+// arguments, each shortened.
+func callSummary(t Tool, args map[string]any) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The assistant wants to run %s:", t.Name)
+	for _, k := range sortedKeys(args) {
+		fmt.Fprintf(&b, "\n• %s: %s", k, truncate(scalarString(args[k]), 300))
+	}
+	return b.String()
+}
+
+// ---- approvals ----
+
+func (d *driver) cardEffect(a *runApproval) string { return EffectID(a.scope.Key(), a.seq, 0) }
+
+// showCard posts the approval's card unless it is already posted, and
+// shows the wait on the checklist.
+func (d *driver) showCard(ctx context.Context, a *runApproval) error {
+	card, err := approvalCard(d.e.cfg.CardKey, a.req, nil, time.Time{})
+	if err != nil {
+		return err
+	}
+	out := Outbound{Key: d.cardEffect(a), Scope: d.rs.Scope, Text: card.Title, Card: card, Priority: PriorityHigh}
+	if _, err := d.e.post(ctx, d.s, d.rs, out, postRecord{run: d.rs.ID, cause: a.req.ApprovalID, role: RoleCard, answering: d.rs.latestHuman()}); err != nil {
+		return err
+	}
+	return d.syncChecklist(ctx, d.rs.Status)
+}
+
+// showResolution edits a decided card in place: who decided, and when.
+func (d *driver) showResolution(ctx context.Context, a *runApproval) error {
+	if a.res == nil || a.cardShown >= a.resSeq {
+		return nil
+	}
+	ref, ok := d.rs.Effects[d.cardEffect(a)]
+	if !ok {
+		return nil // never posted (superseded before it went out)
+	}
+	card, err := approvalCard(d.e.cfg.CardKey, a.req, a.res, a.resAt)
+	if err != nil {
+		return err
+	}
+	return d.e.edit(ctx, d.s, d.rs, d.cardEffect(a), ref, Outbound{Text: card.Title + "\n" + card.Resolution, Card: card, Priority: PriorityHigh})
+}
+
+func (d *driver) expire(ctx context.Context, a *runApproval) error {
+	ed, err := d.e.b.System("expiry", a.scope, Meta{Run: d.rs.ID}, &ApprovalResolved{ApprovalID: a.req.ApprovalID, Decision: "expired"})
+	if err != nil {
+		return err
+	}
+	_, err = d.appendRun(ctx, func() error {
+		if x := d.v.approvals[a.req.ApprovalID]; x != nil && !x.pending() {
+			return errCheckFailed // decided meanwhile; the fold below catches up
+		}
+		return nil
+	}, ed)
+	if errors.Is(err, errCheckFailed) {
+		return fmt.Errorf("approval %s was decided while expiring it: %w", a.req.ApprovalID, err)
+	}
+	return err
+}
+
+// ---- checklist, answers, terminal states ----
+
+func (d *driver) ensureChecklist(ctx context.Context) error {
+	rs := d.rs
+	eff := rs.checklistEffect()
+	if _, ok := rs.Effects[eff]; ok {
+		return nil
+	}
+	out := Outbound{Key: eff, Scope: rs.Scope, Text: renderChecklist(rs), Priority: PriorityNormal}
+	var trigger *humanMsg
+	if len(rs.humans) > 0 {
+		trigger = rs.latestHuman()
+	}
+	_, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: RoleChecklist, answering: trigger})
+	return err
+}
+
+// syncChecklist edits the checklist to show rs as if in status st, if the
+// text changed.
+func (d *driver) syncChecklist(ctx context.Context, st RunStatus) error {
+	rs := d.rs
+	eff := rs.checklistEffect()
+	ref, ok := rs.Effects[eff]
+	if !ok {
+		return nil // grammar runs have no checklist
+	}
+	saved := rs.Status
+	rs.Status = st
+	text := renderChecklist(rs)
+	rs.Status = saved
+	if rs.shown[eff] == text {
+		return nil
+	}
+	return d.e.edit(ctx, d.s, rs, eff, ref, Outbound{Text: text, Priority: PriorityEdit})
+}
+
+// reissueEdits repeats the last journaled edit of the checklist and of each
+// decided card with the same key: a crash may have come between journaling
+// an edit and performing it.
+func (d *driver) reissueEdits(ctx context.Context) error {
+	rs := d.rs
+	for eff, u := range rs.updates {
+		ref, ok := rs.Effects[eff]
+		if !ok {
+			continue
+		}
+		out := Outbound{Key: EffectID(u.ch, u.seq, 0), Scope: ref.Scope, Text: u.text, Priority: PriorityEdit}
+		for _, a := range rs.approvals {
+			if d.cardEffect(a) == eff && a.res != nil {
+				card, err := approvalCard(d.e.cfg.CardKey, a.req, a.res, a.resAt)
+				if err != nil {
+					return err
+				}
+				out.Card, out.Text = card, card.Title+"\n"+card.Resolution
+			}
+		}
+		if err := d.s.Update(ctx, ref, out); err != nil {
+			return fmt.Errorf("re-issue edit %s: %w", out.Key, err)
+		}
+	}
+	return nil
+}
+
+// finish posts the final answer (unless the run already answered through
+// reply_in_thread since the latest message), marks the checklist done and
+// completes the run — unless a steering message arrived meanwhile, in which
+// case the loop goes on so the message is not dropped.
+func (d *driver) finish(ctx context.Context) (bool, error) {
+	rs := d.rs
+	st := rs.step
+	if !rs.answerPosted {
+		text := strings.TrimSpace(st.text)
+		if text == "" {
+			text = "Done."
+		}
+		out := Outbound{Key: EffectID(rs.Scope.Key(), st.seq, 0), Scope: rs.Scope, Text: text, Priority: PriorityHigh}
+		if _, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: RoleAnswer, answering: rs.latestHuman()}); err != nil {
+			return false, err
+		}
+	}
+	if err := d.syncChecklist(ctx, RunDone); err != nil {
+		return false, err
+	}
+	cd, err := d.agent(Meta{}, &RunCompleted{Summary: truncate(st.text, 500)})
+	if err != nil {
+		return false, err
+	}
+	_, err = d.appendRun(ctx, func() error {
+		if d.unseenSteeringLocked() {
+			return errCheckFailed
+		}
+		return nil
+	}, cd)
+	if errors.Is(err, errCheckFailed) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	d.e.log.Info("run completed", "run", rs.ID, "steps", rs.Steps, "tokens", rs.Tokens)
+	return true, nil
+}
+
+// pause parks the run (blocked or needs-permission) and says why.
+func (d *driver) pause(ctx context.Context, st RunStatus, why string) error {
+	pd, err := d.agent(Meta{}, &RunPaused{Status: st, Reason: why})
+	if err != nil {
+		return err
+	}
+	if _, err := d.appendRun(ctx, nil, pd); err != nil {
+		return err
+	}
+	d.e.log.Info("run paused", "run", d.rs.ID, "status", string(st), "reason", why)
+	return d.reconcilePause(ctx)
+}
+
+func (d *driver) reconcilePause(ctx context.Context) error {
+	rs := d.rs
+	p := rs.pause
+	if p == nil {
+		return nil
+	}
+	if err := d.syncChecklist(ctx, rs.Status); err != nil {
+		return err
+	}
+	text := "⏸ I had to pause: " + p.reason + ".\n" +
+		"An admin can raise the budget (`policy set budget <tokens>`), or mention me again to start over."
+	if !strings.Contains(p.reason, "budget") {
+		text = "⏸ I had to pause: " + p.reason + ". Mention me again to retry."
+	}
+	out := Outbound{Key: EffectID(p.ch, p.seq, 0), Scope: rs.Scope, Text: text, Priority: PriorityHigh}
+	_, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: RoleNotice, answering: rs.latestHuman()})
+	return err
+}
+
+// fail ends the run (broken or cancelled) with its cause.
+func (d *driver) fail(ctx context.Context, st RunStatus, cause string) error {
+	fd, err := d.agent(Meta{}, &RunFailed{Status: st, Cause: cause})
+	if err != nil {
+		return err
+	}
+	if _, err := d.appendRun(ctx, nil, fd); err != nil {
+		return err
+	}
+	d.e.log.Info("run ended", "run", d.rs.ID, "status", string(st), "cause", cause)
+	return d.reconcileEnd(ctx)
+}
+
+// reconcileEnd makes a failed run's terminal state visible: checklist and a
+// notice in the thread (idempotent: re-driving posts nothing twice).
+func (d *driver) reconcileEnd(ctx context.Context) error {
+	rs := d.rs
+	if rs.Status == RunDone {
+		return nil
+	}
+	if err := d.syncChecklist(ctx, rs.Status); err != nil {
+		return err
+	}
+	if rs.endSeq == 0 || rs.Reason == causeSuperseded {
+		return nil // the new run's checklist says everything
+	}
+	prefix := "❌ I couldn't finish this: "
+	if rs.Status == RunCancelled {
+		prefix = "🚫 Stopped: "
+	}
+	out := Outbound{Key: EffectID(rs.Scope.Key(), rs.endSeq, 0), Scope: rs.Scope, Text: prefix + rs.Reason + ".", Priority: PriorityHigh}
+	_, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: RoleNotice, answering: rs.latestHuman()})
+	return err
+}

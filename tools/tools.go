@@ -1,0 +1,387 @@
+// Package tools holds Marlowe's built-in tools. Each is a core.Tool with a
+// schema, a consequence level and its target arguments declared, so the
+// gate can decide about it; none sees the journal or the boundary, only the
+// core.ToolContext the harness lends it (surface, scope, channel memory).
+//
+// Register them with core.NewToolRegistry(tools.Builtins(opts)...). Later
+// tools (routines, inbox, MCP) are registered the same way.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// Options configures the tools that need it. The zero value is production
+// ready.
+type Options struct {
+	// HTTPClient is used by fetch_url. Nil: a client that refuses private,
+	// loopback and link-local addresses and cross-host redirects.
+	HTTPClient *http.Client
+	// FetchTimeout bounds one fetch (default 15 s).
+	FetchTimeout time.Duration
+	// FetchMaxBytes caps how much of a response is read (default 1 MiB).
+	FetchMaxBytes int64
+	// FetchMaxText caps the text handed to the model (default 8000 bytes).
+	FetchMaxText int
+	// AllowPrivateNetworks lets the default fetch client reach private and
+	// loopback addresses (tests against httptest servers; never production).
+	AllowPrivateNetworks bool
+	// HistoryLimit is read_thread's default message count (default 30).
+	HistoryLimit int
+}
+
+// Builtins returns every built-in tool.
+func Builtins(o Options) []core.Tool {
+	return []core.Tool{
+		ReplyInThread(), UpdateChecklist(), Remember(), Recall(), Forget(),
+		ReadThread(o), FetchURL(o), PostToChannel(), DMPerson(), AskHuman(),
+	}
+}
+
+// decode unmarshals validated arguments into a struct.
+func decode(args json.RawMessage, v any) error {
+	if err := json.Unmarshal(args, v); err != nil {
+		return fmt.Errorf("read arguments: %w", err)
+	}
+	return nil
+}
+
+func trusted(format string, a ...any) core.Observation {
+	return core.Observation{Text: fmt.Sprintf(format, a...), Trust: core.Trusted}
+}
+
+// ReplyInThread posts a message in the run's thread. The model's final text
+// is posted as the answer anyway; the harness skips that final post when
+// this tool already answered, so an answer never appears twice.
+func ReplyInThread() core.Tool {
+	return core.Tool{
+		Name:        "reply_in_thread",
+		Description: "Post a message in the current thread now (for example a partial result). Your final answer is posted automatically; do not repeat it with this tool.",
+		Consequence: core.Write,
+		Schema: json.RawMessage(`{"type":"object","properties":{
+			"text":{"type":"string","description":"the message to post"}},"required":["text"]}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			var a struct{ Text string }
+			if err := decode(args, &a); err != nil {
+				return core.Observation{}, err
+			}
+			if strings.TrimSpace(a.Text) == "" {
+				return core.Observation{}, errors.New("text is empty")
+			}
+			ref, err := tc.Surface.Post(ctx, core.Outbound{Scope: tc.Scope, Text: a.Text, Priority: core.PriorityHigh})
+			if err != nil {
+				return core.Observation{}, fmt.Errorf("post in thread: %w", err)
+			}
+			return trusted("Posted in the thread (message %s). It is your answer: do not repeat it as final text.", ref.ID), nil
+		},
+	}
+}
+
+// UpdateChecklist replaces the plan shown on the run's checklist message.
+func UpdateChecklist() core.Tool {
+	return core.Tool{
+		Name:        "update_checklist",
+		Description: "Show your plan on the progress checklist in the thread: the full list of steps, each marked done or not.",
+		Consequence: core.Write,
+		Schema: json.RawMessage(`{"type":"object","properties":{
+			"items":{"type":"array","items":{"type":"object","properties":{
+				"text":{"type":"string"},"done":{"type":"boolean"}},"required":["text"]}}},
+			"required":["items"]}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			var a struct{ Items []core.ChecklistItem }
+			if err := decode(args, &a); err != nil {
+				return core.Observation{}, err
+			}
+			const maxItems = 8
+			if len(a.Items) > maxItems {
+				a.Items = a.Items[:maxItems]
+			}
+			obs := trusted("Checklist updated (%d items).", len(a.Items))
+			obs.Checklist = a.Items
+			if obs.Checklist == nil {
+				obs.Checklist = []core.ChecklistItem{}
+			}
+			return obs, nil
+		},
+	}
+}
+
+var errNoMemory = errors.New("memory is not configured for this bot")
+
+// Remember stores a note in the channel's memory, with provenance.
+func Remember() core.Tool {
+	return core.Tool{
+		Name:        "remember",
+		Description: "Remember a fact or preference for this channel (only when someone asks you to, or it is clearly meant to be kept).",
+		Consequence: core.Write,
+		Schema: json.RawMessage(`{"type":"object","properties":{
+			"text":{"type":"string","description":"the note, self-contained"}},"required":["text"]}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			var a struct{ Text string }
+			if err := decode(args, &a); err != nil {
+				return core.Observation{}, err
+			}
+			if tc.Memory == nil {
+				return core.Observation{}, errNoMemory
+			}
+			if strings.TrimSpace(a.Text) == "" {
+				return core.Observation{}, errors.New("nothing to remember: text is empty")
+			}
+			trust := tc.Trust
+			if trust == "" {
+				trust = core.Untrusted
+			}
+			id, err := tc.Memory.Remember(ctx, a.Text, core.Provenance{
+				Origin: tc.Origin,
+				Actor:  core.Actor{Type: core.ActorAgent, ID: tc.Run, Platform: tc.Scope.Platform},
+				Trust:  string(trust),
+				// The person asked; the model worded it.
+				Derivation: "remember tool on behalf of " + tc.Actor.ID,
+			})
+			if err != nil {
+				return core.Observation{}, fmt.Errorf("remember: %w", err)
+			}
+			return trusted("Remembered (id %s).", id), nil
+		},
+	}
+}
+
+// Recall searches the channel's memory.
+func Recall() core.Tool {
+	return core.Tool{
+		Name:        "recall",
+		Description: "Search this channel's memory.",
+		Consequence: core.Read,
+		Schema: json.RawMessage(`{"type":"object","properties":{
+			"query":{"type":"string"},"limit":{"type":"integer","description":"at most this many notes (default 6)"}},
+			"required":["query"]}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			var a struct {
+				Query string
+				Limit int
+			}
+			if err := decode(args, &a); err != nil {
+				return core.Observation{}, err
+			}
+			if tc.Memory == nil {
+				return core.Observation{}, errNoMemory
+			}
+			if a.Limit <= 0 || a.Limit > 20 {
+				a.Limit = 6
+			}
+			hits, err := tc.Memory.Recall(ctx, a.Query, a.Limit)
+			if err != nil {
+				return core.Observation{}, fmt.Errorf("recall: %w", err)
+			}
+			if len(hits) == 0 {
+				return trusted("No memories match %q.", a.Query), nil
+			}
+			var b strings.Builder
+			for i, h := range hits {
+				if i > 0 {
+					b.WriteByte('\n')
+				}
+				fmt.Fprintf(&b, "• [%s] %s", h.ID, h.Text)
+			}
+			// Notes were written from conversations: data, not orders.
+			return core.Observation{Text: b.String(), Trust: core.Untrusted}, nil
+		},
+	}
+}
+
+// Forget removes a note from recall.
+func Forget() core.Tool {
+	return core.Tool{
+		Name:        "forget",
+		Description: "Forget one note of this channel's memory, by its id (ids come from recall).",
+		Consequence: core.Write,
+		Schema: json.RawMessage(`{"type":"object","properties":{
+			"id":{"type":"string"},"reason":{"type":"string"}},"required":["id"]}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			var a struct{ ID, Reason string }
+			if err := decode(args, &a); err != nil {
+				return core.Observation{}, err
+			}
+			if tc.Memory == nil {
+				return core.Observation{}, errNoMemory
+			}
+			if err := tc.Memory.Forget(ctx, strings.TrimSpace(a.ID), a.Reason); err != nil {
+				return core.Observation{}, fmt.Errorf("forget: %w", err)
+			}
+			return trusted("Forgotten %s.", a.ID), nil
+		},
+	}
+}
+
+// ReadThread returns the thread's earlier messages (untrusted).
+func ReadThread(o Options) core.Tool {
+	def := o.HistoryLimit
+	if def <= 0 {
+		def = 30
+	}
+	return core.Tool{
+		Name:        "read_thread",
+		Description: "Read the earlier messages of the current thread.",
+		Consequence: core.Read,
+		Schema: json.RawMessage(`{"type":"object","properties":{
+			"limit":{"type":"integer","description":"how many recent messages (default 30, at most 100)"}}}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			var a struct{ Limit int }
+			if err := decode(args, &a); err != nil {
+				return core.Observation{}, err
+			}
+			if a.Limit <= 0 {
+				a.Limit = def
+			}
+			a.Limit = min(a.Limit, 100)
+			evs, err := tc.Surface.History(ctx, tc.Scope, a.Limit)
+			if err != nil {
+				return core.Observation{}, fmt.Errorf("read thread: %w", err)
+			}
+			if len(evs) == 0 {
+				return core.Observation{Text: "(no earlier messages)", Trust: core.Untrusted}, nil
+			}
+			var b strings.Builder
+			for i, ev := range evs {
+				if i > 0 {
+					b.WriteByte('\n')
+				}
+				name := ev.Author.Name
+				if name == "" {
+					name = ev.Author.ID
+				}
+				fmt.Fprintf(&b, "[%s] %s: %s", ev.At.UTC().Format("15:04"), name, ev.Text)
+			}
+			return core.Observation{Text: b.String(), Trust: core.Untrusted}, nil
+		},
+	}
+}
+
+// PostToChannel posts in another channel of the same workspace. The channel
+// is a target: one that came from content rather than the person needs an
+// approval, and any new destination does by default (send).
+func PostToChannel() core.Tool {
+	return core.Tool{
+		Name:        "post_to_channel",
+		Description: "Post a message at the top level of another channel (by channel id). Needs approval unless the person named that channel.",
+		Consequence: core.Send,
+		Targets:     []string{"channel"},
+		Schema: json.RawMessage(`{"type":"object","properties":{
+			"channel":{"type":"string","description":"channel id"},
+			"text":{"type":"string"}},"required":["channel","text"]}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			var a struct{ Channel, Text string }
+			if err := decode(args, &a); err != nil {
+				return core.Observation{}, err
+			}
+			ch := channelID(a.Channel)
+			if ch == "" || strings.ContainsAny(ch, "/ ") {
+				return core.Observation{}, fmt.Errorf("channel %q is not a channel id", a.Channel)
+			}
+			sc := core.Scope{Platform: tc.Scope.Platform, Workspace: tc.Scope.Workspace, Channel: ch}
+			ref, err := tc.Surface.Post(ctx, core.Outbound{Scope: sc, Text: a.Text, Priority: core.PriorityNormal})
+			if err != nil {
+				return core.Observation{}, fmt.Errorf("post to %s: %w", ch, err)
+			}
+			return trusted("Posted to channel %s (message %s).", ch, ref.ID), nil
+		},
+	}
+}
+
+// DMPerson sends someone a direct message.
+func DMPerson() core.Tool {
+	return core.Tool{
+		Name:        "dm_person",
+		Description: "Send a direct message to a person (by user id). Needs approval unless the person who asked named them.",
+		Consequence: core.Send,
+		Targets:     []string{"user"},
+		Schema: json.RawMessage(`{"type":"object","properties":{
+			"user":{"type":"string","description":"user id"},
+			"text":{"type":"string"}},"required":["user","text"]}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			var a struct{ User, Text string }
+			if err := decode(args, &a); err != nil {
+				return core.Observation{}, err
+			}
+			uid := userID(a.User)
+			if uid == "" {
+				return core.Observation{}, fmt.Errorf("user %q is not a user id", a.User)
+			}
+			sc, err := tc.Surface.OpenDM(ctx, uid)
+			if err != nil {
+				return core.Observation{}, fmt.Errorf("open DM with %s: %w", uid, err)
+			}
+			ref, err := tc.Surface.Post(ctx, core.Outbound{Scope: sc, Text: a.Text, Priority: core.PriorityNormal})
+			if err != nil {
+				return core.Observation{}, fmt.Errorf("DM %s: %w", uid, err)
+			}
+			return trusted("Sent a direct message to %s (message %s).", uid, ref.ID), nil
+		},
+	}
+}
+
+// AskHuman escalates a decision to people: the harness posts a card with
+// the options in the thread and parks the run until someone answers.
+func AskHuman() core.Tool {
+	return core.Tool{
+		Name:        "ask_human",
+		Description: "Ask the people in the thread to decide something you should not decide alone. Give the question, the options and the context they need; the run waits for the answer.",
+		Consequence: core.Write,
+		Schema: json.RawMessage(`{"type":"object","properties":{
+			"question":{"type":"string"},
+			"options":{"type":"array","items":{"type":"string"},"description":"2 to 5 short choices (default yes / no)"},
+			"context":{"type":"string","description":"what they need to know to decide"}},
+			"required":["question"]}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			var a struct {
+				Question string
+				Options  []string
+				Context  string
+			}
+			if err := decode(args, &a); err != nil {
+				return core.Observation{}, err
+			}
+			if strings.TrimSpace(a.Question) == "" {
+				return core.Observation{}, errors.New("question is empty")
+			}
+			var opts []string
+			for _, o := range a.Options {
+				if o = strings.TrimSpace(o); o != "" {
+					opts = append(opts, o)
+				}
+			}
+			if len(opts) > 5 {
+				return core.Observation{}, errors.New("at most 5 options")
+			}
+			return core.Observation{Escalate: &core.Escalation{Question: a.Question, Options: opts, Context: a.Context}}, nil
+		},
+	}
+}
+
+// channelID reads a channel reference: <#C1|general>, #general, C1.
+func channelID(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
+	if i := strings.IndexByte(s, '|'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimLeft(s, "#")
+}
+
+// userID reads a user reference: <@U1>, <@U1|bob>, @U1, U1.
+func userID(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
+	if i := strings.IndexByte(s, '|'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimLeft(s, "@!")
+}
