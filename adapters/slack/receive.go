@@ -1,0 +1,295 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// ErrAckTimeout means deliver did not return within Config.AckTimeout; the
+// event is left unacknowledged so Slack redelivers it (deduplicated).
+var ErrAckTimeout = errors.New("slack: deliver did not return within the ack timeout")
+
+// ErrInFlight means another delivery of the same message held its claim
+// until the ack deadline; the event is left unacknowledged.
+var ErrInFlight = errors.New("slack: another delivery of this message is in flight")
+
+// errNotRunning is returned to HTTP requests that arrive while no Run is active.
+var errNotRunning = errors.New("slack: adapter is not running")
+
+// inbound is one normalised item waiting for deliver.
+type inbound struct {
+	key     string // dedupe key: ids only
+	channel string // for per-channel ordering
+	in      core.Inbound
+}
+
+// fromEventsAPI turns an Events API callback into inbound items (zero or
+// one). Unknown inner events yield none: they are acknowledged and dropped.
+func (a *Adapter) fromEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent) []inbound {
+	if ev.Type != slackevents.CallbackEvent {
+		return nil
+	}
+	team := ev.TeamID
+	if team == "" {
+		team = a.identity().teamID
+	}
+	var m message
+	switch e := ev.InnerEvent.Data.(type) {
+	case *slackevents.AppMentionEvent:
+		m = message{
+			team: team, channel: e.Channel, ts: e.TimeStamp, threadTS: e.ThreadTimeStamp,
+			user: e.User, botID: e.BotID, text: e.Text, edited: e.Edited != nil,
+		}
+	case *slackevents.MessageEvent:
+		m = message{
+			team: team, channel: e.Channel, channelType: e.ChannelType, ts: e.TimeStamp,
+			threadTS: e.ThreadTimeStamp, user: e.User, botID: e.BotID, username: e.Username,
+			subtype: e.SubType, text: e.Text,
+		}
+		if m.user == "" && e.Message != nil && e.SubType != "" {
+			// message_changed and friends carry the author in the nested message.
+			m.user = e.Message.User
+			if m.botID == "" {
+				m.botID = e.Message.BotID
+			}
+		}
+	default:
+		a.log.Debug("slack: event type not handled", "type", ev.InnerEvent.Type)
+		return nil
+	}
+	if m.channel == "" || m.ts == "" {
+		a.log.Debug("slack: message event without channel or ts dropped", "type", ev.InnerEvent.Type)
+		return nil
+	}
+	vis := a.resolveVisibility(ctx, m.channel, m.channelType)
+	ev2 := normalise(m, vis, a.identity())
+	return []inbound{{
+		key:     "msg:" + team + ":" + m.channel + ":" + m.ts,
+		channel: m.channel,
+		in:      core.Inbound{Event: &ev2},
+	}}
+}
+
+// fromInteraction turns a block_actions payload into card clicks. Other
+// interaction types yield none.
+func (a *Adapter) fromInteraction(ic *slack.InteractionCallback) []inbound {
+	if ic.Type != slack.InteractionTypeBlockActions {
+		return nil
+	}
+	team := ic.Team.ID
+	if team == "" {
+		team = a.identity().teamID
+	}
+	channel := ic.Channel.ID
+	if channel == "" {
+		channel = ic.Container.ChannelID
+	}
+	thread := ic.Container.ThreadTs
+	if thread == "" {
+		thread = ic.Message.ThreadTimestamp
+	}
+	msgTS := ic.Container.MessageTs
+	if msgTS == "" {
+		msgTS = ic.Message.Timestamp
+	}
+	thread = threadOf(msgTS, thread)
+	name := ic.User.Name
+	if name == "" {
+		name = ic.User.Profile.DisplayName
+	}
+	var out []inbound
+	for _, act := range ic.ActionCallback.BlockActions {
+		if act == nil || ic.User.ID == "" || channel == "" {
+			continue
+		}
+		at := parseTS(act.ActionTs)
+		if at.IsZero() {
+			at = parseTS(ic.ActionTs)
+		}
+		click := core.CardClick{
+			Scope:  core.Scope{Platform: Platform, Workspace: team, Channel: channel, Thread: thread},
+			Card:   act.BlockID,
+			Action: act.ActionID,
+			Token:  act.Value,
+			By:     core.Person{ID: ic.User.ID, Name: name},
+			At:     at,
+		}
+		stamp := act.ActionTs
+		if stamp == "" {
+			stamp = ic.ActionTs
+		}
+		if stamp == "" {
+			stamp = ic.TriggerID
+		}
+		out = append(out, inbound{
+			key:     "click:" + team + ":" + channel + ":" + msgTS + ":" + ic.User.ID + ":" + act.ActionID + ":" + stamp,
+			channel: channel,
+			in:      core.Inbound{Click: &click},
+		})
+	}
+	return out
+}
+
+// deliverAll delivers items in order; it stops at the first failure (the
+// whole envelope stays unacknowledged and comes back).
+func (a *Adapter) deliverAll(ctx context.Context, items []inbound, deliver func(context.Context, core.Inbound) error, deadline time.Time) error {
+	for _, it := range items {
+		if err := a.deliverOnce(ctx, it, deliver, deadline); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deliverOnce hands one item to deliver unless it was delivered before. It
+// returns nil when the item may be acknowledged: deliver returned nil (now or
+// in an earlier delivery). The wait is bounded by deadline; a deliver that
+// finishes later still records its outcome, so the redelivery is deduped.
+func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(context.Context, core.Inbound) error, deadline time.Time) error {
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	token, err := a.claim(dctx, it.key)
+	if err != nil {
+		return err
+	}
+	if token == "" { // delivered before
+		a.log.Debug("slack: duplicate delivery dropped", "key", it.key)
+		return nil
+	}
+
+	done := make(chan error, 1)
+	a.bg.Go(func() {
+		err := deliver(dctx, it.in)
+		// Settle the claim even when the waiter gave up: a late success must
+		// still dedupe the redelivery Slack is about to send.
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer scancel()
+		if err == nil {
+			if cerr := a.dedupe.Commit(sctx, it.key, token, a.cfg.DedupeTTL); cerr != nil {
+				a.log.Warn("slack: dedupe commit failed; a redelivery may reach the engine again", "key", it.key, "err", cerr)
+			}
+		} else if rerr := a.dedupe.Release(sctx, it.key, token); rerr != nil {
+			a.log.Warn("slack: dedupe release failed", "key", it.key, "err", rerr)
+		}
+		done <- err
+	})
+
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("slack: deliver: %w", err)
+		}
+		return nil
+	case <-timer.C:
+		return ErrAckTimeout
+	}
+}
+
+// claim takes key, waiting while another delivery holds it. It returns ""
+// when the key is done.
+func (a *Adapter) claim(ctx context.Context, key string) (string, error) {
+	wait := 5 * time.Millisecond
+	for {
+		token, done, err := a.dedupe.Claim(ctx, key, a.cfg.ClaimTTL)
+		if err != nil {
+			return "", fmt.Errorf("slack: dedupe claim: %w", err)
+		}
+		if done {
+			return "", nil
+		}
+		if token != "" {
+			return token, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ErrInFlight
+		case <-t.C:
+		}
+		wait = min(wait*2, 100*time.Millisecond)
+	}
+}
+
+// resolveVisibility tells public, private and DM apart: channel_type when
+// the event has it (message events), else the cache of earlier events, else
+// conversations.info, else a conservative guess from the id.
+func (a *Adapter) resolveVisibility(ctx context.Context, channel, channelType string) core.Visibility {
+	if v, ok := visibilityOfType(channelType); ok {
+		a.vis.put(channel, v)
+		return v
+	}
+	if v, ok := a.vis.get(channel); ok {
+		return v
+	}
+	if strings.HasPrefix(channel, "D") {
+		return core.DM
+	}
+	ictx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
+	defer cancel()
+	ch, err := a.api.GetConversationInfoContext(ictx, &slack.GetConversationInfoInput{ChannelID: channel})
+	if err != nil || ch == nil {
+		a.log.Debug("slack: conversations.info failed; visibility guessed from the id", "channel", channel, "err", err)
+		return visibilityFallback(channel)
+	}
+	v := visibilityOfChannel(ch)
+	a.vis.put(channel, v)
+	return v
+}
+
+func visibilityOfChannel(ch *slack.Channel) core.Visibility {
+	switch {
+	case ch.IsIM:
+		return core.DM
+	case ch.IsMpIM, ch.IsPrivate, ch.IsGroup:
+		return core.Private
+	default:
+		return core.Public
+	}
+}
+
+// visCache remembers channel visibility learnt from events; bounded (it is
+// reset when full, and refills from the next events).
+type visCache struct {
+	mu  sync.RWMutex
+	max int
+	m   map[string]core.Visibility
+}
+
+func newVisCache(max int) *visCache {
+	return &visCache{max: max, m: make(map[string]core.Visibility)}
+}
+
+func (c *visCache) get(ch string) (core.Visibility, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	v, ok := c.m[ch]
+	return v, ok
+}
+
+func (c *visCache) put(ch string, v core.Visibility) {
+	c.mu.RLock()
+	old, ok := c.m[ch]
+	c.mu.RUnlock()
+	if ok && old == v {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[ch] = v
+}
