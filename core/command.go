@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -245,4 +246,13 @@ func (v *Verifier) Verify(c Command) error {
 		return fmt.Errorf("bad signature")
 	}
 	return nil
+}
+
+// DeriveKey returns a 32-byte secret for another purpose (card tokens, say),
+// derived from the signing key so it is stable across restarts without a
+// second secret to configure.
+func (s *Signer) DeriveKey(purpose string) []byte {
+	m := hmac.New(sha256.New, s.key.Seed())
+	m.Write([]byte("marlowe/" + purpose))
+	return m.Sum(nil)
 }

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Config is the bot's configuration, read from MARLOWE_* variables with an
+// optional KEY=VALUE file underneath (MARLOWE_CONFIG).
+type Config struct {
+	DataDir     string // MARLOWE_DATA_DIR
+	DatabaseURL string // MARLOWE_DATABASE_URL: Postgres when set, else SQLite in DataDir
+	RedisURL    string // MARLOWE_REDIS_URL
+	SigningKey  string // MARLOWE_SIGNING_KEY: base64 ed25519 seed or private key
+	HTTPAddr    string // MARLOWE_HTTP_ADDR: health and metrics
+	LogLevel    string // MARLOWE_LOG_LEVEL: debug, info, warn, error
+
+	// Getenv reads the merged configuration (environment over file) for the
+	// packages that read their own keys (model providers, platforms).
+	Getenv func(string) string
+}
+
+// LoadConfig merges the environment over the optional config file.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	file := map[string]string{}
+	if path := getenv("MARLOWE_CONFIG"); path != "" {
+		var err error
+		if file, err = readConfigFile(path); err != nil {
+			return Config{}, err
+		}
+	}
+	get := func(k string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return file[k]
+	}
+	or := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	c := Config{
+		DataDir:     or(get("MARLOWE_DATA_DIR"), "./marlowe-data"),
+		DatabaseURL: get("MARLOWE_DATABASE_URL"),
+		RedisURL:    get("MARLOWE_REDIS_URL"),
+		SigningKey:  get("MARLOWE_SIGNING_KEY"),
+		HTTPAddr:    or(get("MARLOWE_HTTP_ADDR"), "127.0.0.1:8081"),
+		LogLevel:    or(get("MARLOWE_LOG_LEVEL"), "info"),
+		Getenv:      get,
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return Config{}, fmt.Errorf("config: MARLOWE_LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
+	}
+	return c, nil
+}
+
+// readConfigFile reads KEY=VALUE lines; blank lines and # comments are
+// skipped, values may be quoted.
+func readConfigFile(path string) (map[string]string, error) {
+	f, err := os.Open(filepath.Clean(path))
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		k, v, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("config file %s: line %d: want KEY=VALUE", path, n)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		out[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,96 @@
+// Command bot is Marlowe: a channel-resident AI teammate. This package is the
+// composition root: the only place that wires concrete stores, surfaces and
+// model providers together.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `Marlowe — a teammate that lives in your channels.
+
+Usage:
+  bot [command] [flags]
+
+Commands:
+  serve            run the bot (default)
+  migrate          apply database migrations and exit
+  verify           check every channel's hash chain and signatures
+  replay           fold one channel's journal and print its state as JSON
+                   (--channel platform/workspace/channel)
+  intent replay    run an intent scenario file (FILE or - for stdin) through
+                   the real filter and print one decision per message
+  version          print the version
+
+Configuration comes from MARLOWE_* environment variables and, optionally, a
+KEY=VALUE file named by MARLOWE_CONFIG (environment wins). See README.md.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			fmt.Fprintln(os.Stderr, "bot:", ee.err)
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "bot:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError carries a specific exit code (2 for usage errors).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	case "version", "--version":
+		fmt.Fprintf(stdout, "marlowe %s\n", version)
+		return nil
+	case "intent":
+		return cmdIntent(ctx, args, stdin, stdout)
+	}
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "serve":
+		return cmdServe(ctx, cfg, args, stderr)
+	case "migrate":
+		return cmdMigrate(ctx, cfg, args, stdout)
+	case "verify":
+		return cmdVerify(ctx, cfg, args, stdout)
+	case "replay":
+		return cmdReplay(ctx, cfg, args, stdout)
+	}
+	return usageErr("unknown command %q (see bot --help)", cmd)
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/marlowe-bot/marlowe/adapters/sandbox"
+	"github.com/marlowe-bot/marlowe/adapters/slack"
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/intent"
+	"github.com/marlowe-bot/marlowe/llm"
+	redisstore "github.com/marlowe-bot/marlowe/store/redis"
+	"github.com/marlowe-bot/marlowe/tools"
+)
+
+func cmdServe(ctx context.Context, cfg Config, args []string, stderr io.Writer) error {
+	if len(args) > 0 {
+		return usageErr("serve takes no arguments (configuration is by environment)")
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	st, err := openStores(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	log.Info("store ready", "store", st.Desc, "signing_key", st.KeySrc, "data_dir", cfg.DataDir)
+
+	// Redis, when configured, holds intent windows and dedupe keys so that
+	// several replicas agree; without it both live in this process.
+	var rdb *goredis.Client
+	if cfg.RedisURL != "" {
+		opt, err := goredis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return fmt.Errorf("MARLOWE_REDIS_URL: %w", err)
+		}
+		rdb = goredis.NewClient(opt)
+		defer rdb.Close()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("connect to redis %s: %w", redactURL(cfg.RedisURL), err)
+		}
+		log.Info("redis ready", "url", redactURL(cfg.RedisURL))
+	}
+
+	filter, err := newFilter(ctx, st.Journal, rdb, log)
+	if err != nil {
+		return err
+	}
+
+	model, _, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("model configuration: %w", err)
+	}
+	if info.Configured {
+		log.Info("model configured", "model", info.Description)
+	} else {
+		log.Warn("no model configured: serving the offline command grammar only (help, remember, recall, forget, policy)",
+			"configure", "MARLOWE_MODEL_PROVIDER=openai MARLOWE_MODEL=<name> MARLOWE_MODEL_BASE_URL=<any OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama> [OPENAI_API_KEY=...]")
+	}
+
+	registry, err := core.NewToolRegistry(tools.Builtins(tools.Options{})...)
+	if err != nil {
+		return fmt.Errorf("tool registry: %w", err)
+	}
+
+	surfaces, err := newSurfaces(cfg, rdb, log)
+	if err != nil {
+		return err
+	}
+
+	router := core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
+		d, err := filter.Decide(ctx, ev)
+		if err != nil {
+			return false, "", err
+		}
+		if surfaces.sandbox != nil {
+			surfaces.sandbox.Decided(ev, d.Route, d.Reason.String())
+		}
+		return d.Route, d.Reason.String(), nil
+	})
+	observer := core.PostObserverFunc(func(ctx context.Context, p core.PostedMessage) error {
+		return filter.Posted(ctx, intent.Post{
+			Channel: p.Scope.Key(), Thread: p.Scope.Thread, MessageID: p.MessageID, At: p.At,
+			Answering: p.Answering, AnsweringUser: p.AnsweringUser, AnsweringTop: p.AnsweringTop, AnsweringDM: p.AnsweringDM,
+		}, p.Policy)
+	})
+
+	engine, err := core.NewEngine(core.EngineConfig{
+		Journal:      st.Journal,
+		Boundary:     core.NewBoundary(nil),
+		Model:        model,
+		Tools:        registry,
+		Surfaces:     surfaces.byName,
+		Router:       router,
+		PostObserver: observer,
+		Logger:       log,
+		CardKey:      st.Signer.DeriveKey("card-tokens"),
+	})
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(filter), promhttp.HandlerOpts{}))
+	if surfaces.slackHTTP != nil {
+		mux.Handle("/slack/", surfaces.slackHTTP)
+	}
+	srv, addr, err := listenHTTP(ctx, cfg.HTTPAddr, mux, log)
+	if err != nil {
+		return err
+	}
+	log.Info("http listening", "health", "http://"+addr+"/healthz", "metrics", "http://"+addr+"/metrics")
+
+	runCtx, stopRuns := context.WithCancel(ctx)
+	defer stopRuns()
+	if err := engine.Start(runCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("start engine: %w", err)
+	}
+	if surfaces.sandbox != nil {
+		url, err := surfaces.sandbox.Listen(runCtx)
+		if err != nil {
+			_ = srv.Close()
+			_ = engine.Close()
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		log.Info("sandbox ready: open this in a browser to talk to Marlowe", "url", url)
+	}
+
+	// Each surface runs until the context ends; one failing stops the bot
+	// rather than leaving it half-connected.
+	var wg sync.WaitGroup
+	errc := make(chan error, len(surfaces.byName))
+	for name, s := range surfaces.byName {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Run(runCtx, engine.Deliver); err != nil && runCtx.Err() == nil {
+				errc <- fmt.Errorf("surface %s: %w", name, err)
+				stopRuns()
+			}
+		}()
+		log.Info("surface running", "platform", name)
+	}
+
+	<-runCtx.Done()
+	log.Info("shutting down")
+	stopRuns()
+	wg.Wait()
+	engErr := engine.Close()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	httpErr := srv.Shutdown(shutCtx)
+	var runErr error
+	select {
+	case runErr = <-errc:
+	default:
+	}
+	if err := errors.Join(runErr, engErr, httpErr); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// newFilter builds the intent filter over Redis windows (shared by replicas)
+// or in-process windows rebuilt from the journal's message.posted commands.
+func newFilter(ctx context.Context, j core.Journal, rdb *goredis.Client, log *slog.Logger) (*intent.Filter, error) {
+	if rdb != nil {
+		return intent.NewFilter(redisstore.NewWindowStore(rdb, "marlowe:"), nil, intent.WithLogger(log)), nil
+	}
+	store := intent.NewMemoryStore(nil)
+	chs, err := j.Channels(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild windows: %w", err)
+	}
+	total := 0
+	for _, ch := range chs {
+		cmds, err := j.Read(ctx, ch, 1, 0)
+		if err != nil {
+			return nil, fmt.Errorf("rebuild windows of %s: %w", ch, err)
+		}
+		n, err := intent.Rebuild(ctx, store, cmds, nil, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("rebuild windows of %s: %w", ch, err)
+		}
+		total += n
+	}
+	log.Info("intent windows rebuilt from the journal", "channels", len(chs), "open_windows", total)
+	return intent.NewFilter(store, nil, intent.WithLogger(log)), nil
+}
+
+type surfaceSet struct {
+	byName    map[string]core.Surface
+	sandbox   *sandbox.Sandbox
+	slackHTTP http.Handler
+}
+
+// newSurfaces starts Slack when its tokens are set, and the sandbox when no
+// platform is configured or MARLOWE_SANDBOX=1.
+func newSurfaces(cfg Config, rdb *goredis.Client, log *slog.Logger) (surfaceSet, error) {
+	set := surfaceSet{byName: map[string]core.Surface{}}
+	if cfg.Getenv("SLACK_BOT_TOKEN") != "" || cfg.Getenv("SLACK_APP_TOKEN") != "" {
+		scfg, err := slack.ConfigFromEnv(cfg.Getenv)
+		if err != nil {
+			return set, fmt.Errorf("slack configuration: %w", err)
+		}
+		opts := []slack.Option{slack.WithLogger(log)}
+		if rdb != nil {
+			opts = append(opts, slack.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:slack:")))
+		}
+		a, err := slack.New(scfg, opts...)
+		if err != nil {
+			return set, fmt.Errorf("slack: %w", err)
+		}
+		set.byName[a.Name()] = a
+		if scfg.Mode == slack.ModeHTTP {
+			set.slackHTTP = a.Handler()
+		}
+		log.Info("slack configured", "mode", scfg.Mode)
+	}
+	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
+		sb, err := sandbox.New(sandbox.Config{
+			Addr:     cfg.Getenv("MARLOWE_SANDBOX_ADDR"),
+			Logger:   log,
+			DataFile: filepath.Join(cfg.DataDir, "sandbox.jsonl"),
+		})
+		if err != nil {
+			return set, fmt.Errorf("sandbox: %w", err)
+		}
+		set.byName[sb.Name()] = sb
+		set.sandbox = sb
+	}
+	return set, nil
+}
+
+// newMetrics exposes the filter's decision counts by reason; ignored
+// messages are counted, never recorded.
+func newMetrics(f *intent.Filter) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	for _, r := range intent.Reasons() {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "marlowe_intent_decisions_total",
+			Help:        "Messages seen by the intent filter, by decision reason.",
+			ConstLabels: prometheus.Labels{"reason": r.String()},
+		}, func() float64 { return float64(f.Counts().Get(r)) }))
+	}
+	return reg
+}
+
+// listenHTTP binds addr now (so a port clash fails start-up loudly) and
+// serves in the background until Shutdown.
+func listenHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (*http.Server, string, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}

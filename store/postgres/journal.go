@@ -1,0 +1,335 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+const selectCommand = `SELECT seq, id, kind, v, actor_type, actor_id, actor_platform,
+	platform, workspace, channel_id, thread, run, cause, at,
+	payload, redacted, payload_hash, prev, sig FROM commands `
+
+const insertCommand = `INSERT INTO commands (channel, seq, id, kind, v,
+	actor_type, actor_id, actor_platform, platform, workspace, channel_id, thread,
+	run, cause, at, payload, redacted, payload_hash, prev, sig)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+
+// Append seals drafts after the channel's head and writes them in one
+// transaction. The head row lock serialises appenders to one channel across
+// every connection and process; UNIQUE (channel, seq) backs it up.
+func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Command, error) {
+	ch, err := core.CheckBatch(drafts)
+	if err != nil {
+		return nil, fmt.Errorf("append: %w", err)
+	}
+	out, err := s.appendTx(ctx, ch, 0, func([]core.Command) (*pgx.Batch, error) { return &pgx.Batch{}, nil }, drafts)
+	if err != nil {
+		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
+	}
+	return out, nil
+}
+
+// appendTx runs one append transaction in two round trips, which is most of
+// the cost of an append:
+//
+//  1. BEGIN, create the channel's head row if new, lock it (FOR UPDATE) and
+//     read it, and, when target > 0, read the command at that seq;
+//  2. what before returns (given the target read in 1), the sealed inserts,
+//     the head update and COMMIT.
+//
+// A failure anywhere leaves the transaction open and it is rolled back.
+func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64, before func(target []core.Command) (*pgx.Batch, error), drafts []core.Draft) (_ []core.Command, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire connection: %w", err)
+	}
+	defer func() {
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+			// Leave the connection clean for the pool; if even this fails the
+			// pool closes the connection, which aborts the transaction.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+			cancel()
+		}
+		conn.Release()
+	}()
+
+	var zero core.Hash
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`INSERT INTO channel_heads (channel, seq, hash) VALUES ($1, 0, $2) ON CONFLICT (channel) DO NOTHING`, string(ch), zero[:])
+	b.Queue(`SELECT seq, hash FROM channel_heads WHERE channel = $1 FOR UPDATE`, string(ch))
+	if target > 0 {
+		b.Queue(selectCommand+`WHERE channel = $1 AND seq = $2`, string(ch), clampSeq(target))
+	}
+	head, prev, targets, err := readLocked(conn.SendBatch(ctx, b), target > 0)
+	if err != nil {
+		return nil, err
+	}
+
+	b, err = before(targets)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]core.Command, 0, len(drafts))
+	seq := head
+	for _, d := range drafts {
+		seq++
+		c, err := s.signer.Seal(d, seq, prev)
+		if err != nil {
+			return nil, fmt.Errorf("seal seq %d: %w", seq, err)
+		}
+		prev = c.Hash()
+		out = append(out, c)
+		r := c.Record()
+		b.Queue(insertCommand, string(ch), int64(r.Seq), r.ID, r.Kind, r.V,
+			string(r.Actor.Type), r.Actor.ID, r.Actor.Platform,
+			r.Scope.Platform, r.Scope.Workspace, r.Scope.Channel, r.Scope.Thread,
+			r.Run, r.Cause, r.At.UTC(), payloadArg(r), r.Redacted, r.PayloadHash, r.Prev, r.Sig)
+	}
+	b.Queue(`UPDATE channel_heads SET seq = $2, hash = $3 WHERE channel = $1`, string(ch), int64(seq), prev[:])
+	b.Queue(`COMMIT`)
+	if err := execAll(conn.SendBatch(ctx, b), b.Len()); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readLocked reads the results of appendTx's first round trip.
+func readLocked(res pgx.BatchResults, withTarget bool) (seq uint64, prev core.Hash, targets []core.Command, err error) {
+	defer func() {
+		if cerr := res.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("lock head: %w", cerr)
+		}
+	}()
+	if _, err := res.Exec(); err != nil {
+		return 0, prev, nil, fmt.Errorf("begin: %w", err)
+	}
+	if _, err := res.Exec(); err != nil {
+		return 0, prev, nil, fmt.Errorf("create head: %w", err)
+	}
+	var head int64
+	var hash []byte
+	if err := res.QueryRow().Scan(&head, &hash); err != nil {
+		return 0, prev, nil, fmt.Errorf("lock head: %w", err)
+	}
+	if prev, err = toHash(hash); err != nil || head < 0 {
+		return 0, prev, nil, fmt.Errorf("lock head: corrupt head row (seq %d)", head)
+	}
+	if withTarget {
+		rows, err := res.Query()
+		if err != nil {
+			return 0, prev, nil, fmt.Errorf("read target: %w", err)
+		}
+		if targets, err = collect(rows); err != nil {
+			return 0, prev, nil, fmt.Errorf("read target: %w", err)
+		}
+	}
+	return uint64(head), prev, targets, nil
+}
+
+// execAll reads n statement results and checks the last, COMMIT, really
+// committed (a COMMIT of a failed transaction reports ROLLBACK).
+func execAll(res pgx.BatchResults, n int) (err error) {
+	defer func() {
+		if cerr := res.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	for i := range n {
+		tag, err := res.Exec()
+		if err != nil {
+			return fmt.Errorf("write: %w", describe(err))
+		}
+		if i == n-1 && tag.String() != "COMMIT" {
+			return fmt.Errorf("commit: server answered %q", tag.String())
+		}
+	}
+	return nil
+}
+
+// payloadArg stores a payload as bytea; an empty payload must not become
+// NULL, which means redacted.
+func payloadArg(r core.Record) any {
+	if r.Redacted {
+		return nil
+	}
+	if r.Payload == nil {
+		return []byte{}
+	}
+	return r.Payload
+}
+
+// describe names the constraint behind a failed write.
+func describe(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		switch pgErr.ConstraintName {
+		case "commands_id_key":
+			return fmt.Errorf("command id already journaled: %w", err)
+		case "commands_pkey":
+			return fmt.Errorf("seq already taken (head row out of step with commands): %w", err)
+		}
+	}
+	return err
+}
+
+// Read returns up to limit commands of ch from seq from on.
+func (s *Store) Read(ctx context.Context, ch core.ChannelKey, from uint64, limit int) ([]core.Command, error) {
+	var lim any // NULL: no limit
+	if limit > 0 {
+		lim = limit
+	}
+	rows, err := s.pool.Query(ctx, selectCommand+`WHERE channel = $1 AND seq >= $2 ORDER BY seq LIMIT $3`,
+		string(ch), clampSeq(from), lim)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from %d: %w", ch, from, err)
+	}
+	cmds, err := collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from %d: %w", ch, from, err)
+	}
+	return cmds, nil
+}
+
+// ReadRun returns a run's commands in (channel, seq) order.
+func (s *Store) ReadRun(ctx context.Context, run string) ([]core.Command, error) {
+	if run == "" {
+		return nil, errors.New("read run: empty run id")
+	}
+	// run <> '' lets the planner use the partial index.
+	rows, err := s.pool.Query(ctx, selectCommand+`WHERE run = $1 AND run <> '' ORDER BY channel, seq`, run)
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", run, err)
+	}
+	cmds, err := collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", run, err)
+	}
+	return cmds, nil
+}
+
+// Channels lists channels from the head table rather than the commands, so
+// a channel whose rows were all deleted is still listed (and fails verify).
+func (s *Store) Channels(ctx context.Context) ([]core.ChannelKey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT channel FROM channel_heads WHERE seq > 0 ORDER BY channel`)
+	if err != nil {
+		return nil, fmt.Errorf("list channels: %w", err)
+	}
+	chs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (core.ChannelKey, error) {
+		var ch string
+		err := r.Scan(&ch)
+		return core.ChannelKey(ch), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list channels: %w", err)
+	}
+	return chs, nil
+}
+
+// Head returns the seq and hash recorded by the last append to ch.
+func (s *Store) Head(ctx context.Context, ch core.ChannelKey) (uint64, core.Hash, error) {
+	var seq int64
+	var hash []byte
+	err := s.pool.QueryRow(ctx, `SELECT seq, hash FROM channel_heads WHERE channel = $1`, string(ch)).Scan(&seq, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, core.Hash{}, nil
+	}
+	if err != nil {
+		return 0, core.Hash{}, fmt.Errorf("read head of %s: %w", ch, err)
+	}
+	h, err := toHash(hash)
+	if err != nil || seq < 0 {
+		return 0, core.Hash{}, fmt.Errorf("read head of %s: corrupt head row (seq %d)", ch, seq)
+	}
+	return uint64(seq), h, nil
+}
+
+// Redact destroys the payload bytes of the command at seq and appends the
+// command.redacted record, in one transaction under the head lock.
+//
+// The row's old version stays in PostgreSQL's dead tuples and WAL until
+// vacuum and WAL recycling remove it.
+func (s *Store) Redact(ctx context.Context, seq uint64, record core.Draft) (core.Command, error) {
+	ch, err := core.CheckBatch([]core.Draft{record})
+	if err != nil {
+		return core.Command{}, fmt.Errorf("redact: %w", err)
+	}
+	if seq == 0 {
+		return core.Command{}, fmt.Errorf("redact %s seq 0: %w", ch, core.ErrNotFound)
+	}
+	out, err := s.appendTx(ctx, ch, seq, func(targets []core.Command) (*pgx.Batch, error) {
+		if len(targets) == 0 {
+			return nil, fmt.Errorf("target seq %d: %w", seq, core.ErrNotFound)
+		}
+		if targets[0].Redacted() {
+			return nil, fmt.Errorf("target seq %d is already redacted", seq)
+		}
+		if err := core.CheckRedaction(targets[0], record); err != nil {
+			return nil, err
+		}
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE commands SET payload = NULL, redacted = true WHERE channel = $1 AND seq = $2`, string(ch), int64(seq))
+		return b, nil
+	}, []core.Draft{record})
+	if err != nil {
+		return core.Command{}, fmt.Errorf("redact %s seq %d: %w", ch, seq, err)
+	}
+	return out[0], nil
+}
+
+// collect loads rows into Commands. It checks shape only: a row whose scope
+// disagrees with its channel column is returned as stored and fails
+// verification, which is where trust is decided.
+func collect(rows pgx.Rows) ([]core.Command, error) {
+	defer rows.Close()
+	var out []core.Command
+	for rows.Next() {
+		var (
+			r         core.Record
+			seq       int64
+			actorType string
+			at        time.Time
+		)
+		if err := rows.Scan(&seq, &r.ID, &r.Kind, &r.V, &actorType, &r.Actor.ID, &r.Actor.Platform,
+			&r.Scope.Platform, &r.Scope.Workspace, &r.Scope.Channel, &r.Scope.Thread, &r.Run, &r.Cause, &at,
+			&r.Payload, &r.Redacted, &r.PayloadHash, &r.Prev, &r.Sig); err != nil {
+			return nil, fmt.Errorf("scan command: %w", err)
+		}
+		r.Seq, r.Actor.Type, r.At = uint64(seq), core.ActorType(actorType), at
+		c, err := core.FromRecord(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func toHash(b []byte) (core.Hash, error) {
+	var h core.Hash
+	if len(b) != len(h) {
+		return h, fmt.Errorf("hash has %d bytes", len(b))
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// clampSeq maps a uint64 seq onto bigint; nothing is stored above MaxInt64.
+func clampSeq(seq uint64) int64 {
+	if seq > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(seq)
+}
