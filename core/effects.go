@@ -110,9 +110,31 @@ func (e *Engine) edit(ctx context.Context, s Surface, rs *RunReplay, effect stri
 	out.Key = EffectID(ref.Scope.Key(), cmds[0].Seq(), 0)
 	out.Scope = ref.Scope
 	if err := s.Update(ctx, ref, out); err != nil {
-		return fmt.Errorf("edit %s: %w", effect, err)
+		return &editError{effect: effect, err: err}
 	}
 	return nil
+}
+
+// editError is a platform's refusal of an edit that is already journaled.
+type editError struct {
+	effect string
+	err    error
+}
+
+func (e *editError) Error() string { return fmt.Sprintf("edit %s: %v", e.effect, e.err) }
+func (e *editError) Unwrap() error { return e.err }
+
+// cosmetic downgrades a failed edit of the checklist or of a decided card to
+// a warning: the edit is journaled and the run's result is posted on its
+// own, so a platform that refuses edits (a deleted message, a missing
+// permission) must not stall the run. Crash recovery re-issues it.
+func (e *Engine) cosmetic(ctx context.Context, err error) error {
+	var ee *editError
+	if err != nil && ctx.Err() == nil && errors.As(err, &ee) {
+		e.log.Warn("edit failed; continuing without it", "effect", ee.effect, "error", ee.err)
+		return nil
+	}
+	return err
 }
 
 // postNotice posts a reply that is not part of a run's loop (a refused

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -212,4 +213,24 @@ func TestReplayRunRebuildsTheRunWithoutTheModel(t *testing.T) {
 			t.Errorf("message %d: replay %+v, live %+v", i, rs.Messages[i], last[i])
 		}
 	}
+}
+
+// TestRefusedEditsDoNotStallTheRun: a platform that refuses every edit (the
+// checklist was deleted, a permission is missing) still gets the answer, and
+// the run completes.
+func TestRefusedEditsDoNotStallTheRun(t *testing.T) {
+	m := coretest.NewScriptedModel(coretest.Text("Here is the answer."))
+	h := newHarness(t, m, nil)
+	h.s.FailUpdate = func(core.MessageRef, core.Outbound) error { return errors.New("message_not_found") }
+	h.deliver(h.mention(alice, "C1", "question?"))
+	h.idle()
+	if _, ok := h.s.Find("Here is the answer."); !ok {
+		t.Fatalf("no answer posted: %+v", h.s.Posts())
+	}
+	for id, r := range h.runs("C1") {
+		if r.Status != core.RunDone {
+			t.Fatalf("run %s is %s, want done", id, r.Status)
+		}
+	}
+	h.verify("C1")
 }

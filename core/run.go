@@ -639,7 +639,7 @@ func (d *driver) showResolution(ctx context.Context, a *runApproval) error {
 	if err != nil {
 		return err
 	}
-	return d.e.edit(ctx, d.s, d.rs, d.cardEffect(a), ref, Outbound{Text: card.Title + "\n" + card.Resolution, Card: card, Priority: PriorityHigh})
+	return d.e.cosmetic(ctx, d.e.edit(ctx, d.s, d.rs, d.cardEffect(a), ref, Outbound{Text: card.Title + "\n" + card.Resolution, Card: card, Priority: PriorityHigh}))
 }
 
 func (d *driver) expire(ctx context.Context, a *runApproval) error {
@@ -692,7 +692,7 @@ func (d *driver) syncChecklist(ctx context.Context, st RunStatus) error {
 	if rs.shown[eff] == text {
 		return nil
 	}
-	return d.e.edit(ctx, d.s, rs, eff, ref, Outbound{Text: text, Priority: PriorityEdit})
+	return d.e.cosmetic(ctx, d.e.edit(ctx, d.s, rs, eff, ref, Outbound{Text: text, Priority: PriorityEdit}))
 }
 
 // reissueEdits repeats the last journaled edit of the checklist and of each

@@ -43,6 +43,8 @@ type FakeSurface struct {
 	next      int
 	// FailPost, when set, can fail a Post before it takes effect.
 	FailPost func(out core.Outbound) error
+	// FailUpdate, when set, can fail an Update before it takes effect.
+	FailUpdate func(ref core.MessageRef, out core.Outbound) error
 }
 
 var _ core.Surface = (*FakeSurface)(nil)
@@ -101,6 +103,11 @@ func (s *FakeSurface) Update(ctx context.Context, ref core.MessageRef, out core.
 	defer s.mu.Unlock()
 	if _, ok := s.current[ref.ID]; !ok {
 		return fmt.Errorf("fake surface: update of unknown message %s", ref.ID)
+	}
+	if s.FailUpdate != nil {
+		if err := s.FailUpdate(ref, out); err != nil {
+			return err
+		}
 	}
 	if out.Card != nil {
 		c := *out.Card
