@@ -26,7 +26,8 @@ Commands:
   migrate          apply database migrations and exit
   verify           check every channel's hash chain and signatures
   replay           fold one channel's journal and print its state as JSON
-                   (--channel platform/workspace/channel)
+                   (--channel platform/workspace/channel), or one run's
+                   replayed state (--run ID); no model or platform is called
   intent replay    run an intent scenario file (FILE or - for stdin) through
                    the real filter and print one decision per message
   version          print the version

@@ -10,16 +10,23 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
-// cmdReplay folds one channel's journal and prints the derived state. It
-// calls no model and no platform: state is a function of the journal.
+// cmdReplay folds one channel's journal (or one run's commands) and prints
+// the derived state. It calls no model and no platform: state is a function
+// of the journal, with recorded observations fed back in.
 func cmdReplay(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	channel := fs.String("channel", "", "channel key platform/workspace/channel (required)")
+	channel := fs.String("channel", "", "channel key platform/workspace/channel")
+	runID := fs.String("run", "", "a run id: print that run's replayed state instead")
 	if err := fs.Parse(args); err != nil {
 		return usageErr("replay: %v", err)
 	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if *runID != "" {
+		return replayRun(ctx, cfg, *runID, enc)
+	}
 	if *channel == "" {
-		return usageErr("replay: --channel is required")
+		return usageErr("replay: --channel (or --run) is required")
 	}
 	if _, err := core.ParseChannelKey(*channel); err != nil {
 		return usageErr("replay: %v", err)
@@ -41,7 +48,25 @@ func cmdReplay(ctx context.Context, cfg Config, args []string, stdout io.Writer)
 	if err != nil {
 		return fmt.Errorf("replay %s: %w", ch, err)
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
 	return enc.Encode(state)
+}
+
+func replayRun(ctx context.Context, cfg Config, id string, enc *json.Encoder) error {
+	st, err := openStores(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	cmds, err := st.Journal.ReadRun(ctx, id)
+	if err != nil {
+		return fmt.Errorf("replay run %s: read journal: %w", id, err)
+	}
+	if len(cmds) == 0 {
+		return fmt.Errorf("replay run %s: no such run", id)
+	}
+	rs, err := core.ReplayRun(cmds)
+	if err != nil {
+		return fmt.Errorf("replay run %s: %w", id, err)
+	}
+	return enc.Encode(rs)
 }

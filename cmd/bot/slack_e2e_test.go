@@ -166,6 +166,23 @@ func TestServeSlackAndOpenAIModel(t *testing.T) {
 		if r.Status != core.RunDone {
 			t.Errorf("run %s is %s", id, r.Status)
 		}
+		// Replaying a finished run needs no model: the fake is not called.
+		calls := len(model.Requests())
+		out, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": dir}), "", "replay", "--run", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rr struct {
+			ID     string
+			Status core.RunStatus
+			Steps  int
+		}
+		if err := json.Unmarshal([]byte(out), &rr); err != nil || rr.ID != id || rr.Status != core.RunDone || rr.Steps != r.Steps {
+			t.Fatalf("replay --run %s = %+v (%v), fold says %+v", id, rr, err, r)
+		}
+		if len(model.Requests()) != calls {
+			t.Fatal("replaying a run called the model")
+		}
 	}
 }
 
