@@ -27,6 +27,7 @@ func BenchmarkVerify(b *testing.B) {
 	s := open(b, filepath.Join(b.TempDir(), "verify.db"), signer)
 	ch := journaltest.FillChannel(b, s, 20000)
 	b.Run("VerifyChannel/n=20000", func(b *testing.B) { journaltest.BenchVerify(b, s, signer.Verifier(), ch) })
+	b.Run("VerifyVsRaw/n=20000", func(b *testing.B) { journaltest.BenchVerifyVsRaw(b, s, signer.Verifier(), ch) })
 	b.Run("Read/n=20000", func(b *testing.B) { journaltest.BenchRead(b, s, ch) })
 	b.Run("RawEd25519Parallel", journaltest.BenchRawVerify)
 }
