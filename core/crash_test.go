@@ -297,6 +297,23 @@ func checkRecovered(t *testing.T, w *crashWorld, sc scenario, log *toolLog) {
 			t.Errorf("effect %s recorded %d times", id, n)
 		}
 	}
+	// Each step's results are on the checklist before the next model call,
+	// crash or not: a restart between a step's last tool result and the
+	// checklist edit must not leave the checklist behind while the model
+	// works on the next step.
+	unshown := false
+	for _, c := range w.j.All(chanScope("C1").Key()) {
+		switch c.Kind() {
+		case core.KindToolCompleted:
+			unshown = true
+		case core.KindMessageUpdated:
+			unshown = false
+		case core.KindModelStep:
+			if unshown {
+				t.Errorf("model.step at seq %d was taken before the checklist showed the previous step's tool results", c.Seq())
+			}
+		}
+	}
 	if _, err := core.VerifyChannel(context.Background(), w.j, w.signer.Verifier(), chanScope("C1").Key()); err != nil {
 		t.Errorf("verify: %v", err)
 	}

@@ -100,6 +100,14 @@ func (d *driver) run(ctx context.Context, resume bool) error {
 			}
 			continue
 		}
+		// The checklist shows a step's tool results before the next model
+		// call. Normally it already does (see above); after a crash between
+		// the last result and the edit that shows it, it catches up here.
+		if st := rs.step; st != nil && !st.final {
+			if err := d.syncChecklist(ctx, rs.Status); err != nil {
+				return err
+			}
+		}
 		if err := d.modelStep(ctx); err != nil {
 			return err
 		}
