@@ -78,7 +78,11 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		Challenge string `json:"challenge"`
 	}
 	if err := json.Unmarshal(body, &outer); err != nil {
-		http.Error(w, "malformed body", http.StatusBadRequest)
+		// Signed, so it came from Slack: acknowledge it, or Slack retries a
+		// body that will never parse (and counts the failures against the
+		// app). Nothing is delivered.
+		a.log.Debug("slack: unparsable signed event body acknowledged")
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	switch outer.Type {
@@ -112,16 +116,21 @@ func (a *Adapter) serveInteractions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	form, err := url.ParseQuery(string(body))
-	if err != nil || form.Get("payload") == "" {
-		http.Error(w, "missing payload", http.StatusBadRequest)
-		return
-	}
 	var ic slack.InteractionCallback
-	if err := json.Unmarshal([]byte(form.Get("payload")), &ic); err != nil {
-		http.Error(w, "malformed payload", http.StatusBadRequest)
+	if err == nil && form.Get("payload") != "" {
+		err = json.Unmarshal([]byte(form.Get("payload")), &ic)
+	} else if err == nil {
+		err = errors.New("no payload")
+	}
+	if err != nil {
+		// Signed but unusable: acknowledged (a retry would fail the same
+		// way), nothing delivered.
+		a.log.Debug("slack: unparsable signed interaction acknowledged")
+		w.WriteHeader(http.StatusOK)
 		return
 	}
-	a.serveDelivery(w, r.Context(), 0, func(context.Context) []inbound { return a.fromInteraction(&ic) })
+	retry, _ := strconv.Atoi(r.Header.Get("X-Slack-Retry-Num"))
+	a.serveDelivery(w, r.Context(), retry, func(context.Context) []inbound { return markReplays(a.fromInteraction(&ic), retry) })
 }
 
 // serveDelivery delivers through the active Run and answers 200 only when

@@ -270,14 +270,45 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 	if out.Priority == core.PriorityEdit {
 		coalesce = ref.ID
 	}
-	err := a.pacer.do(ctx, channel, out.Priority, coalesce, func(ctx context.Context) error {
-		_, _, _, err := a.api.UpdateMessageContext(ctx, channel, ref.ID, opts...)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("slack: chat.update: %w", err)
+	// An edit sets the message's whole content, so repeating it is safe:
+	// a transient failure is retried a few times rather than leaving, say,
+	// a finished run's checklist saying "Working on it" for good.
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		err := a.pacer.do(ctx, channel, out.Priority, coalesce, func(ctx context.Context) error {
+			_, _, _, err := a.api.UpdateMessageContext(ctx, channel, ref.ID, opts...)
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		if attempt >= attempts || !retryableEdit(err) || ctx.Err() != nil {
+			return fmt.Errorf("slack: chat.update: %w", err)
+		}
+		a.log.Warn("slack: chat.update failed; retrying", "channel", channel, "attempt", attempt, "err", err)
+		t := time.NewTimer(time.Duration(attempt) * 200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("slack: chat.update: %w", err)
+		case <-t.C:
+		}
 	}
-	return nil
+}
+
+// retryableEdit reports whether a failed chat.update may succeed if sent
+// again: Slack's own transient errors, a 5xx, or no answer at all (network).
+// Definite refusals (message_not_found, cant_update_message, …) are final.
+func retryableEdit(err error) bool {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		switch se.Err {
+		case "internal_error", "fatal_error", "service_unavailable", "request_timeout":
+			return true
+		}
+		return false
+	}
+	return isAmbiguous(err)
 }
 
 // React implements core.Surface with reactions.add (":eyes:" or "eyes").

@@ -30,6 +30,24 @@ type inbound struct {
 	key     string // dedupe key: ids only
 	channel string // for per-channel ordering
 	in      core.Inbound
+	// replay marks a click delivered afresh (not Slack's retry): when its
+	// key was delivered before, it is the same press sent again, which the
+	// engine refuses visibly ("already decided") instead of it vanishing.
+	replay bool
+}
+
+// markReplays flags click items of a first (non-retry) delivery; see
+// inbound.replay.
+func markReplays(items []inbound, retry int) []inbound {
+	if retry > 0 {
+		return items
+	}
+	for i := range items {
+		if items[i].in.Click != nil {
+			items[i].replay = true
+		}
+	}
+	return items
 }
 
 // fromEventsAPI turns an Events API callback into inbound items (zero or
@@ -68,6 +86,16 @@ func (a *Adapter) fromEventsAPI(ctx context.Context, ev slackevents.EventsAPIEve
 	}
 	if m.channel == "" || m.ts == "" {
 		a.log.Debug("slack: message event without channel or ts dropped", "type", ev.InnerEvent.Type)
+		return nil
+	}
+	if m.user == "" && m.botID == "" {
+		// No author at all: a deletion (message_deleted carries only
+		// previous_message), a hidden system notice, or a malformed payload.
+		// Nobody to answer, and the engine only takes events with a
+		// verified author (it would refuse this one, leaving it
+		// unacknowledged for Slack to redeliver forever): acknowledged and
+		// dropped here.
+		a.log.Debug("slack: message event without an author dropped", "type", ev.InnerEvent.Type, "subtype", m.subtype)
 		return nil
 	}
 	vis := a.resolveVisibility(ctx, m.channel, m.channelType)
@@ -163,13 +191,23 @@ func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(cont
 		return err
 	}
 	if token == "" { // delivered before
-		a.log.Debug("slack: duplicate delivery dropped", "key", it.key)
-		return nil
+		if !it.replay {
+			a.log.Debug("slack: duplicate delivery dropped", "key", it.key)
+			return nil
+		}
+		// The same click again, and not as Slack's retry: let the engine
+		// see it, so the person is told it was already decided (it never
+		// executes anything twice).
+		a.log.Debug("slack: replayed click delivered for a visible refusal", "key", it.key)
 	}
 
 	done := make(chan error, 1)
 	a.bg.Go(func() {
 		err := deliver(dctx, it.in)
+		if token == "" {
+			done <- err
+			return
+		}
 		// Settle the claim even when the waiter gave up: a late success must
 		// still dedupe the redelivery Slack is about to send.
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -133,7 +133,7 @@ func (a *Adapter) dispatchSocket(ctx context.Context, smc *socketmode.Client, sh
 				a.ack(ctx, smc, evt.Request.EnvelopeID)
 				continue
 			}
-			items := a.fromInteraction(&ic)
+			items := markReplays(a.fromInteraction(&ic), evt.Request.RetryAttempt)
 			a.enqueue(ctx, smc, shards, socketJob{
 				envelopeID: evt.Request.EnvelopeID,
 				channel:    ic.Channel.ID,

@@ -35,10 +35,12 @@ func splitText(s string, limit int) []string {
 		if raw == "" {
 			continue
 		}
-		for _, piece := range hardSplit(raw, lineMax) {
+		for i, piece := range hardSplit(raw, lineMax) {
 			l := line{text: piece, n: utf8.RuneCountInString(piece), fence: fence}
 			trimmed := strings.TrimSpace(piece)
-			if strings.HasPrefix(trimmed, closer) && !strings.Contains(trimmed[len(closer):], closer) {
+			// Only a line's own start can open or close a fence: a later
+			// piece of a hard-split long line is mid-line to Slack.
+			if i == 0 && strings.HasPrefix(trimmed, closer) && !strings.Contains(trimmed[len(closer):], closer) {
 				l.toggles = true
 				if fence == "" {
 					fence = trimmed

@@ -140,6 +140,7 @@ type Server struct {
 	calls      []Call
 	limits     map[string]*limit
 	lose       map[string]int
+	fails      map[string]*failure
 	authTests  int
 	opens      int
 	conns      map[*wsConn]bool
@@ -159,6 +160,11 @@ type Server struct {
 type limit struct {
 	n          int
 	retryAfter int
+}
+
+type failure struct {
+	n    int
+	code string
 }
 
 type delivery struct {
@@ -220,6 +226,7 @@ func New(cfg Config) *Server {
 		messages:  map[string][]*Message{},
 		limits:    map[string]*limit{},
 		lose:      map[string]int{},
+		fails:     map[string]*failure{},
 		conns:     map[*wsConn]bool{},
 		envelopes: map[string]*envelope{},
 		unacked:   map[*envelope]struct{}{},
@@ -299,6 +306,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write([]byte(`{"ok":false,"error":"ratelimited"}`))
+		return
+	}
+	if f := s.fails[method]; f != nil && f.n > 0 {
+		f.n--
+		s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now})
+		code := f.code
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(fail(code))
 		return
 	}
 	s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now})
@@ -674,6 +690,14 @@ func (s *Server) LoseResponses(method string, n int) {
 	s.lose[method] = n
 }
 
+// FailCalls makes the next n calls to method answer {"ok":false,"error":code}
+// without taking effect (e.g. chat.update with "cant_update_message").
+func (s *Server) FailCalls(method string, n int, code string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fails[method] = &failure{n: n, code: code}
+}
+
 // AddMessage stores a person's message in a channel (for history) without
 // sending any event; it returns its ts.
 func (s *Server) AddMessage(channel, threadTS, user, text string) string {
@@ -931,6 +955,34 @@ func (s *Server) PushInteraction(payload []byte) string {
 	s.mu.Unlock()
 	s.push(id, "interactive", payload)
 	return id
+}
+
+// PushEnvelope sends an arbitrary envelope payload (any JSON, malformed
+// shapes included) as an envelope of type typ ("events_api",
+// "interactive", ...). It returns the delivery id.
+func (s *Server) PushEnvelope(typ string, payload []byte) string {
+	s.mu.Lock()
+	id := s.nextIDLocked("Raw")
+	s.mu.Unlock()
+	s.push(id, typ, payload)
+	return id
+}
+
+// Redeliver sends the delivery (an event id from PushEvent, Say,
+// PushInteraction or PushEnvelope) again at once with the next
+// retry_attempt, acknowledged or not: what Slack does when an ack came too
+// late.
+func (s *Server) Redeliver(id string) bool {
+	s.mu.Lock()
+	d := s.events[id]
+	if d == nil {
+		s.mu.Unlock()
+		return false
+	}
+	e := s.newEnvelopeLocked(d)
+	s.mu.Unlock()
+	s.send(e)
+	return true
 }
 
 func (s *Server) push(eventID, typ string, payload []byte) {
