@@ -161,7 +161,7 @@ func Recall() core.Tool {
 		Description: "Search this channel's memory.",
 		Consequence: core.Read,
 		Schema: json.RawMessage(`{"type":"object","properties":{
-			"query":{"type":"string"},"limit":{"type":"integer","description":"at most this many notes (default 6)"}},
+			"query":{"type":"string"},"limit":{"type":"integer","description":"at most this many notes (default 3)"}},
 			"required":["query"]}`),
 		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
 			var a struct {
@@ -175,16 +175,23 @@ func Recall() core.Tool {
 				return core.Observation{}, errNoMemory
 			}
 			if a.Limit <= 0 || a.Limit > 20 {
-				a.Limit = 6
+				a.Limit = 3
 			}
-			hits, err := tc.Memory.Recall(ctx, a.Query, a.Limit)
+			hits, degraded, err := recall(ctx, tc.Memory, a.Query, a.Limit)
 			if err != nil {
 				return core.Observation{}, fmt.Errorf("recall: %w", err)
 			}
+			// One word tells the person (through the answer) that recall
+			// ran on keywords only: no embedding model was reachable.
+			prefix := ""
+			if degraded {
+				prefix = "(degraded) "
+			}
 			if len(hits) == 0 {
-				return trusted("No memories match %q.", a.Query), nil
+				return trusted("%sNo memories match %q.", prefix, a.Query), nil
 			}
 			var b strings.Builder
+			b.WriteString(prefix)
 			for i, h := range hits {
 				if i > 0 {
 					b.WriteByte('\n')
@@ -384,4 +391,17 @@ func userID(s string) string {
 		s = s[:i]
 	}
 	return strings.TrimLeft(s, "@!")
+}
+
+// statusRecaller is a memory that can say whether recall was lexical only.
+type statusRecaller interface {
+	RecallWithStatus(ctx context.Context, query string, limit int) ([]core.Recalled, bool, error)
+}
+
+func recall(ctx context.Context, m core.ChannelMemory, query string, limit int) ([]core.Recalled, bool, error) {
+	if sr, ok := m.(statusRecaller); ok {
+		return sr.RecallWithStatus(ctx, query, limit)
+	}
+	hits, err := m.Recall(ctx, query, limit)
+	return hits, false, err
 }

@@ -194,3 +194,28 @@ func TestFetchURL(t *testing.T) {
 type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// degradedMemory reports that recall ran on keywords only.
+type degradedMemory struct{ core.ChannelMemory }
+
+func (d degradedMemory) RecallWithStatus(ctx context.Context, q string, limit int) ([]core.Recalled, bool, error) {
+	hits, err := d.Recall(ctx, q, limit)
+	return hits, true, err
+}
+
+func TestRecallSaysDegradedInOneWord(t *testing.T) {
+	mem := coretest.NewMemory()
+	tc := tctx(coretest.NewFakeSurface("test", "UBOT"), mem)
+	if _, err := run(t, tools.Remember(), tc, `{"text":"deploys happen on Tuesdays"}`); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := run(t, tools.Recall(), tc, `{"query":"deploys"}`)
+	if err != nil || strings.Contains(obs.Text, "degraded") {
+		t.Fatalf("full recall = %+v, %v", obs, err)
+	}
+	tc.Memory = degradedMemory{tc.Memory}
+	obs, err = run(t, tools.Recall(), tc, `{"query":"deploys"}`)
+	if err != nil || !strings.HasPrefix(obs.Text, "(degraded) ") || !strings.Contains(obs.Text, "Tuesdays") {
+		t.Fatalf("degraded recall = %+v, %v", obs, err)
+	}
+}

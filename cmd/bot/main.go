@@ -28,6 +28,8 @@ Commands:
   replay           fold one channel's journal and print its state as JSON
                    (--channel platform/workspace/channel), or one run's
                    replayed state (--run ID); no model or platform is called
+  memory rebuild   rebuild the memory index from the journal
+                   (--channel platform/workspace/channel or --all)
   intent replay    run an intent scenario file (FILE or - for stdin) through
                    the real filter and print one decision per message
   version          print the version
@@ -92,6 +94,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdVerify(ctx, cfg, args, stdout)
 	case "replay":
 		return cmdReplay(ctx, cfg, args, stdout)
+	case "memory":
+		return cmdMemory(ctx, cfg, args, stdout, stderr)
 	}
 	return usageErr("unknown command %q (see bot --help)", cmd)
 }

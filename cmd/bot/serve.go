@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -58,7 +57,7 @@ func cmdServe(ctx context.Context, cfg Config, args []string, stderr io.Writer) 
 		return err
 	}
 
-	model, _, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
+	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("model configuration: %w", err)
 	}
@@ -67,6 +66,15 @@ func cmdServe(ctx context.Context, cfg Config, args []string, stderr io.Writer) 
 	} else {
 		log.Warn("no model configured: serving the offline command grammar only (help, remember, recall, forget, policy)",
 			"configure", "MARLOWE_MODEL_PROVIDER=openai MARLOWE_MODEL=<name> MARLOWE_MODEL_BASE_URL=<any OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama> [OPENAI_API_KEY=...]")
+	}
+
+	boundary := core.NewBoundary(nil)
+	mem, err := newMemory(st, boundary, embedder, core.Policy{}, log)
+	if err != nil {
+		return err
+	}
+	if embedder == nil {
+		log.Info("memory recall is lexical only (no embedding model configured)", "configure", "MARLOWE_EMBEDDING_MODEL=<name> [MARLOWE_EMBEDDING_BASE_URL=...]")
 	}
 
 	registry, err := core.NewToolRegistry(tools.Builtins(tools.Options{})...)
@@ -98,8 +106,9 @@ func cmdServe(ctx context.Context, cfg Config, args []string, stderr io.Writer) 
 
 	engine, err := core.NewEngine(core.EngineConfig{
 		Journal:      st.Journal,
-		Boundary:     core.NewBoundary(nil),
+		Boundary:     boundary,
 		Model:        model,
+		Memory:       mem.Memory,
 		Tools:        registry,
 		Surfaces:     surfaces.byName,
 		Router:       router,
@@ -113,7 +122,7 @@ func cmdServe(ctx context.Context, cfg Config, args []string, stderr io.Writer) 
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(filter), promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(filter, mem), promhttp.HandlerOpts{}))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
 	}
@@ -244,21 +253,6 @@ func newSurfaces(cfg Config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 		set.sandbox = sb
 	}
 	return set, nil
-}
-
-// newMetrics exposes the filter's decision counts by reason; ignored
-// messages are counted, never recorded.
-func newMetrics(f *intent.Filter) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	for _, r := range intent.Reasons() {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "marlowe_intent_decisions_total",
-			Help:        "Messages seen by the intent filter, by decision reason.",
-			ConstLabels: prometheus.Labels{"reason": r.String()},
-		}, func() float64 { return float64(f.Counts().Get(r)) }))
-	}
-	return reg
 }
 
 // listenHTTP binds addr now (so a port clash fails start-up loudly) and

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/marlowe-bot/marlowe/internal/testpg"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's log writes.
@@ -37,12 +39,21 @@ func (s *syncBuffer) String() string {
 // configured but a data dir: the sandbox answers a mention through the
 // offline grammar, ignores chatter, and the process stops cleanly.
 func TestServeSandboxEndToEnd(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { sandboxConversation(t, "") })
+	t.Run("postgres", func(t *testing.T) { sandboxConversation(t, testpg.New(t)) })
+}
+
+// sandboxConversation runs the conversation on the embedded store, or on
+// Postgres when dbURL is set, then checks the journal and memory commands.
+func sandboxConversation(t *testing.T, dbURL string) {
 	dir := t.TempDir()
-	getenv := env(map[string]string{
+	vars := map[string]string{
 		"MARLOWE_DATA_DIR":     dir,
 		"MARLOWE_HTTP_ADDR":    "127.0.0.1:0",
 		"MARLOWE_SANDBOX_ADDR": "127.0.0.1:0",
-	})
+		"MARLOWE_DATABASE_URL": dbURL,
+	}
+	getenv := env(vars)
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
@@ -135,6 +146,26 @@ func TestServeSandboxEndToEnd(t *testing.T) {
 		}
 		return false
 	})
+	// The room remembers, through the offline grammar and the real memory.
+	rememberID := say("alice", "<@marlowe> remember the deploy window is Thursday 14:00")
+	waitFor("the memory to be stored", func(ms []msg) bool {
+		for _, m := range ms {
+			if m.Thread == rememberID && m.Author == "marlowe" && strings.HasPrefix(m.Text, "Remembered") {
+				return true
+			}
+		}
+		return false
+	})
+	recallID := say("carol", "<@marlowe> recall deploy window")
+	waitFor("the recalled memory", func(ms []msg) bool {
+		for _, m := range ms {
+			if m.Thread == recallID && m.Author == "marlowe" && strings.Contains(m.Text, "Thursday 14:00") {
+				return true
+			}
+		}
+		return false
+	})
+
 	chatter := say("bob", "lunch anyone?")
 	ms := waitFor("the chatter's decision", func(ms []msg) bool {
 		for _, m := range ms {
@@ -168,5 +199,17 @@ func TestServeSandboxEndToEnd(t *testing.T) {
 	done <- nil // for the cleanup
 	if !strings.Contains(logs.String(), "stopped") {
 		t.Fatalf("no clean stop logged:\n%s", logs.String())
+	}
+
+	// After the fact: the journal verifies and memory rebuilds from it.
+	if out, err := runBot(t, getenv, "", "verify"); err != nil {
+		t.Fatalf("verify: %v %s", err, out)
+	}
+	out, err := runBot(t, getenv, "", "memory", "rebuild", "--all")
+	if err != nil || !strings.Contains(out, "sandbox/local/general") {
+		t.Fatalf("memory rebuild: %v\n%s", err, out)
+	}
+	if _, err := runBot(t, getenv, "", "memory", "rebuild"); err == nil {
+		t.Fatal("memory rebuild without --channel or --all accepted")
 	}
 }

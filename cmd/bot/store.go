@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/memory"
 	"github.com/marlowe-bot/marlowe/store/postgres"
 	"github.com/marlowe-bot/marlowe/store/sqlite"
 )
@@ -14,12 +16,11 @@ import (
 // stores is the durable state the bot runs on.
 type stores struct {
 	Journal core.Journal
+	Memory  memory.Index // the memory index on the same database
 	Signer  *core.Signer
 	Desc    string // for the start-up log, without secrets
 	KeySrc  string
 	close   func()
-	pg      *postgres.Store
-	lite    *sqlite.Store
 }
 
 func (s *stores) Close() {
@@ -40,7 +41,15 @@ func openStores(ctx context.Context, cfg Config) (*stores, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)
 		}
-		return &stores{Journal: pg, Signer: signer, Desc: "postgres " + redactURL(cfg.DatabaseURL), KeySrc: keySrc, close: pg.Close, pg: pg}, nil
+		// The memory index has its own pool: its transactions run under the
+		// row-level-security role, bound to one channel each.
+		mix, err := postgres.OpenMemoryIndex(ctx, cfg.DatabaseURL, postgres.MemoryOptions{})
+		if err != nil {
+			pg.Close()
+			return nil, fmt.Errorf("open postgres memory index: %w", err)
+		}
+		return &stores{Journal: pg, Memory: mix, Signer: signer, Desc: "postgres " + redactURL(cfg.DatabaseURL), KeySrc: keySrc,
+			close: func() { mix.Close(); pg.Close() }}, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
@@ -50,5 +59,16 @@ func openStores(ctx context.Context, cfg Config) (*stores, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return &stores{Journal: lite, Signer: signer, Desc: "sqlite " + path, KeySrc: keySrc, close: func() { lite.Close() }, lite: lite}, nil
+	return &stores{Journal: lite, Memory: sqlite.NewMemoryIndex(lite), Signer: signer, Desc: "sqlite " + path, KeySrc: keySrc,
+		close: func() { lite.Close() }}, nil
+}
+
+// newMemory builds per-channel memory over the store's index; without an
+// embedder recall is lexical only and says so.
+func newMemory(st *stores, b *core.Boundary, emb core.Embedder, pol core.Policy, log *slog.Logger) (*memory.Service, error) {
+	mem, err := memory.New(memory.Config{Journal: st.Journal, Boundary: b, Index: st.Memory, Embedder: emb, DefaultPolicy: pol, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	return mem, nil
 }

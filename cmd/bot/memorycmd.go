@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/llm"
+	"github.com/marlowe-bot/marlowe/memory"
+)
+
+// cmdMemory runs `bot memory rebuild --channel KEY | --all [--reembed] [--dry-run]`.
+func cmdMemory(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "rebuild" {
+		return usageErr("usage: bot memory rebuild --channel KEY | --all [--reembed] [--dry-run]")
+	}
+	fs := flag.NewFlagSet("memory rebuild", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var a memory.RebuildArgs
+	fs.StringVar(&a.Channel, "channel", "", "rebuild one channel (platform/workspace/channel)")
+	fs.BoolVar(&a.All, "all", false, "rebuild every channel")
+	fs.BoolVar(&a.Reembed, "reembed", false, "compute every vector again with the configured embedding model")
+	fs.BoolVar(&a.DryRun, "dry-run", false, "report what would change without writing")
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageErr("memory rebuild: %v", err)
+	}
+	if (a.Channel == "") == !a.All {
+		return usageErr("memory rebuild: give exactly one of --channel KEY or --all")
+	}
+	if a.Channel != "" {
+		if _, err := core.ParseChannelKey(a.Channel); err != nil {
+			return usageErr("memory rebuild: %v", err)
+		}
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	st, err := openStores(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_, emb, _, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	mem, err := newMemory(st, core.NewBoundary(nil), emb, core.Policy{}, log)
+	if err != nil {
+		return err
+	}
+	return memory.RebuildCommand(ctx, mem, a, stdout)
+}
