@@ -54,6 +54,8 @@ func renderChecklist(rs *RunReplay) string {
 	}
 	for _, t := range trail {
 		switch {
+		case t.label != "":
+			lines = append(lines, "✓ "+t.label)
 		case t.ok:
 			lines = append(lines, "✓ "+toolLabel(t.tool))
 		case t.code == "":

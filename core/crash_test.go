@@ -19,6 +19,7 @@ type crashWorld struct {
 	j      *coretest.MemJournal
 	s      *coretest.FakeSurface
 	mem    *coretest.Memory
+	tm     *turnMemory // mem, recalling for each turn
 	m      *coretest.ScriptedModel
 	tools  []core.Tool
 	clk    *clock
@@ -37,7 +38,7 @@ func (w *crashWorld) engine(t *testing.T, j core.Journal) *core.Engine {
 		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
 			return true, "mention", nil
 		}),
-		Memory: w.mem.For, Clock: w.clk.Now, CardKey: cardKey, RetryBackoff: time.Millisecond,
+		Memory: w.tm.For, Clock: w.clk.Now, CardKey: cardKey, RetryBackoff: time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -62,7 +63,8 @@ type scenario struct {
 	tools func(log *toolLog) []core.Tool
 	model func() *coretest.ScriptedModel
 	text  string
-	click bool // approve the card (as Bob) once it is posted
+	seed  []string // notes in C1's memory before the run
+	click bool     // approve the card (as Bob) once it is posted
 	// check inspects the world after recovery.
 	check func(t *testing.T, w *crashWorld, log *toolLog)
 }
@@ -105,7 +107,49 @@ func crashScenarios() []scenario {
 				t.Errorf("irreversible tool executed %d times", n)
 			}
 		},
+	}, {
+		name: "recalled notes",
+		tools: func(log *toolLog) []core.Tool {
+			return []core.Tool{noteTool(log), replyTool()}
+		},
+		model: func() *coretest.ScriptedModel {
+			return coretest.NewScriptedModel(
+				coretest.Calls(coretest.Call("a", "note", `{"text":"x"}`)),
+				coretest.Calls(coretest.Call("b", "reply", `{"text":"the answer"}`)),
+				coretest.Text("the answer"),
+			)
+		},
+		seed: []string{"Posts to general need a greeting.", "Only wipe record 42 after a backup."},
+		check: func(t *testing.T, w *crashWorld, log *toolLog) {
+			wantPosts(t, w, "⏳", "the answer")
+			// Every model call, before the crash or after, saw the notes once.
+			for i, v := range w.m.Views() {
+				if notes := notesIn(v); len(notes) != 1 || !strings.Contains(notes[0].Text, "need a greeting") || !strings.Contains(notes[0].Text, "after a backup") {
+					t.Errorf("view %d notes = %+v", i, notes)
+				}
+			}
+			if n := autoRecalls(w); n != 1 {
+				t.Errorf("automatic recalls journaled = %d", n)
+			}
+			cur, _ := w.s.Current(w.s.Posts()[0].Ref.ID)
+			if !strings.Contains(cur.Text, "✓ Recalled 2 notes") {
+				t.Errorf("checklist = %q", cur.Text)
+			}
+		},
 	}}
+}
+
+// autoRecalls counts the automatic recalls journaled in C1.
+func autoRecalls(w *crashWorld) int {
+	n := 0
+	for _, c := range w.j.All(chanScope("C1").Key()) {
+		if c.Kind() == core.KindToolRequested {
+			if p, err := core.Decode[*core.ToolRequested](c); err == nil && len(p.AutoRecall) > 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // wantPosts checks that the surface holds exactly one post per expected
@@ -216,6 +260,9 @@ func TestCrashAtEveryStep(t *testing.T) {
 					sc.play(t, w, e1, &ev, true)
 					_ = e1.Close()
 					crash()
+					// A recall journaled before the crash is reused, not
+					// fetched again.
+					journaled, recalled := autoRecalls(w) > 0, len(w.tm.recalls())
 
 					// Restart on the same storage, platform and provider.
 					e2 := w.engine(t, w.j)
@@ -231,6 +278,9 @@ func TestCrashAtEveryStep(t *testing.T) {
 					sc.play(t, w, e2, &ev, !delivered)
 					_ = e2.Close()
 					checkRecovered(t, w, sc, log)
+					if n := len(w.tm.recalls()); journaled && n != recalled {
+						t.Errorf("the restart recalled again (%d recalls, %d before) though the recall was journaled", n, recalled)
+					}
 					for _, p := range w.s.Posts() {
 						if w.s.Attempts(p.Out.Key) > 1 {
 							reissued++
@@ -254,6 +304,10 @@ func newCrashWorld(t *testing.T, sc scenario) (*crashWorld, *toolLog) {
 	w.j = coretest.NewMemJournal(w.signer)
 	w.b = core.NewBoundary(w.clk.Now)
 	w.tools = sc.tools(log)
+	w.tm = &turnMemory{Memory: w.mem}
+	if len(sc.seed) > 0 {
+		w.tm.seed(t, "C1", sc.seed...)
+	}
 	return w, log
 }
 
@@ -281,6 +335,9 @@ func checkRecovered(t *testing.T, w *crashWorld, sc scenario, log *toolLog) {
 	}
 	if n := st.Counts["run.started"]; n != 1 {
 		t.Errorf("run.started = %d", n)
+	}
+	if n := autoRecalls(w); n > 1 {
+		t.Errorf("automatic recalls journaled = %d", n)
 	}
 	// Every effect is recorded exactly once.
 	seen := map[string]int{}

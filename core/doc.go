@@ -5,7 +5,8 @@
 //
 //	Deliver ─► router ─► journal (message.received [+ run.started]) ─► thread mailbox
 //	mailbox ─► drive: ReplayRun(journal) ─► checklist ─► loop {
-//	    budgets ─► view ─► model ─► model.step ─► per call: validate ─► Gate ─►
+//	    budgets ─► recall for new messages (TurnRecaller; tool.requested/completed)
+//	    ─► view ─► model ─► model.step ─► per call: validate ─► Gate ─►
 //	    execute | approval card + park ─► tool.completed
 //	} ─► answer ─► run.completed
 //

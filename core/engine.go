@@ -136,6 +136,10 @@ type Engine struct {
 	chMu     sync.Mutex
 	channels map[ChannelKey]*chanView
 
+	// recalls holds automatic recalls not yet journaled (see keepRecall).
+	recallMu sync.Mutex
+	recalls  map[string]TurnRecall
+
 	mu       sync.Mutex
 	closed   bool
 	runCtx   context.Context

@@ -128,6 +128,11 @@ type ModelStep struct {
 
 type ToolRequested struct {
 	Call ToolCall `json:"call"`
+	// AutoRecall marks a call the harness made itself, not the model: the
+	// automatic recall for new human messages (their message.received
+	// command ids). Its tool.completed carries the notes injected into the
+	// view just before those messages.
+	AutoRecall []string `json:"auto_recall,omitempty"`
 }
 
 type PermissionDecided struct {
@@ -187,6 +192,11 @@ type ToolCompleted struct {
 	Code string `json:"code,omitempty"`
 	// Checklist, when set, is the run's new plan (update_checklist).
 	Checklist []ChecklistItem `json:"checklist,omitempty"`
+	// Notes are an automatic recall's memories, as injected into the view
+	// (see ToolRequested.AutoRecall); Degraded says the recall ran on
+	// keywords only.
+	Notes    []Recalled `json:"notes,omitempty"`
+	Degraded bool       `json:"degraded,omitempty"`
 }
 
 // MessagePosted: the bot posted; it opens or extends intent windows.

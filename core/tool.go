@@ -77,6 +77,30 @@ type Recalled struct {
 	Score float64 `json:"score"`
 }
 
+// TurnRecaller is a ChannelMemory that can recall for a turn on its own:
+// when a channel's memory handle implements it, the engine recalls for each
+// new human message of a run (the trigger and each steering message), once,
+// before the first model call that sees the message, and injects the notes
+// into that call's volatile tier as untrusted data. Without it, memory is
+// reached through the recall tool only.
+type TurnRecaller interface {
+	// RecallForTurn recalls for one turn's queries within the memory's
+	// per-turn budget. thread names the thread the notes are injected
+	// into ("" = none): memories already injected there recently are not
+	// returned again.
+	RecallForTurn(ctx context.Context, thread string, queries ...string) (TurnRecall, error)
+}
+
+// TurnRecall is what one turn's recall injects.
+type TurnRecall struct {
+	Snippets []Recalled
+	// Degraded is true when recall ran on keywords only (no embedding
+	// model configured or reachable): the run says so in one word.
+	Degraded bool
+	// Tokens estimates the injected size.
+	Tokens int
+}
+
 // Tool is a registered capability. The model can only name it; the harness
 // validates, gates and runs it.
 type Tool struct {

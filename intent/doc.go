@@ -15,6 +15,8 @@
 //     intent/windowtest.
 //   - Filter is what the ingress calls: one store read per event (none when
 //     the rules decide without windows), Decide, and per-reason counters.
+//     It is also the engine's core.PostObserver (ObservePost), so the bot's
+//     own posts open and extend windows.
 //   - ReplayScenario runs the shared scenario files (JSONL) through the real
 //     Decide and window logic.
 //

@@ -29,6 +29,8 @@ type Filter struct {
 	storeErrors atomic.Uint64
 }
 
+var _ core.PostObserver = (*Filter)(nil)
+
 // FilterOption configures a Filter.
 type FilterOption func(*Filter)
 
@@ -84,6 +86,16 @@ func (f *Filter) Posted(ctx context.Context, p Post, pol core.Policy) error {
 		return fmt.Errorf("intent: record bot post %s: %w", p.MessageID, err)
 	}
 	return nil
+}
+
+// ObservePost implements core.PostObserver: the engine tells the filter
+// about each of the bot's posts, which opens or extends the windows it
+// causes under the policy it was posted with.
+func (f *Filter) ObservePost(ctx context.Context, p core.PostedMessage) error {
+	return f.Posted(ctx, Post{
+		Channel: p.Scope.Key(), Thread: p.Scope.Thread, MessageID: p.MessageID, At: p.At,
+		Answering: p.Answering, AnsweringUser: p.AnsweringUser, AnsweringTop: p.AnsweringTop, AnsweringDM: p.AnsweringDM,
+	}, p.Policy)
 }
 
 // Counts returns a snapshot of the decision counters.

@@ -167,6 +167,30 @@ func TestFilterPostedDefaultsToNow(t *testing.T) {
 	}
 }
 
+// ObservePost is Posted for the engine's view of a post: the same windows.
+func TestFilterObservePost(t *testing.T) {
+	now := t0
+	s := NewMemoryStore(func() time.Time { return now })
+	f := NewFilter(s, func() time.Time { return now })
+	scope := core.Scope{Platform: "slack", Workspace: "T1", Channel: "C1", Thread: "root"}
+	err := f.ObservePost(context.Background(), core.PostedMessage{
+		Scope: scope, MessageID: "b1", At: t0,
+		Answering: "root", AnsweringUser: "U1", AnsweringTop: true,
+		Policy: core.Policy{ThreadWindowS: 30, ToplevelWindowS: 10},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Windows(context.Background(), scope.Key(), "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Toplevel{Person: "U1", At: t0, Until: t0.Add(10 * time.Second)}
+	if !w.ThreadUntil.Equal(t0.Add(30*time.Second)) || w.Toplevel != want {
+		t.Fatalf("windows = %+v", w)
+	}
+}
+
 func TestFilterConcurrent(t *testing.T) {
 	f := NewFilter(NewMemoryStore(nil), nil)
 	ctx := context.Background()

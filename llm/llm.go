@@ -24,7 +24,6 @@ package llm
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -103,15 +102,11 @@ func (i Info) LogValue() slog.Value {
 type Option func(*options)
 
 type options struct {
-	log  *slog.Logger
-	http *http.Client
+	log *slog.Logger
 }
 
 // WithLogger sets the logger of the failover model.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
-
-// WithHTTPClient sets the HTTP client of every provider.
-func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.http = c } }
 
 // FromEnv builds the model and the embedder from configuration read through
 // getenv (pass os.Getenv). With MARLOWE_MODEL_PROVIDER empty the model is nil
@@ -134,11 +129,11 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 	}
 	info := Info{Timeout: timeout}
 
-	primary, primaryEP, err := buildModel(get, "", timeout, retries, o)
+	primary, primaryEP, err := buildModel(get, "", timeout, retries)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
-	secondary, fallbackEP, err := buildModel(get, FallbackSuffix, timeout, retries, o)
+	secondary, fallbackEP, err := buildModel(get, FallbackSuffix, timeout, retries)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
@@ -164,21 +159,18 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 		}
 	}
 
-	embedder, embedEP, err := buildEmbedder(get, primaryEP, timeout, retries, o)
+	embedder, embedEP, err := buildEmbedder(get, primaryEP, timeout, retries)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
 	info.Embedding = embedEP
 	info.Description = describe(info)
-	if embedder == nil {
-		return model, nil, info, nil
-	}
 	return model, embedder, info, nil
 }
 
 // buildModel builds the model named by the variables with the given suffix;
 // (nil, nil, nil) when its provider is empty.
-func buildModel(get func(string) string, suffix string, timeout time.Duration, retries int, o options) (core.Model, *Endpoint, error) {
+func buildModel(get func(string) string, suffix string, timeout time.Duration, retries int) (core.Model, *Endpoint, error) {
 	providerVar, modelVar, baseVar := EnvProvider+suffix, EnvModel+suffix, EnvBaseURL+suffix
 	prov := strings.ToLower(get(providerVar))
 	name := get(modelVar)
@@ -201,7 +193,7 @@ func buildModel(get func(string) string, suffix string, timeout time.Duration, r
 		key := keyFor(get, EnvOpenAIKey, suffix)
 		m, err := openai.New(openai.Config{
 			BaseURL: base, APIKey: key, Model: name,
-			Timeout: timeout, MaxRetries: retries, HTTPClient: o.http,
+			Timeout: timeout, MaxRetries: retries,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm: %s: %w", providerVar, err)
@@ -214,7 +206,7 @@ func buildModel(get func(string) string, suffix string, timeout time.Duration, r
 		key := keyFor(get, EnvAnthropicKey, suffix)
 		m, err := anthropic.New(anthropic.Config{
 			BaseURL: base, APIKey: key, Model: name,
-			Timeout: timeout, MaxRetries: retries, HTTPClient: o.http,
+			Timeout: timeout, MaxRetries: retries,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm: %s: %w", providerVar, err)
@@ -235,7 +227,7 @@ func keyFor(get func(string) string, key, suffix string) string {
 	return get(key)
 }
 
-func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Duration, retries int, o options) (core.Embedder, *Endpoint, error) {
+func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Duration, retries int) (core.Embedder, *Endpoint, error) {
 	name := get(EnvEmbeddingModel)
 	base := get(EnvEmbeddingBaseURL)
 	if name == "" {
@@ -255,7 +247,7 @@ func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Dura
 	key := get(EnvOpenAIKey)
 	e, err := openai.NewEmbedder(openai.Config{
 		BaseURL: base, APIKey: key, Model: name,
-		Timeout: timeout, MaxRetries: retries, HTTPClient: o.http,
+		Timeout: timeout, MaxRetries: retries,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("llm: %s: %w", EnvEmbeddingModel, err)

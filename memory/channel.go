@@ -24,8 +24,9 @@ const journalTail = 512
 
 // Channel is the memory of exactly one channel (and, for recall only, the
 // channels mutually linked with it by an admin). It implements
-// core.ChannelMemory for the run engine's tools and adds the admin
-// operations. Handles are cheap; make one per use with Service.For.
+// core.ChannelMemory for the run engine's tools, core.TurnRecaller for the
+// engine's automatic recall, and adds the admin operations. Handles are
+// cheap; make one per use with Service.For.
 type Channel struct {
 	s      *Service
 	ch     core.ChannelKey
@@ -34,7 +35,10 @@ type Channel struct {
 	err    error
 }
 
-var _ core.ChannelMemory = (*Channel)(nil)
+var (
+	_ core.ChannelMemory = (*Channel)(nil)
+	_ core.TurnRecaller  = (*Channel)(nil)
+)
 
 // Key is the channel the handle is bound to.
 func (c *Channel) Key() core.ChannelKey { return c.ch }

@@ -54,7 +54,10 @@
 // is constant however large memory grows. A handle bound to a thread
 // (Channel.Thread) skips memories it already injected in that thread within
 // Options.DedupWindow. Without an embedder, or when it fails, recall is
-// lexical only and Result.Degraded says so.
+// lexical only and Result.Degraded says so. Channel implements
+// core.TurnRecaller (RecallForTurn: RecallTurn through the thread's handle),
+// so the run engine recalls for each new message by itself and injects the
+// notes into the model's view; the recall tool stays for explicit searches.
 //
 // Vectors record their model and dimension; a new embedding model gets an
 // index beside the old one (Rebuild embeds for it), never a silent mix.

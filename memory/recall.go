@@ -112,6 +112,22 @@ func (c *Channel) RecallTurn(ctx context.Context, queries ...string) (Result, er
 	return c.recall(ctx, queries, 0)
 }
 
+// RecallForTurn is core.TurnRecaller, the engine's automatic recall for a
+// turn's new messages: RecallTurn through the handle of thread, so a memory
+// already injected in that thread within the dedup window is not injected
+// again ("" = no thread, no dedup).
+func (c *Channel) RecallForTurn(ctx context.Context, thread string, queries ...string) (core.TurnRecall, error) {
+	h := c
+	if thread != "" {
+		h = c.Thread(thread)
+	}
+	r, err := h.RecallTurn(ctx, queries...)
+	if err != nil {
+		return core.TurnRecall{}, err
+	}
+	return core.TurnRecall{Snippets: r.Recalled(c.ch), Degraded: r.Degraded, Tokens: r.Tokens}, nil
+}
+
 func (c *Channel) recall(ctx context.Context, queries []string, limit int) (Result, error) {
 	start := time.Now()
 	if c.err != nil {

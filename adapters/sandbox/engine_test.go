@@ -57,12 +57,6 @@ func engineDeliver(t *testing.T, sb *Sandbox) func(context.Context, core.Inbound
 		sb.Decided(ev, d.Route, d.Reason.String())
 		return d.Route, d.Reason.String(), nil
 	})
-	observer := core.PostObserverFunc(func(ctx context.Context, p core.PostedMessage) error {
-		return filter.Posted(ctx, intent.Post{
-			Channel: p.Scope.Key(), Thread: p.Scope.Thread, MessageID: p.MessageID, At: p.At,
-			Answering: p.Answering, AnsweringUser: p.AnsweringUser, AnsweringTop: p.AnsweringTop, AnsweringDM: p.AnsweringDM,
-		}, p.Policy)
-	})
 	deploy := core.Tool{
 		Name:        "deploy",
 		Description: "Deploy a release to an environment.",
@@ -87,7 +81,7 @@ func engineDeliver(t *testing.T, sb *Sandbox) func(context.Context, core.Inbound
 		Tools:        tools,
 		Surfaces:     map[string]core.Surface{Platform: sb},
 		Router:       router,
-		PostObserver: observer,
+		PostObserver: filter,
 		CardKey:      []byte("sandbox-test-card-key-0123456789"),
 		Logger:       testLogger(t),
 	})

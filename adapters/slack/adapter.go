@@ -29,14 +29,16 @@ type Adapter struct {
 	dedupe Deduper
 	now    func() time.Time
 
+	// httpClient is a plain client, never slack-go's retrying one: a lost
+	// chat.postMessage response must not become a second post (Post does
+	// its own, key-checked retries).
 	httpClient *http.Client
 
-	pingInterval time.Duration
-	lookalike    bool
-	pace         paceConfig
-	shards       int
-	historyGap   time.Duration
-	ambiguous    func(error) bool
+	lookalike  bool
+	pace       paceConfig
+	shards     int
+	historyGap time.Duration
+	ambiguous  func(error) bool
 
 	idMu sync.RWMutex
 	id   identity
@@ -84,36 +86,6 @@ func WithDeduper(d Deduper) Option {
 	}
 }
 
-// WithHTTPClient sets the HTTP client for Web API calls. The adapter never
-// wraps it in slack-go's retrying client: a lost chat.postMessage response
-// must not become a second post (Post does its own, key-checked retries).
-func WithHTTPClient(c *http.Client) Option {
-	return func(a *Adapter) {
-		if c != nil {
-			a.httpClient = c
-		}
-	}
-}
-
-// WithClock sets the time source (tests).
-func WithClock(now func() time.Time) Option {
-	return func(a *Adapter) {
-		if now != nil {
-			a.now = now
-		}
-	}
-}
-
-// WithPingInterval sets how long Socket Mode waits for Slack's WebSocket
-// ping before it reconnects (default 30 s).
-func WithPingInterval(d time.Duration) Option {
-	return func(a *Adapter) {
-		if d > 0 {
-			a.pingInterval = d
-		}
-	}
-}
-
 // WithoutLookalikeCheck skips the users.list scan for accounts that share
 // the bot's name at start.
 func WithoutLookalikeCheck() Option {
@@ -150,15 +122,15 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &Adapter{
-		cfg:          cfg,
-		log:          slog.Default(),
-		now:          time.Now,
-		pingInterval: 30 * time.Second,
-		lookalike:    true,
-		pace:         paceConfig{interval: time.Second, burst: 4},
-		shards:       8,
-		historyGap:   time.Second,
-		ambiguous:    isAmbiguous,
+		cfg:        cfg,
+		log:        slog.Default(),
+		now:        time.Now,
+		httpClient: &http.Client{Timeout: 30 * time.Second},
+		lookalike:  true,
+		pace:       paceConfig{interval: time.Second, burst: 4},
+		shards:     8,
+		historyGap: time.Second,
+		ambiguous:  isAmbiguous,
 	}
 	for _, o := range opts {
 		o(a)
@@ -166,13 +138,9 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	if a.dedupe == nil {
 		a.dedupe = NewMemoryDeduper(a.now)
 	}
-	if a.httpClient == nil {
-		a.httpClient = &http.Client{Timeout: 30 * time.Second}
-	}
-	hc := a.httpClient
 	clientOpts := []slack.Option{
 		slack.OptionAPIURL(cfg.APIURL),
-		slack.OptionHTTPClient(hc), // plain client: no slack.OptionRetry
+		slack.OptionHTTPClient(a.httpClient), // plain client: no slack.OptionRetry
 		slack.OptionLog(slogBridge{l: a.log}),
 	}
 	if cfg.AppToken != "" {

@@ -110,29 +110,14 @@ func renderCard(c *core.Card, lead string) ([]slack.Block, string, error) {
 	return blocks, truncateRunes(defang(fallback), maxFallbackText), nil
 }
 
-// chunkRunes cuts s into pieces of at most n runes ("" gives none).
+// chunkRunes cuts s into pieces of at most n runes, preferring line breaks
+// ("" gives none).
 func chunkRunes(s string, n int) []string {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil
 	}
-	var out []string
-	for utf8.RuneCountInString(s) > n {
-		cut, i := 0, 0
-		for off := range s {
-			if i == n {
-				cut = off
-				break
-			}
-			i++
-		}
-		if nl := strings.LastIndexByte(s[:cut], '\n'); nl > cut/2 {
-			cut = nl + 1
-		}
-		out = append(out, s[:cut])
-		s = s[cut:]
-	}
-	return append(out, s)
+	return cutRunes(s, n, "\n")
 }
 
 // broadcastToken matches Slack's broadcast and user-group mention tokens.

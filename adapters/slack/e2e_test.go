@@ -49,12 +49,6 @@ func TestEndToEndMentionAnsweredInThread(t *testing.T) {
 		}
 		return d.Route, d.Reason.String(), nil
 	})
-	observer := core.PostObserverFunc(func(ctx context.Context, p core.PostedMessage) error {
-		return filter.Posted(ctx, intent.Post{
-			Channel: p.Scope.Key(), Thread: p.Scope.Thread, MessageID: p.MessageID, At: p.At,
-			Answering: p.Answering, AnsweringUser: p.AnsweringUser, AnsweringTop: p.AnsweringTop, AnsweringDM: p.AnsweringDM,
-		}, p.Policy)
-	})
 	journal := coretest.NewMemJournal(coretest.NewSigner(t))
 	eng, err := core.NewEngine(core.EngineConfig{
 		Journal:      journal,
@@ -62,7 +56,7 @@ func TestEndToEndMentionAnsweredInThread(t *testing.T) {
 		Model:        teammateModel{},
 		Surfaces:     map[string]core.Surface{Platform: a},
 		Router:       router,
-		PostObserver: observer,
+		PostObserver: filter,
 		CardKey:      []byte("slack-e2e-test-card-key-0123456789"),
 		Logger:       logs.logger(),
 	})

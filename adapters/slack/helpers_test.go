@@ -3,7 +3,6 @@ package slack
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -180,6 +179,22 @@ func run(t testing.TB, a *Adapter, deliver func(context.Context, core.Inbound) e
 	})
 }
 
+// connectSocket runs a (built for Socket Mode against f) with a fresh
+// recorder as deliver and waits until f sees it connected. hook, when not
+// nil, decides each delivery's result (see recorder).
+func connectSocket(t testing.TB, f *slackfake.Server, a *Adapter, hook func(ctx context.Context, n int, in core.Inbound) error) *recorder {
+	t.Helper()
+	rec := newRecorder()
+	if hook != nil {
+		rec.setHook(hook)
+	}
+	run(t, a, rec.deliver)
+	if !f.WaitConnected(5 * time.Second) {
+		t.Fatal("adapter did not connect")
+	}
+	return rec
+}
+
 func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -190,5 +205,3 @@ func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() boo
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
-var _ = io.Discard

@@ -11,8 +11,6 @@ import (
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
-
-	"github.com/marlowe-bot/marlowe/core"
 )
 
 // maxBody bounds an Events API request body (Slack's are a few KiB).
@@ -107,7 +105,7 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	retry, _ := strconv.Atoi(r.Header.Get("X-Slack-Retry-Num"))
-	a.serveDelivery(w, r.Context(), retry, func(ctx context.Context) []inbound { return a.fromEventsAPI(ctx, ev) })
+	a.serveDelivery(r.Context(), w, retry, func(ctx context.Context) []inbound { return a.fromEventsAPI(ctx, ev) })
 }
 
 func (a *Adapter) serveInteractions(w http.ResponseWriter, r *http.Request) {
@@ -130,12 +128,12 @@ func (a *Adapter) serveInteractions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	retry, _ := strconv.Atoi(r.Header.Get("X-Slack-Retry-Num"))
-	a.serveDelivery(w, r.Context(), retry, func(context.Context) []inbound { return markReplays(a.fromInteraction(&ic), retry) })
+	a.serveDelivery(r.Context(), w, retry, func(context.Context) []inbound { return markReplays(a.fromInteraction(&ic), retry) })
 }
 
 // serveDelivery delivers through the active Run and answers 200 only when
 // every item was delivered (or was a duplicate).
-func (a *Adapter) serveDelivery(w http.ResponseWriter, ctx context.Context, retry int, build func(context.Context) []inbound) {
+func (a *Adapter) serveDelivery(ctx context.Context, w http.ResponseWriter, retry int, build func(context.Context) []inbound) {
 	received := a.now()
 	a.runMu.RLock()
 	defer a.runMu.RUnlock()
@@ -154,10 +152,4 @@ func (a *Adapter) serveDelivery(w http.ResponseWriter, ctx context.Context, retr
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-}
-
-// runHTTP makes deliver available to Handler until ctx ends.
-func (a *Adapter) runHTTP(ctx context.Context, deliver func(context.Context, core.Inbound) error) error {
-	<-ctx.Done()
-	return nil
 }

@@ -169,12 +169,8 @@ func (a *Adapter) postPart(ctx context.Context, out core.Outbound, key string, p
 			return core.MessageRef{}, fmt.Errorf("slack: chat.postMessage in doubt after %d attempts: %w", attempt, err)
 		}
 		a.log.Warn("slack: post response lost; checking before retrying", "channel", scope.Channel, "attempt", attempt, "err", err)
-		t := time.NewTimer(time.Duration(attempt) * 200 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if sleep(ctx, time.Duration(attempt)*200*time.Millisecond) != nil {
 			return core.MessageRef{}, fmt.Errorf("slack: chat.postMessage in doubt: %w", err)
-		case <-t.C:
 		}
 	}
 }
@@ -286,12 +282,8 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 			return fmt.Errorf("slack: chat.update: %w", err)
 		}
 		a.log.Warn("slack: chat.update failed; retrying", "channel", channel, "attempt", attempt, "err", err)
-		t := time.NewTimer(time.Duration(attempt) * 200 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if sleep(ctx, time.Duration(attempt)*200*time.Millisecond) != nil {
 			return fmt.Errorf("slack: chat.update: %w", err)
-		case <-t.C:
 		}
 	}
 }
@@ -426,15 +418,21 @@ func (a *Adapter) historyWait(ctx context.Context) error {
 	a.histLast = next
 	a.histMu.Unlock()
 	if d := next.Sub(now); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+		return sleep(ctx, d)
 	}
 	return nil
+}
+
+// sleep waits d, or until ctx ends (returning its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // isAmbiguous reports whether a failed chat.postMessage may nevertheless

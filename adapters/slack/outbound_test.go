@@ -331,9 +331,7 @@ func TestLongAnswerSplitIntoThreadPosts(t *testing.T) {
 func TestCardPostClickResolve(t *testing.T) {
 	f := newFake(t)
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
+	rec := connectSocket(t, f, a, nil)
 	ctx := context.Background()
 	root := f.AddMessage(chPublic, "", alice, "deploy please")
 	card := &core.Card{

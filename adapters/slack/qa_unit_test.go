@@ -107,17 +107,12 @@ func TestHTTPSignedGarbageAcknowledged(t *testing.T) {
 func TestSocketAuthorlessMessageAckedNotDelivered(t *testing.T) {
 	f := newFake(t)
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	rec.setHook(func(_ context.Context, _ int, in core.Inbound) error {
+	rec := connectSocket(t, f, a, func(_ context.Context, _ int, in core.Inbound) error {
 		if in.Event != nil && in.Event.Author.ID == "" {
 			return errors.New("deliver event: message id and verified author are required")
 		}
 		return nil
 	})
-	run(t, a, rec.deliver)
-	if !f.WaitConnected(5 * time.Second) {
-		t.Fatal("no connection")
-	}
 	ts := f.AddMessage(chPublic, "", alice, "soon gone")
 	ids := []string{
 		f.PushEvent(map[string]any{
@@ -146,9 +141,7 @@ func TestSocketAuthorlessMessageAckedNotDelivered(t *testing.T) {
 func TestSocketClickRetryDedupedReplayDelivered(t *testing.T) {
 	f := newFake(t)
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
+	rec := connectSocket(t, f, a, nil)
 	cardTS := f.AddMessage(chPublic, "", f.Config().BotUserID, "card")
 	payload := f.BlockActionsJSON(slackfake.Click{
 		Channel: chPublic, MessageTS: cardTS, User: bob, UserName: "bob",

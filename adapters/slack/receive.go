@@ -14,13 +14,13 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
-// ErrAckTimeout means deliver did not return within Config.AckTimeout; the
+// errAckTimeout means deliver did not return within Config.AckTimeout; the
 // event is left unacknowledged so Slack redelivers it (deduplicated).
-var ErrAckTimeout = errors.New("slack: deliver did not return within the ack timeout")
+var errAckTimeout = errors.New("slack: deliver did not return within the ack timeout")
 
-// ErrInFlight means another delivery of the same message held its claim
+// errInFlight means another delivery of the same message held its claim
 // until the ack deadline; the event is left unacknowledged.
-var ErrInFlight = errors.New("slack: another delivery of this message is in flight")
+var errInFlight = errors.New("slack: another delivery of this message is in flight")
 
 // errNotRunning is returned to HTTP requests that arrive while no Run is active.
 var errNotRunning = errors.New("slack: adapter is not running")
@@ -192,13 +192,13 @@ func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(cont
 	}
 	if token == "" { // delivered before
 		if !it.replay {
-			a.log.Debug("slack: duplicate delivery dropped", "key", it.key)
+			a.log.Debug("slack: duplicate delivery dropped", "channel", it.channel)
 			return nil
 		}
 		// The same click again, and not as Slack's retry: let the engine
 		// see it, so the person is told it was already decided (it never
 		// executes anything twice).
-		a.log.Debug("slack: replayed click delivered for a visible refusal", "key", it.key)
+		a.log.Debug("slack: replayed click delivered for a visible refusal", "channel", it.channel)
 	}
 
 	done := make(chan error, 1)
@@ -214,10 +214,10 @@ func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(cont
 		defer scancel()
 		if err == nil {
 			if cerr := a.dedupe.Commit(sctx, it.key, token, a.cfg.DedupeTTL); cerr != nil {
-				a.log.Warn("slack: dedupe commit failed; a redelivery may reach the engine again", "key", it.key, "err", cerr)
+				a.log.Warn("slack: dedupe commit failed; a redelivery may reach the engine again", "channel", it.channel, "err", cerr)
 			}
 		} else if rerr := a.dedupe.Release(sctx, it.key, token); rerr != nil {
-			a.log.Warn("slack: dedupe release failed", "key", it.key, "err", rerr)
+			a.log.Warn("slack: dedupe release failed", "channel", it.channel, "err", rerr)
 		}
 		done <- err
 	})
@@ -231,7 +231,7 @@ func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(cont
 		}
 		return nil
 	case <-timer.C:
-		return ErrAckTimeout
+		return errAckTimeout
 	}
 }
 
@@ -250,12 +250,8 @@ func (a *Adapter) claim(ctx context.Context, key string) (string, error) {
 		if token != "" {
 			return token, nil
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return "", ErrInFlight
-		case <-t.C:
+		if sleep(ctx, wait) != nil {
+			return "", errInFlight
 		}
 		wait = min(wait*2, 100*time.Millisecond)
 	}

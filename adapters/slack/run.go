@@ -54,7 +54,8 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 	}
 	switch a.cfg.Mode {
 	case ModeHTTP:
-		return a.runHTTP(ctx, deliver)
+		<-ctx.Done() // Handler delivers through a.deliver meanwhile
+		return nil
 	default:
 		return a.runSocket(ctx, deliver)
 	}
@@ -98,12 +99,8 @@ func (a *Adapter) CheckLookalikes(ctx context.Context) ([]Lookalike, error) {
 		}
 		var rl *slack.RateLimitedError
 		if errors.As(err, &rl) && rl.RetryAfter < 10*time.Second {
-			t := time.NewTimer(rl.RetryAfter)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-t.C:
+			if err := sleep(ctx, rl.RetryAfter); err != nil {
+				return nil, err
 			}
 			page--
 			continue

@@ -15,6 +15,10 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
+// socketPingTimeout is how long Socket Mode waits for Slack's WebSocket ping
+// before it reconnects.
+const socketPingTimeout = 30 * time.Second
+
 // socketJob is one Socket Mode envelope waiting in a shard.
 type socketJob struct {
 	envelopeID string
@@ -35,7 +39,7 @@ func (a *Adapter) runSocket(parent context.Context, deliver func(context.Context
 
 	smc := socketmode.New(a.api,
 		socketmode.OptionLog(slogBridge{l: a.log}),
-		socketmode.OptionPingInterval(a.pingInterval),
+		socketmode.OptionPingInterval(socketPingTimeout),
 	)
 
 	var wg sync.WaitGroup

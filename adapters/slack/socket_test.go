@@ -19,11 +19,10 @@ import (
 func TestSocketMentionNormalisedAndAckedAfterDeliver(t *testing.T) {
 	f := newFake(t)
 	a, logs := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
 	release := make(chan struct{})
 	var returnedAt time.Time
 	var mu sync.Mutex
-	rec.setHook(func(ctx context.Context, n int, in core.Inbound) error {
+	rec := connectSocket(t, f, a, func(ctx context.Context, n int, in core.Inbound) error {
 		if n == 1 {
 			<-release
 			mu.Lock()
@@ -32,10 +31,6 @@ func TestSocketMentionNormalisedAndAckedAfterDeliver(t *testing.T) {
 		}
 		return nil
 	})
-	run(t, a, rec.deliver)
-	if !f.WaitConnected(5 * time.Second) {
-		t.Fatal("adapter did not connect")
-	}
 
 	secret := "remember the milk is in the blue fridge"
 	ts, evIDs := f.Say(chPublic, "", alice, botMention(f)+" "+secret)
@@ -98,9 +93,7 @@ func TestSocketMentionNormalisedAndAckedAfterDeliver(t *testing.T) {
 func TestSocketDoubleDeliveryDeliveredOnce(t *testing.T) {
 	f := newFake(t)
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
+	rec := connectSocket(t, f, a, nil)
 
 	text := botMention(f) + " hello"
 	ts1 := f.AddMessage(chPublic, "", alice, text)
@@ -134,15 +127,12 @@ func TestSocketDoubleDeliveryDeliveredOnce(t *testing.T) {
 func TestSocketRetryAfterSlowAckDeliveredOnce(t *testing.T) {
 	f := newFake(t, func(c *slackfake.Config) { c.RedeliverAfter = 150 * time.Millisecond })
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	rec.setHook(func(ctx context.Context, n int, in core.Inbound) error {
+	rec := connectSocket(t, f, a, func(ctx context.Context, n int, in core.Inbound) error {
 		if n == 1 {
 			time.Sleep(700 * time.Millisecond) // > RedeliverAfter, < AckTimeout
 		}
 		return nil
 	})
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
 
 	ts := f.AddMessage(chPublic, "", alice, "plain chatter")
 	id := f.PushEvent(f.MessageEvent(chPublic, alice, "plain chatter", ts, ""))
@@ -169,15 +159,12 @@ func TestSocketRetryAfterSlowAckDeliveredOnce(t *testing.T) {
 func TestSocketDeliverErrorNotAckedThenRedelivered(t *testing.T) {
 	f := newFake(t, func(c *slackfake.Config) { c.RedeliverAfter = 200 * time.Millisecond })
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	rec.setHook(func(ctx context.Context, n int, in core.Inbound) error {
+	rec := connectSocket(t, f, a, func(ctx context.Context, n int, in core.Inbound) error {
 		if n == 1 {
 			return errors.New("journal unavailable")
 		}
 		return nil
 	})
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
 
 	ts := f.AddMessage(chPublic, "", alice, "hi")
 	id := f.PushEvent(f.MessageEvent(chPublic, alice, "hi", ts, ""))
@@ -201,15 +188,12 @@ func TestSocketAckTimeoutLateSuccessDedupesRedelivery(t *testing.T) {
 	cfg := testConfig(f, ModeSocket)
 	cfg.AckTimeout = 200 * time.Millisecond
 	a, _ := newAdapter(t, cfg)
-	rec := newRecorder()
-	rec.setHook(func(ctx context.Context, n int, in core.Inbound) error {
+	rec := connectSocket(t, f, a, func(ctx context.Context, n int, in core.Inbound) error {
 		if n == 1 {
 			time.Sleep(400 * time.Millisecond) // ignores ctx, like a stuck engine
 		}
 		return nil
 	})
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
 
 	ts := f.AddMessage(chPublic, "", alice, "hi")
 	id := f.PushEvent(f.MessageEvent(chPublic, alice, "hi", ts, ""))
@@ -230,9 +214,7 @@ func TestSocketAckTimeoutLateSuccessDedupesRedelivery(t *testing.T) {
 func TestSocketSubtypesAndBots(t *testing.T) {
 	f := newFake(t)
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
+	rec := connectSocket(t, f, a, nil)
 	bot := f.Config().BotUserID
 
 	type tc struct {
@@ -292,9 +274,7 @@ func TestSocketSubtypesAndBots(t *testing.T) {
 func TestSocketVisibilityAndThreads(t *testing.T) {
 	f := newFake(t)
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
+	rec := connectSocket(t, f, a, nil)
 
 	root := f.AddMessage(chPrivate, "", alice, "root")
 	cases := []struct {
@@ -346,9 +326,7 @@ func TestSocketVisibilityAndThreads(t *testing.T) {
 func TestSocketBlockActionsClick(t *testing.T) {
 	f := newFake(t)
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
+	rec := connectSocket(t, f, a, nil)
 
 	root := f.AddMessage(chPublic, "", alice, "please deploy")
 	cardTS := f.AddMessage(chPublic, root, f.Config().BotUserID, "card")
@@ -377,9 +355,7 @@ func TestSocketBlockActionsClick(t *testing.T) {
 func TestSocketOtherEventsAcked(t *testing.T) {
 	f := newFake(t)
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
+	rec := connectSocket(t, f, a, nil)
 	ids := []string{
 		f.PushEvent(map[string]any{"type": "reaction_added", "user": alice, "reaction": "eyes",
 			"item": map[string]any{"type": "message", "channel": chPublic, "ts": "1.0"}, "event_ts": "1.0"}),
@@ -401,13 +377,10 @@ func TestSocketOtherEventsAcked(t *testing.T) {
 func TestSocketReconnectMidStreamNothingLostNothingDoubled(t *testing.T) {
 	f := newFake(t, func(c *slackfake.Config) { c.RedeliverAfter = 300 * time.Millisecond })
 	a, _ := newAdapter(t, testConfig(f, ModeSocket))
-	rec := newRecorder()
-	rec.setHook(func(ctx context.Context, n int, in core.Inbound) error {
+	rec := connectSocket(t, f, a, func(ctx context.Context, n int, in core.Inbound) error {
 		time.Sleep(2 * time.Millisecond)
 		return nil
 	})
-	run(t, a, rec.deliver)
-	f.WaitConnected(5 * time.Second)
 	authBefore := f.AuthTests()
 
 	const total = 60

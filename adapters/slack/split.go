@@ -135,31 +135,22 @@ func fenceOf(prefix string) string { return strings.TrimSpace(prefix) }
 
 // hardSplit cuts a line longer than max runes, preferring the last space in
 // each window; shorter lines come back whole.
-func hardSplit(s string, max int) []string {
-	if utf8.RuneCountInString(s) <= max {
-		return []string{s}
-	}
+func hardSplit(s string, max int) []string { return cutRunes(s, max, " \t") }
+
+// cutRunes cuts s into pieces of at most n (> 0) runes. A piece ends just
+// after the last of the bytes in breakAt when one falls in its second half,
+// else mid-run. A string of at most n runes comes back whole.
+func cutRunes(s string, n int, breakAt string) []string {
 	var out []string
-	for utf8.RuneCountInString(s) > max {
-		// byte offset of the max-th rune
-		cut, i := 0, 0
-		for off := range s {
-			if i == max {
-				cut = off
-				break
-			}
-			i++
-		}
-		if sp := strings.LastIndexAny(s[:cut], " \t"); sp > cut/2 {
-			cut = sp + 1
+	for utf8.RuneCountInString(s) > n {
+		cut := runeOffset(s, n)
+		if b := strings.LastIndexAny(s[:cut], breakAt); b > cut/2 {
+			cut = b + 1
 		}
 		out = append(out, s[:cut])
 		s = s[cut:]
 	}
-	if s != "" {
-		out = append(out, s)
-	}
-	return out
+	return append(out, s)
 }
 
 // truncateRunes shortens s to at most n runes, ending in "…" when cut.
@@ -170,12 +161,18 @@ func truncateRunes(s string, n int) string {
 	if n <= 1 {
 		return "…"
 	}
+	return s[:runeOffset(s, n-1)] + "…"
+}
+
+// runeOffset is the byte offset of rune n of s (counting from 0); len(s)
+// when s has no more than n runes.
+func runeOffset(s string, n int) int {
 	i := 0
 	for off := range s {
-		if i == n-1 {
-			return s[:off] + "…"
+		if i == n {
+			return off
 		}
 		i++
 	}
-	return s
+	return len(s)
 }

@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// Config is the bot's configuration, read from MARLOWE_* variables with an
+// config is the bot's configuration, read from MARLOWE_* variables with an
 // optional KEY=VALUE file underneath (MARLOWE_CONFIG).
-type Config struct {
+type config struct {
 	DataDir     string // MARLOWE_DATA_DIR
 	DatabaseURL string // MARLOWE_DATABASE_URL: Postgres when set, else SQLite in DataDir
 	RedisURL    string // MARLOWE_REDIS_URL
@@ -23,13 +23,13 @@ type Config struct {
 	Getenv func(string) string
 }
 
-// LoadConfig merges the environment over the optional config file.
-func LoadConfig(getenv func(string) string) (Config, error) {
+// loadConfig merges the environment over the optional config file.
+func loadConfig(getenv func(string) string) (config, error) {
 	file := map[string]string{}
 	if path := getenv("MARLOWE_CONFIG"); path != "" {
 		var err error
 		if file, err = readConfigFile(path); err != nil {
-			return Config{}, err
+			return config{}, err
 		}
 	}
 	get := func(k string) string {
@@ -44,7 +44,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		return v
 	}
-	c := Config{
+	c := config{
 		DataDir:     or(get("MARLOWE_DATA_DIR"), "./marlowe-data"),
 		DatabaseURL: get("MARLOWE_DATABASE_URL"),
 		RedisURL:    get("MARLOWE_REDIS_URL"),
@@ -56,7 +56,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		return Config{}, fmt.Errorf("config: MARLOWE_LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
+		return config{}, fmt.Errorf("config: MARLOWE_LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
 	}
 	return c, nil
 }

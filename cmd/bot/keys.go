@@ -18,7 +18,7 @@ const keyFile = "signing.key"
 
 // loadSigner returns the journal signer: from MARLOWE_SIGNING_KEY when set,
 // otherwise from the data directory, generating the key on first start.
-func loadSigner(cfg Config) (*core.Signer, string, error) {
+func loadSigner(cfg config) (*core.Signer, string, error) {
 	if cfg.SigningKey != "" {
 		key, err := parseKey(cfg.SigningKey)
 		if err != nil {

@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "intent":
 		return cmdIntent(ctx, args, stdin, stdout)
 	}
-	cfg, err := LoadConfig(getenv)
+	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return err
 	}

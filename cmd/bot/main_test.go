@@ -31,7 +31,7 @@ func runBot(t *testing.T, getenv func(string) string, stdin string, args ...stri
 // seedJournal appends n commands to one channel of the SQLite store in dir.
 func seedJournal(t *testing.T, dir string, n int) core.ChannelKey {
 	t.Helper()
-	cfg, err := LoadConfig(env(map[string]string{"MARLOWE_DATA_DIR": dir}))
+	cfg, err := loadConfig(env(map[string]string{"MARLOWE_DATA_DIR": dir}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestReplayPrintsFoldedState(t *testing.T) {
 
 func TestSigningKeyIsGeneratedOnceAndReused(t *testing.T) {
 	dir := t.TempDir()
-	cfg, _ := LoadConfig(env(map[string]string{"MARLOWE_DATA_DIR": dir}))
+	cfg, _ := loadConfig(env(map[string]string{"MARLOWE_DATA_DIR": dir}))
 	s1, src1, err := loadSigner(cfg)
 	if err != nil || !strings.Contains(src1, "generated") {
 		t.Fatalf("first load: %v %q", err, src1)
@@ -152,7 +152,7 @@ func TestSigningKeyIsGeneratedOnceAndReused(t *testing.T) {
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode: %v %v", info.Mode(), err)
 	}
-	bad, _ := LoadConfig(env(map[string]string{"MARLOWE_DATA_DIR": dir, "MARLOWE_SIGNING_KEY": "not-a-key!"}))
+	bad, _ := loadConfig(env(map[string]string{"MARLOWE_DATA_DIR": dir, "MARLOWE_SIGNING_KEY": "not-a-key!"}))
 	if _, _, err := loadSigner(bad); err == nil || !strings.Contains(err.Error(), "MARLOWE_SIGNING_KEY") {
 		t.Fatalf("bad key: %v", err)
 	}
@@ -163,7 +163,7 @@ func TestConfigFileUnderEnvironment(t *testing.T) {
 	if err := os.WriteFile(path, []byte("# comment\nMARLOWE_DATA_DIR=/from/file\nexport MARLOWE_HTTP_ADDR=\"127.0.0.1:9999\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(env(map[string]string{"MARLOWE_CONFIG": path, "MARLOWE_DATA_DIR": "/from/env"}))
+	cfg, err := loadConfig(env(map[string]string{"MARLOWE_CONFIG": path, "MARLOWE_DATA_DIR": "/from/env"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,10 +173,10 @@ func TestConfigFileUnderEnvironment(t *testing.T) {
 	if err := os.WriteFile(path, []byte("garbage line\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(env(map[string]string{"MARLOWE_CONFIG": path})); err == nil || !strings.Contains(err.Error(), "line 1") {
+	if _, err := loadConfig(env(map[string]string{"MARLOWE_CONFIG": path})); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("malformed file: %v", err)
 	}
-	if _, err := LoadConfig(env(map[string]string{"MARLOWE_LOG_LEVEL": "loud"})); err == nil {
+	if _, err := loadConfig(env(map[string]string{"MARLOWE_LOG_LEVEL": "loud"})); err == nil {
 		t.Fatal("bad log level accepted")
 	}
 }
@@ -219,5 +219,21 @@ func TestIntentReplaySharedScenario(t *testing.T) {
 	_, err = runBot(t, env(nil), "{\"t\":0,\"type\":\"message\"\n", "intent", "replay", "-")
 	if err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("malformed input: %v", err)
+	}
+}
+
+// A Slack setting without the bot token stops serve with an error naming the
+// variable, instead of quietly starting the sandbox alone.
+func TestServeSlackSettingWithoutTokenFails(t *testing.T) {
+	getenv := env(map[string]string{
+		"MARLOWE_DATA_DIR":     t.TempDir(),
+		"MARLOWE_HTTP_ADDR":    "127.0.0.1:0",
+		"MARLOWE_SANDBOX_ADDR": "127.0.0.1:0",
+		"MARLOWE_SLACK_MODE":   "http",
+		"SLACK_SIGNING_SECRET": "secret",
+	})
+	_, err := runBot(t, getenv, "", "serve")
+	if err == nil || !strings.Contains(err.Error(), "SLACK_BOT_TOKEN") {
+		t.Fatalf("serve = %v, want an error naming SLACK_BOT_TOKEN", err)
 	}
 }

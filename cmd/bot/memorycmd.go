@@ -11,7 +11,7 @@ import (
 )
 
 // cmdMemory runs `bot memory rebuild --channel KEY | --all [--reembed] [--dry-run]`.
-func cmdMemory(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
+func cmdMemory(ctx context.Context, cfg config, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "rebuild" {
 		return usageErr("usage: bot memory rebuild --channel KEY | --all [--reembed] [--dry-run]")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/memory"
@@ -11,7 +12,7 @@ import (
 // messages are counted, never recorded) and memory's recall cost.
 func newMetrics(f *intent.Filter, mem *memory.Service) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range intent.Reasons() {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "marlowe_intent_decisions_total",

@@ -7,7 +7,7 @@ import (
 )
 
 // cmdMigrate applies migrations (opening a store applies them) and reports.
-func cmdMigrate(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
+func cmdMigrate(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
 	if len(args) > 0 {
 		return usageErr("migrate takes no arguments")
 	}

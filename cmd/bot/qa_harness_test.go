@@ -48,7 +48,6 @@ type qaBot struct {
 type qaOpts struct {
 	env      map[string]string // extra or overriding variables
 	http     bool              // MARLOWE_SLACK_MODE=http
-	secret   string
 	slackCfg slackfake.Config
 	noEcho   bool
 }

@@ -13,7 +13,7 @@ import (
 // cmdReplay folds one channel's journal (or one run's commands) and prints
 // the derived state. It calls no model and no platform: state is a function
 // of the journal, with recorded observations fed back in.
-func cmdReplay(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
+func cmdReplay(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	channel := fs.String("channel", "", "channel key platform/workspace/channel")
 	runID := fs.String("run", "", "a run id: print that run's replayed state instead")
@@ -51,7 +51,7 @@ func cmdReplay(ctx context.Context, cfg Config, args []string, stdout io.Writer)
 	return enc.Encode(state)
 }
 
-func replayRun(ctx context.Context, cfg Config, id string, enc *json.Encoder) error {
+func replayRun(ctx context.Context, cfg config, id string, enc *json.Encoder) error {
 	st, err := openStores(ctx, cfg)
 	if err != nil {
 		return err

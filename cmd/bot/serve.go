@@ -24,7 +24,7 @@ import (
 	"github.com/marlowe-bot/marlowe/tools"
 )
 
-func cmdServe(ctx context.Context, cfg Config, args []string, stderr io.Writer) error {
+func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) error {
 	if len(args) > 0 {
 		return usageErr("serve takes no arguments (configuration is by environment)")
 	}
@@ -97,12 +97,6 @@ func cmdServe(ctx context.Context, cfg Config, args []string, stderr io.Writer) 
 		}
 		return d.Route, d.Reason.String(), nil
 	})
-	observer := core.PostObserverFunc(func(ctx context.Context, p core.PostedMessage) error {
-		return filter.Posted(ctx, intent.Post{
-			Channel: p.Scope.Key(), Thread: p.Scope.Thread, MessageID: p.MessageID, At: p.At,
-			Answering: p.Answering, AnsweringUser: p.AnsweringUser, AnsweringTop: p.AnsweringTop, AnsweringDM: p.AnsweringDM,
-		}, p.Policy)
-	})
 
 	engine, err := core.NewEngine(core.EngineConfig{
 		Journal:      st.Journal,
@@ -112,7 +106,7 @@ func cmdServe(ctx context.Context, cfg Config, args []string, stderr io.Writer) 
 		Tools:        registry,
 		Surfaces:     surfaces.byName,
 		Router:       router,
-		PostObserver: observer,
+		PostObserver: filter,
 		Logger:       log,
 		CardKey:      st.Signer.DeriveKey("card-tokens"),
 	})
@@ -217,11 +211,12 @@ type surfaceSet struct {
 	slackHTTP http.Handler
 }
 
-// newSurfaces starts Slack when its tokens are set, and the sandbox when no
-// platform is configured or MARLOWE_SANDBOX=1.
-func newSurfaces(cfg Config, rdb *goredis.Client, log *slog.Logger) (surfaceSet, error) {
+// newSurfaces starts Slack when any of its settings is given (so a missing
+// token is reported, not silently replaced by the sandbox), and the sandbox
+// when no platform is configured or MARLOWE_SANDBOX=1.
+func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet, error) {
 	set := surfaceSet{byName: map[string]core.Surface{}}
-	if cfg.Getenv("SLACK_BOT_TOKEN") != "" || cfg.Getenv("SLACK_APP_TOKEN") != "" {
+	if slackConfigured(cfg.Getenv) {
 		scfg, err := slack.ConfigFromEnv(cfg.Getenv)
 		if err != nil {
 			return set, fmt.Errorf("slack configuration: %w", err)
@@ -253,6 +248,17 @@ func newSurfaces(cfg Config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 		set.sandbox = sb
 	}
 	return set, nil
+}
+
+// slackConfigured reports whether the environment asks for Slack: a token,
+// the signing secret or a mode.
+func slackConfigured(getenv func(string) string) bool {
+	for _, k := range []string{slack.EnvBotToken, slack.EnvAppToken, slack.EnvSigningSecret, slack.EnvMode} {
+		if getenv(k) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // listenHTTP binds addr now (so a port clash fails start-up loudly) and

@@ -31,7 +31,7 @@ func (s *stores) Close() {
 
 // openStores opens Postgres when MARLOWE_DATABASE_URL is set, otherwise the
 // embedded SQLite file in the data directory. Migrations run on open.
-func openStores(ctx context.Context, cfg Config) (*stores, error) {
+func openStores(ctx context.Context, cfg config) (*stores, error) {
 	signer, keySrc, err := loadSigner(cfg)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
-func cmdVerify(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
+func cmdVerify(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	channel := fs.String("channel", "", "verify only this channel (platform/workspace/channel)")
 	if err := fs.Parse(args); err != nil {

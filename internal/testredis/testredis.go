@@ -66,8 +66,8 @@ func Client(tb testing.TB, poolSize int) *goredis.Client {
 			tb.Fatalf("%s (MARLOWE_REQUIRE_SERVICES=1)", msg)
 		}
 		// Loud: visible without -v too.
-		fmt.Fprintf(os.Stderr, "SKIP %s: %s; set MARLOWE_REQUIRE_SERVICES=1 to make this a failure\n", tb.Name(), msg)
-		tb.Skipf("%s; set MARLOWE_REQUIRE_SERVICES=1 to make this a failure", msg)
+		fmt.Fprintf(os.Stderr, "SKIP %s: %s; set MARLOWE_TEST_REDIS_URL to a reachable server, or MARLOWE_REQUIRE_SERVICES=1 to make this a failure\n", tb.Name(), msg)
+		tb.Skipf("%s; set MARLOWE_TEST_REDIS_URL to a reachable server, or MARLOWE_REQUIRE_SERVICES=1 to make this a failure", msg)
 	}
 	c := goredis.NewClient(opt)
 	tb.Cleanup(func() { _ = c.Close() })

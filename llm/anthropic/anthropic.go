@@ -12,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -72,16 +70,12 @@ var _ core.Model = (*Model)(nil)
 
 // New returns a Model for cfg.
 func New(cfg Config) (*Model, error) {
-	if strings.TrimSpace(cfg.Model) == "" {
-		return nil, errors.New("anthropic: model name is required")
-	}
 	base := cfg.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("anthropic: base URL %q is not an http(s) URL", base)
+	if err := provider.CheckEndpoint(cfg.Model, base); err != nil {
+		return nil, fmt.Errorf("anthropic: %w", err)
 	}
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
@@ -135,20 +129,11 @@ func (m *Model) Step(ctx context.Context, v core.View) (core.Reply, error) {
 	return m.reply(res)
 }
 
+// classify maps an SDK error onto the core failure kinds.
 func classify(name string, callerCtx, callCtx context.Context, err error, raw *http.Response) error {
-	f := provider.HTTPFailure{Err: err}
-	var apiErr *sdk.Error
-	switch {
-	case errors.As(err, &apiErr) && apiErr.StatusCode != 0:
-		f.Status = apiErr.StatusCode
-		if apiErr.Response != nil {
-			f.Header = apiErr.Response.Header
-		}
-		if msg := provider.Excerpt(apiErr.Message); msg != "" {
-			f.Err = fmt.Errorf("%w: %s", err, msg)
-		}
-	case raw != nil:
-		f.Status, f.Header = raw.StatusCode, raw.Header
+	var api *provider.APIError
+	if e, ok := errors.AsType[*sdk.Error](err); ok {
+		api = &provider.APIError{Status: e.StatusCode, Response: e.Response, Message: e.Message}
 	}
-	return provider.Classify(name, callerCtx, callCtx, f)
+	return provider.Classify(name, callerCtx, callCtx, provider.NewHTTPFailure(err, api, raw))
 }

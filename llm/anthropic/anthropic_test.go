@@ -37,20 +37,6 @@ func requests(t *testing.T, srv *llmtest.AnthropicServer) []llmtest.AnthropicReq
 	return reqs
 }
 
-func jsonEqual(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("%s: got is not JSON: %v: %s", what, err, got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatalf("%s: want is not JSON: %v: %s", what, err, want)
-	}
-	if !reflect.DeepEqual(g, w) {
-		t.Errorf("%s differs:\n got %s\nwant %s", what, got, want)
-	}
-}
-
 func user(text string) core.View {
 	return core.View{Messages: []core.Message{{Role: core.RoleUser, Text: text}}}
 }
@@ -120,7 +106,7 @@ func TestToolRoundTrip(t *testing.T) {
 	if tc := r.ToolCalls[0]; tc.ID != "toolu_2" || tc.Name != "get_weather" {
 		t.Errorf("tool call = %+v", tc)
 	} else {
-		jsonEqual(t, "tool call args", []byte(tc.Args), []byte(`{"city":"Lyon","days":2}`))
+		llmtest.JSONEqual(t, "tool call args", []byte(tc.Args), []byte(`{"city":"Lyon","days":2}`))
 	}
 	if r.Usage != (core.Usage{InputTokens: 100, OutputTokens: 30}) {
 		t.Errorf("usage = %+v", r.Usage)
@@ -133,8 +119,8 @@ func TestToolRoundTrip(t *testing.T) {
 	if len(req.Tools) != 2 || req.Tools[0].Name != "get_weather" || req.Tools[0].Description != "Current weather" || req.Tools[1].Name != "search" {
 		t.Fatalf("tools = %+v", req.Tools)
 	}
-	jsonEqual(t, "input_schema", req.Tools[0].InputSchema, []byte(weatherSchema))
-	jsonEqual(t, "empty input_schema", req.Tools[1].InputSchema, []byte(`{"type":"object","properties":{}}`))
+	llmtest.JSONEqual(t, "input_schema", req.Tools[0].InputSchema, []byte(weatherSchema))
+	llmtest.JSONEqual(t, "empty input_schema", req.Tools[1].InputSchema, []byte(`{"type":"object","properties":{}}`))
 
 	// user, assistant(text, tool_use, tool_use), user(tool_result, tool_result, text, text)
 	msgs := req.Messages
@@ -147,8 +133,8 @@ func TestToolRoundTrip(t *testing.T) {
 		a[2].Type != "tool_use" || a[2].ID != "toolu_x" || a[2].Name != "search" {
 		t.Fatalf("assistant blocks = %+v", a)
 	}
-	jsonEqual(t, "tool_use input", a[1].Input, []byte(`{"city":"Paris"}`))
-	jsonEqual(t, "malformed tool_use input", a[2].Input, []byte(`{"_raw_arguments":"{\"q\": oops"}`))
+	llmtest.JSONEqual(t, "tool_use input", a[1].Input, []byte(`{"city":"Paris"}`))
+	llmtest.JSONEqual(t, "malformed tool_use input", a[2].Input, []byte(`{"_raw_arguments":"{\"q\": oops"}`))
 	u := msgs[2].Content
 	if len(u) != 4 || u[0].Type != "tool_result" || u[0].ToolUseID != "toolu_1" || u[0].ResultText() != `{"temp":21}` ||
 		u[1].Type != "tool_result" || u[1].ToolUseID != "toolu_x" ||
@@ -358,5 +344,5 @@ func TestEmptyTextIsNeverSent(t *testing.T) {
 	if len(a) != 1 || a[0].Type != "tool_use" {
 		t.Fatalf("assistant blocks = %+v", a)
 	}
-	jsonEqual(t, "empty args input", a[0].Input, []byte(`{}`))
+	llmtest.JSONEqual(t, "empty args input", a[0].Input, []byte(`{}`))
 }

@@ -1,6 +1,6 @@
 // Package llmtest has fake model servers that speak the OpenAI and Anthropic
 // wire formats, for tests that drive the real SDK clients (and for running
-// the bot by hand without a model: see NewOpenAI and ./fakeopenai).
+// the bot by hand without a model: see NewOpenAI and ./fakemodel).
 //
 // A fake answers each request with the next queued Response; with nothing
 // queued it answers deterministically (an echo of the last message, hashed
@@ -14,8 +14,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 	"unicode/utf8"
 )
@@ -298,4 +300,20 @@ func RefusedURL() (string, error) {
 		return "", err
 	}
 	return "http://" + addr, nil
+}
+
+// JSONEqual fails t unless got and want are the same JSON value (key order
+// and spacing aside); what names the value in the failure.
+func JSONEqual(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: got is not JSON: %v: %s", what, err, got)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("%s: want is not JSON: %v: %s", what, err, want)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s differs:\n got %s\nwant %s", what, got, want)
+	}
 }

@@ -219,13 +219,9 @@ func baseURL(cfg Config) string {
 }
 
 func options(cfg Config) ([]option.RequestOption, error) {
-	if strings.TrimSpace(cfg.Model) == "" {
-		return nil, errors.New("openai: model name is required")
-	}
 	base := baseURL(cfg)
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", base)
+	if err := provider.CheckEndpoint(cfg.Model, base); err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
 	}
 	maxDelay := provider.Or(cfg.MaxRetryDelay, provider.DefaultMaxRetryDelay)
 	opts := []option.RequestOption{
@@ -245,19 +241,9 @@ func options(cfg Config) ([]option.RequestOption, error) {
 
 // classify maps an SDK error onto the core failure kinds.
 func classify(name string, callerCtx, callCtx context.Context, err error, raw *http.Response) error {
-	f := provider.HTTPFailure{Err: err}
-	var apiErr *sdk.Error
-	switch {
-	case errors.As(err, &apiErr) && apiErr.StatusCode != 0:
-		f.Status = apiErr.StatusCode
-		if apiErr.Response != nil {
-			f.Header = apiErr.Response.Header
-		}
-		if msg := provider.Excerpt(apiErr.Message); msg != "" {
-			f.Err = fmt.Errorf("%w: %s", err, msg)
-		}
-	case raw != nil:
-		f.Status, f.Header = raw.StatusCode, raw.Header
+	var api *provider.APIError
+	if e, ok := errors.AsType[*sdk.Error](err); ok {
+		api = &provider.APIError{Status: e.StatusCode, Response: e.Response, Message: e.Message}
 	}
-	return provider.Classify(name, callerCtx, callCtx, f)
+	return provider.Classify(name, callerCtx, callCtx, provider.NewHTTPFailure(err, api, raw))
 }

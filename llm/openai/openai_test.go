@@ -37,20 +37,6 @@ func chatRequests(t *testing.T, srv *llmtest.OpenAIServer) []llmtest.OpenAIChatR
 	return reqs
 }
 
-func jsonEqual(t *testing.T, got, want []byte) {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("got is not JSON: %v: %s", err, got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatalf("want is not JSON: %v: %s", err, want)
-	}
-	if !reflect.DeepEqual(g, w) {
-		t.Errorf("JSON differs:\n got %s\nwant %s", got, want)
-	}
-}
-
 func TestStepText(t *testing.T) {
 	srv := llmtest.NewOpenAIServer(t)
 	srv.Enqueue(llmtest.Response{Text: "Hello there.", Usage: llmtest.Usage{InputTokens: 12, OutputTokens: 3}, Model: "test-model-2025"})
@@ -138,8 +124,8 @@ func TestToolCallRoundTrip(t *testing.T) {
 	if tl := req.Tools[0]; tl.Type != "function" || tl.Function.Name != "get_weather" || tl.Function.Description != "Current weather" {
 		t.Errorf("tool 0 = %+v", tl)
 	}
-	jsonEqual(t, req.Tools[0].Function.Parameters, []byte(weatherSchema))
-	jsonEqual(t, req.Tools[1].Function.Parameters, []byte(`{"type":"object","properties":{}}`))
+	llmtest.JSONEqual(t, "parameters", req.Tools[0].Function.Parameters, []byte(weatherSchema))
+	llmtest.JSONEqual(t, "empty parameters", req.Tools[1].Function.Parameters, []byte(`{"type":"object","properties":{}}`))
 
 	// Messages.
 	msgs := req.Messages

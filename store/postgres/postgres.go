@@ -1,5 +1,6 @@
-// Package postgres is the production store: the journal (and, later, the
-// other persistence ports) on PostgreSQL through pgx/v5.
+// Package postgres is the production store: the journal (Store) and the
+// per-channel memory index (MemoryIndex, pgvector with row-level security)
+// on PostgreSQL through pgx/v5.
 package postgres
 
 import (
@@ -45,7 +46,7 @@ func Open(ctx context.Context, url string, signer *core.Signer) (*Store, error) 
 }
 
 // Migrate applies pending migrations to the database at url and returns the
-// names of those it applied (for `bot migrate`).
+// names of those it applied. Open and OpenMemoryIndex call it.
 func Migrate(ctx context.Context, url string) ([]string, error) {
 	pool, err := connect(ctx, url)
 	if err != nil {
@@ -54,10 +55,6 @@ func Migrate(ctx context.Context, url string) ([]string, error) {
 	defer pool.Close()
 	return migrate(ctx, pool)
 }
-
-// Pool is the store's connection pool, for stores of other ports that share
-// the database.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close releases every connection.
 func (s *Store) Close() { s.pool.Close() }

@@ -59,7 +59,6 @@ return 1
 type WindowStore struct {
 	rdb    goredis.UniversalClient
 	prefix string
-	now    func() time.Time
 
 	extendThread *goredis.Script
 	setToplevel  *goredis.Script
@@ -67,31 +66,15 @@ type WindowStore struct {
 
 var _ intent.WindowStore = (*WindowStore)(nil)
 
-// WindowOption configures a WindowStore.
-type WindowOption func(*WindowStore)
-
-// WithClock sets the clock used to skip windows that are already over
-// (default time.Now). Expiry itself is Redis's (PXAT, server clock).
-func WithClock(now func() time.Time) WindowOption {
-	return func(s *WindowStore) {
-		if now != nil {
-			s.now = now
-		}
-	}
-}
-
 // NewWindowStore returns a window store on rdb whose keys all start with
-// prefix (e.g. "marlowe:").
-func NewWindowStore(rdb goredis.UniversalClient, prefix string, opts ...WindowOption) *WindowStore {
-	s := &WindowStore{
-		rdb: rdb, prefix: prefix, now: time.Now,
+// prefix (e.g. "marlowe:"). Windows expire by Redis's clock (PXAT); this
+// process's clock only decides which are already over and not worth writing.
+func NewWindowStore(rdb goredis.UniversalClient, prefix string) *WindowStore {
+	return &WindowStore{
+		rdb: rdb, prefix: prefix,
 		extendThread: goredis.NewScript(extendThreadLua),
 		setToplevel:  goredis.NewScript(setToplevelLua),
 	}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
 }
 
 func (s *WindowStore) channelBase(ch core.ChannelKey) string {
@@ -160,7 +143,7 @@ func parseToplevel(v string) (intent.Toplevel, error) {
 
 // ExtendThread implements intent.WindowStore (atomic, never shortens).
 func (s *WindowStore) ExtendThread(ctx context.Context, ch core.ChannelKey, thread string, until time.Time) error {
-	if !s.now().Before(until) {
+	if !time.Now().Before(until) {
 		return nil
 	}
 	err := s.extendThread.Run(ctx, s.rdb, []string{s.threadKey(ch, thread)}, until.UnixMilli()).Err()
@@ -172,7 +155,7 @@ func (s *WindowStore) ExtendThread(ctx context.Context, ch core.ChannelKey, thre
 
 // SetToplevel implements intent.WindowStore (atomic; the most recent answer wins).
 func (s *WindowStore) SetToplevel(ctx context.Context, ch core.ChannelKey, w intent.Toplevel) error {
-	now := s.now()
+	now := time.Now()
 	err := s.setToplevel.Run(ctx, s.rdb, []string{s.topKey(ch)},
 		w.At.UnixMilli(), w.Until.UnixMilli(), w.Person, now.UnixMilli()).Err()
 	if err != nil && !errors.Is(err, goredis.Nil) {

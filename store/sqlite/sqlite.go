@@ -1,6 +1,6 @@
-// Package sqlite is the embedded default store: the journal (and, later, the
-// other persistence ports) in one SQLite file through the pure-Go driver
-// modernc.org/sqlite.
+// Package sqlite is the embedded default store: the journal (Store) and the
+// per-channel memory index (MemoryIndex, FTS5 and exact cosine) in one
+// SQLite file through the pure-Go driver modernc.org/sqlite.
 package sqlite
 
 import (
@@ -57,20 +57,10 @@ func Open(ctx context.Context, path string, signer *core.Signer) (*Store, error)
 }
 
 // Migrate applies pending migrations to the file at path and returns the
-// names of those it applied (for `bot migrate`).
+// names of those it applied. Open calls it.
 func Migrate(ctx context.Context, path string) ([]string, error) {
 	return migrate(ctx, path)
 }
-
-// DB is the store's single write connection. Stores of other ports that
-// write to the same file use it, so their transactions queue with the
-// journal's instead of contending for SQLite's lock. Transactions begun on
-// it are BEGIN IMMEDIATE; keep them short, and do not call the journal while
-// holding one: its single connection is taken.
-func (s *Store) DB() *sql.DB { return s.w }
-
-// ReadDB is the store's read-only pool.
-func (s *Store) ReadDB() *sql.DB { return s.r }
 
 // Close closes both pools.
 func (s *Store) Close() error {

@@ -247,9 +247,6 @@ func New(cfg Config) *Server {
 // slack.OptionAPIURL / MARLOWE_SLACK_API_URL.
 func (s *Server) APIURL() string { return s.srv.URL + "/api/" }
 
-// URL is the server's root URL.
-func (s *Server) URL() string { return s.srv.URL }
-
 // Config returns the fake's effective configuration (with defaults).
 func (s *Server) Config() Config { return s.cfg }
 
@@ -587,10 +584,22 @@ func page(form url.Values, n int) (start, end int, next string) {
 	return start, end, next
 }
 
+// messagesPageLocked answers a conversations.* read with the page of msgs
+// the request's cursor and limit select.
+func (s *Server) messagesPageLocked(form url.Values, msgs []*Message) map[string]any {
+	withMeta := form.Get("include_all_metadata") == "1" || form.Get("include_all_metadata") == "true"
+	start, end, next := page(form, len(msgs))
+	out := []map[string]any{}
+	for _, m := range msgs[start:end] {
+		out = append(out, s.render(m, withMeta))
+	}
+	return map[string]any{"ok": true, "messages": out, "has_more": next != "",
+		"response_metadata": map[string]any{"next_cursor": next}}
+}
+
 func (s *Server) conversationsReplies(r apiReq) any {
 	ch, root := r.form.Get("channel"), r.form.Get("ts")
 	oldest := r.form.Get("oldest")
-	withMeta := r.form.Get("include_all_metadata") == "1" || r.form.Get("include_all_metadata") == "true"
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.findLocked(ch, root) == nil {
@@ -605,19 +614,12 @@ func (s *Server) conversationsReplies(r apiReq) any {
 			thread = append(thread, m)
 		}
 	}
-	start, end, next := page(r.form, len(thread))
-	msgs := []map[string]any{}
-	for _, m := range thread[start:end] {
-		msgs = append(msgs, s.render(m, withMeta))
-	}
-	return map[string]any{"ok": true, "messages": msgs, "has_more": next != "",
-		"response_metadata": map[string]any{"next_cursor": next}}
+	return s.messagesPageLocked(r.form, thread)
 }
 
 func (s *Server) conversationsHistory(r apiReq) any {
 	ch := r.form.Get("channel")
 	oldest := r.form.Get("oldest")
-	withMeta := r.form.Get("include_all_metadata") == "1" || r.form.Get("include_all_metadata") == "true"
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var top []*Message
@@ -632,13 +634,7 @@ func (s *Server) conversationsHistory(r apiReq) any {
 		}
 		top = append(top, m)
 	}
-	start, end, next := page(r.form, len(top))
-	msgs := []map[string]any{}
-	for _, m := range top[start:end] {
-		msgs = append(msgs, s.render(m, withMeta))
-	}
-	return map[string]any{"ok": true, "messages": msgs, "has_more": next != "",
-		"response_metadata": map[string]any{"next_cursor": next}}
+	return s.messagesPageLocked(r.form, top)
 }
 
 func (s *Server) usersList(r apiReq) any {

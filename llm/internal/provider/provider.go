@@ -1,6 +1,6 @@
-// Package provider holds what the SDK-backed model providers share: the
-// mapping of transport and HTTP failures onto core.ModelFailure, Retry-After
-// parsing, the retry-delay cap, call ids and defaults.
+// Package provider holds what the SDK-backed model providers share: config
+// checks, the mapping of transport and HTTP failures onto core.ModelFailure,
+// Retry-After parsing, the retry-delay cap, call ids and defaults.
 package provider
 
 import (
@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,19 @@ func Retries(n int) int {
 	return n
 }
 
+// CheckEndpoint reports a missing model name, or a base URL that is not an
+// absolute http(s) URL.
+func CheckEndpoint(model, baseURL string) error {
+	if strings.TrimSpace(model) == "" {
+		return errors.New("model name is required")
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("base URL %q is not an http(s) URL", baseURL)
+	}
+	return nil
+}
+
 // Or returns d, or def when d is not positive.
 func Or(d, def time.Duration) time.Duration {
 	if d > 0 {
@@ -56,6 +70,35 @@ type HTTPFailure struct {
 	Status int
 	Header http.Header
 	Err    error
+}
+
+// APIError is what an SDK's error type says about an answer the server
+// refused (both SDKs' *Error carry these fields).
+type APIError struct {
+	Status   int
+	Response *http.Response
+	Message  string // the provider's explanation, from the error body
+}
+
+// NewHTTPFailure describes a failed SDK call: from api when the server
+// answered with an error (api is nil otherwise), else from raw, the response
+// the call captured before failing (nil when there was none). The
+// provider's explanation, shortened, is added to err.
+func NewHTTPFailure(err error, api *APIError, raw *http.Response) HTTPFailure {
+	f := HTTPFailure{Err: err}
+	switch {
+	case api != nil && api.Status != 0:
+		f.Status = api.Status
+		if api.Response != nil {
+			f.Header = api.Response.Header
+		}
+		if msg := Excerpt(api.Message); msg != "" {
+			f.Err = fmt.Errorf("%w: %s", err, msg)
+		}
+	case raw != nil:
+		f.Status, f.Header = raw.StatusCode, raw.Header
+	}
+	return f
 }
 
 // Classify turns a failed provider call into the error Step returns.

@@ -82,6 +82,35 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+func TestNewHTTPFailure(t *testing.T) {
+	sdkErr := errors.New("POST /v1/messages: 429")
+	hdr := http.Header{"Retry-After": {"3"}}
+	f := NewHTTPFailure(sdkErr, &APIError{Status: 429, Response: &http.Response{Header: hdr}, Message: "  slow\n down "}, nil)
+	if f.Status != 429 || f.Header.Get("Retry-After") != "3" || !errors.Is(f.Err, sdkErr) || !strings.HasSuffix(f.Err.Error(), ": slow down") {
+		t.Errorf("from the API error: %+v (err %v)", f, f.Err)
+	}
+	raw := &http.Response{StatusCode: 200, Header: http.Header{"X": {"y"}}}
+	if f := NewHTTPFailure(sdkErr, nil, raw); f.Status != 200 || f.Header.Get("X") != "y" || f.Err != sdkErr {
+		t.Errorf("from the raw response: %+v", f)
+	}
+	if f := NewHTTPFailure(sdkErr, &APIError{}, nil); f.Status != 0 || f.Err != sdkErr {
+		t.Errorf("no answer: %+v", f)
+	}
+}
+
+func TestCheckEndpoint(t *testing.T) {
+	if err := CheckEndpoint("m", "http://127.0.0.1:11434/v1"); err != nil {
+		t.Errorf("valid endpoint: %v", err)
+	}
+	for _, tc := range []struct{ model, base string }{
+		{" ", "https://api.example.com"}, {"m", "ftp://example.com"}, {"m", "http:///v1"}, {"m", "::"},
+	} {
+		if err := CheckEndpoint(tc.model, tc.base); err == nil {
+			t.Errorf("CheckEndpoint(%q, %q) accepted", tc.model, tc.base)
+		}
+	}
+}
+
 func TestSchemaObject(t *testing.T) {
 	got, err := SchemaObject(json.RawMessage(` {"type":"object","properties":{"n":{"maximum":12345678901234567890}}} `))
 	if err != nil {

@@ -1,0 +1,7 @@
+package sqlite
+
+import "database/sql"
+
+// DB is the store's single write connection, for tests that tamper with
+// rows. Transactions begun on it are BEGIN IMMEDIATE.
+func (s *Store) DB() *sql.DB { return s.w }
