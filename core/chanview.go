@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -30,6 +31,37 @@ type chanView struct {
 	threads   map[string]string   // thread root → latest run id
 	seen      map[string]struct{} // delivered message ids (redelivery dedupe)
 	dayTokens map[string]int      // UTC date → tokens spent
+	// history keeps each thread's recent conversation (routed messages and
+	// the bot's answers) so a new run in a thread knows what came before.
+	history      map[string][]ThreadTurn
+	historyOrder []string // threads in first-seen order, to bound the map
+}
+
+// Bounds of the per-thread history a new run is given.
+const (
+	historyTurns      = 12   // most recent turns kept per thread
+	historyTurnChars  = 1500 // each turn's text is cut to this
+	historyMaxThreads = 4096 // threads remembered per channel
+)
+
+// remember adds a turn to a thread's history.
+func (v *chanView) remember(thread string, t ThreadTurn) {
+	if len(t.Text) > historyTurnChars {
+		t.Text = truncate(t.Text, historyTurnChars)
+	}
+	h, ok := v.history[thread]
+	if !ok {
+		v.historyOrder = append(v.historyOrder, thread)
+		if len(v.historyOrder) > historyMaxThreads {
+			delete(v.history, v.historyOrder[0])
+			v.historyOrder = v.historyOrder[1:]
+		}
+	}
+	h = append(h, t)
+	if len(h) > historyTurns {
+		h = slices.Clone(h[len(h)-historyTurns:])
+	}
+	v.history[thread] = h
 }
 
 // chanRun is a run as the channel sees it.
@@ -49,7 +81,7 @@ func newChanView(key ChannelKey, j Journal) *chanView {
 	return &chanView{
 		key: key, j: j, consents: map[string]bool{}, approvals: map[string]*approvalView{},
 		runs: map[string]*chanRun{}, threads: map[string]string{}, seen: map[string]struct{}{},
-		dayTokens: map[string]int{},
+		dayTokens: map[string]int{}, history: map[string][]ThreadTurn{},
 	}
 }
 
@@ -167,6 +199,11 @@ func (v *chanView) apply(c Command) error {
 	switch p := p.(type) {
 	case *MessageReceived:
 		v.seen[p.MessageID] = struct{}{}
+		thread := c.Scope().Thread
+		if thread == "" && p.Visibility != DM {
+			thread = p.MessageID // a top-level message is answered in a thread under it
+		}
+		v.remember(thread, ThreadTurn{Author: p.Author, Text: p.Text})
 		if c.Run() != "" {
 			r := v.run(c.Run())
 			if !r.status.Terminal() {
@@ -213,6 +250,9 @@ func (v *chanView) apply(c Command) error {
 	case *MessagePosted:
 		if r := v.runs[c.Run()]; r != nil && r.endNotice == p.EffectID {
 			r.endNotice = ""
+		}
+		if p.Role == RoleAnswer && p.Text != "" {
+			v.remember(c.Scope().Thread, ThreadTurn{Bot: true, Text: p.Text})
 		}
 	case *CardClicked, *ToolRequested, *PermissionDecided, *ToolCompleted,
 		*MessageUpdated, *MemoryWritten, *MemoryForgotten, *MemoryRedacted, *RoutineCreated,

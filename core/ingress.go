@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Deliver is what surfaces call for every inbound item. For an event it
@@ -124,7 +125,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 		if err != nil {
 			return nil, err
 		}
-		rsd, err := e.b.Agent(runID, runScope, Meta{Cause: mr.ID()}, &RunStarted{Trigger: ev.MessageID})
+		rsd, err := e.b.Agent(runID, runScope, Meta{Cause: mr.ID()}, &RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.history[thread])})
 		if err != nil {
 			return nil, err
 		}

@@ -96,6 +96,16 @@ type RunStarted struct {
 	Trigger     string `json:"trigger"` // message id or routine id that started it
 	Instruction string `json:"instruction"`
 	Unattended  bool   `json:"unattended,omitempty"`
+	// History is the thread's recent conversation before the trigger (earlier
+	// runs' messages and answers), recorded so a replay sees the same view.
+	History []ThreadTurn `json:"history,omitempty"`
+}
+
+// ThreadTurn is one earlier message of a thread: a person's or the bot's.
+type ThreadTurn struct {
+	Author Person `json:"author"`
+	Bot    bool   `json:"bot,omitempty"`
+	Text   string `json:"text"`
 }
 
 // Usage is what one model call spent.

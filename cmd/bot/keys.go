@@ -46,19 +46,32 @@ func loadSigner(cfg config) (*core.Signer, string, error) {
 			return nil, "", fmt.Errorf("generate signing key: %w", err)
 		}
 		enc := base64.StdEncoding.EncodeToString(priv.Seed()) + "\n"
-		// O_EXCL: two processes starting at once must not each write a key.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			return loadSigner(cfg)
-		}
+		// Write a temporary file, then link it into place: the key file
+		// appears whole or not at all, and if another process starting at
+		// the same moment won the race, its key is the one used.
+		tmp, err := os.CreateTemp(cfg.DataDir, keyFile+".tmp-*")
 		if err != nil {
 			return nil, "", fmt.Errorf("write signing key: %w", err)
 		}
-		if _, err := f.WriteString(enc); err != nil {
-			f.Close()
+		defer os.Remove(tmp.Name())
+		if err := tmp.Chmod(0o600); err != nil {
+			tmp.Close()
 			return nil, "", fmt.Errorf("write signing key: %w", err)
 		}
-		if err := f.Close(); err != nil {
+		if _, err := tmp.WriteString(enc); err != nil {
+			tmp.Close()
+			return nil, "", fmt.Errorf("write signing key: %w", err)
+		}
+		if err := tmp.Sync(); err != nil {
+			tmp.Close()
+			return nil, "", fmt.Errorf("write signing key: %w", err)
+		}
+		if err := tmp.Close(); err != nil {
+			return nil, "", fmt.Errorf("write signing key: %w", err)
+		}
+		if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+			return loadSigner(cfg)
+		} else if err != nil {
 			return nil, "", fmt.Errorf("write signing key: %w", err)
 		}
 		s, err := core.NewSigner(priv)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	_ "modernc.org/sqlite"
@@ -235,5 +236,34 @@ func TestServeSlackSettingWithoutTokenFails(t *testing.T) {
 	_, err := runBot(t, getenv, "", "serve")
 	if err == nil || !strings.Contains(err.Error(), "SLACK_BOT_TOKEN") {
 		t.Fatalf("serve = %v, want an error naming SLACK_BOT_TOKEN", err)
+	}
+}
+
+// TestSigningKeyGenerationRace: processes starting together on a new data
+// directory all end up with the one key that landed.
+func TestSigningKeyGenerationRace(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _ := loadConfig(env(map[string]string{"MARLOWE_DATA_DIR": dir}))
+	keys := make([][]byte, 8)
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() {
+			s, _, err := loadSigner(cfg)
+			if err == nil {
+				keys[i] = s.DeriveKey("x")
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i := range keys {
+		if errs[i] != nil || !bytes.Equal(keys[i], keys[0]) {
+			t.Fatalf("loader %d: err %v, same key %v", i, errs[i], bytes.Equal(keys[i], keys[0]))
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, keyFile+".tmp-*"))
+	if len(left) != 0 {
+		t.Fatalf("temporary key files left behind: %v", left)
 	}
 }

@@ -104,6 +104,15 @@ func TestServeSlackAndOpenAIModel(t *testing.T) {
 	if follow.ThreadTS != root {
 		t.Fatalf("follow-up answered in thread %q, want %s", follow.ThreadTS, root)
 	}
+	// The follow-up's run knew what "that" was: the thread so far was in
+	// the model's request.
+	reqs, err := model.ChatRequests()
+	if err != nil || len(reqs) < 2 {
+		t.Fatalf("chat requests: %d, %v", len(reqs), err)
+	}
+	if body, _ := json.Marshal(reqs[1].Messages); !strings.Contains(string(body), "pull last week's signups") || !strings.Contains(string(body), "412, up 9%") {
+		t.Fatalf("the follow-up's request lacks the thread so far: %s", body)
+	}
 
 	// 4. Posting to a channel the person never named needs approval: a card
 	// with buttons; Alice approves and only then the post happens.
