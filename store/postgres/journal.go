@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,11 +31,115 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 	if err != nil {
 		return nil, fmt.Errorf("append: %w", err)
 	}
+	h := s.heads.get(ch)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.known {
+		out, err := s.appendAfter(ctx, ch, h.seq, h.hash, drafts)
+		if err == nil {
+			h.set(out[len(out)-1])
+			return out, nil
+		}
+		h.known = false
+		if !errors.Is(err, errHeadMoved) {
+			return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
+		}
+		// Another writer appended since: take the lock and read the head.
+	}
 	out, err := s.appendTx(ctx, ch, 0, func([]core.Command) (*pgx.Batch, error) { return &pgx.Batch{}, nil }, drafts)
 	if err != nil {
 		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
 	}
+	h.set(out[len(out)-1])
 	return out, nil
+}
+
+// errHeadMoved: the head this process last wrote is no longer the head.
+var errHeadMoved = errors.New("channel head moved")
+
+// appendAfter is the one-round-trip append for a writer that knows the
+// head it wrote last: it moves the head row from (seq, hash) to the new end
+// and inserts, in one transaction. When another writer appended meanwhile,
+// the head row no longer matches, the statement fails on purpose and
+// nothing is written (UNIQUE (channel, seq) would refuse the insert too).
+func (s *Store) appendAfter(ctx context.Context, ch core.ChannelKey, head uint64, prev core.Hash, drafts []core.Draft) (_ []core.Command, err error) {
+	start := prev
+	out := make([]core.Command, 0, len(drafts))
+	seq := head
+	for _, d := range drafts {
+		seq++
+		c, err := s.signer.Seal(d, seq, prev)
+		if err != nil {
+			return nil, fmt.Errorf("seal seq %d: %w", seq, err)
+		}
+		prev = c.Hash()
+		out = append(out, c)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire connection: %w", err)
+	}
+	defer func() {
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+			cancel()
+		}
+		conn.Release()
+	}()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	// 1/count(*) divides by zero when no head row matched: an error is the
+	// only way to stop the rest of a pipelined transaction server-side.
+	b.Queue(`WITH moved AS (
+		UPDATE channel_heads SET seq = $2, hash = $3 WHERE channel = $1 AND seq = $4 AND hash = $5 RETURNING 1)
+		SELECT 1 / count(*) FROM moved`, string(ch), int64(seq), prev[:], int64(head), start[:])
+	for _, c := range out {
+		queueInsert(b, ch, c.Record())
+	}
+	b.Queue(`COMMIT`)
+	if err := execAll(conn.SendBatch(ctx, b), b.Len()); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "22012" || pgErr.Code == "23505") {
+			return nil, errHeadMoved
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// headCache remembers, per channel, the head this process last wrote, so
+// the next append by the same writer needs one round trip instead of two.
+type headCache struct {
+	mu sync.Mutex
+	m  map[core.ChannelKey]*cachedHead
+}
+
+// cachedHead is one channel's head as last written here; its mutex also
+// serialises this process's appends to the channel.
+type cachedHead struct {
+	mu    sync.Mutex
+	known bool
+	seq   uint64
+	hash  core.Hash
+}
+
+func (c *headCache) get(ch core.ChannelKey) *cachedHead {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[core.ChannelKey]*cachedHead{}
+	}
+	h := c.m[ch]
+	if h == nil {
+		h = &cachedHead{}
+		c.m[ch] = h
+	}
+	return h
+}
+
+func (h *cachedHead) set(last core.Command) {
+	h.known, h.seq, h.hash = true, last.Seq(), last.Hash()
 }
 
 // appendTx runs one append transaction in two round trips, which is most of
@@ -89,11 +194,7 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 		}
 		prev = c.Hash()
 		out = append(out, c)
-		r := c.Record()
-		b.Queue(insertCommand, string(ch), int64(r.Seq), r.ID, r.Kind, r.V,
-			string(r.Actor.Type), r.Actor.ID, r.Actor.Platform,
-			r.Scope.Platform, r.Scope.Workspace, r.Scope.Channel, r.Scope.Thread,
-			r.Run, r.Cause, r.At.UTC(), payloadArg(r), r.Redacted, r.PayloadHash, r.Prev, r.Sig)
+		queueInsert(b, ch, c.Record())
 	}
 	b.Queue(`UPDATE channel_heads SET seq = $2, hash = $3 WHERE channel = $1`, string(ch), int64(seq), prev[:])
 	b.Queue(`COMMIT`)
@@ -101,6 +202,13 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 		return nil, err
 	}
 	return out, nil
+}
+
+func queueInsert(b *pgx.Batch, ch core.ChannelKey, r core.Record) {
+	b.Queue(insertCommand, string(ch), int64(r.Seq), r.ID, r.Kind, r.V,
+		string(r.Actor.Type), r.Actor.ID, r.Actor.Platform,
+		r.Scope.Platform, r.Scope.Workspace, r.Scope.Channel, r.Scope.Thread,
+		r.Run, r.Cause, r.At.UTC(), payloadArg(r), r.Redacted, r.PayloadHash, r.Prev, r.Sig)
 }
 
 // readLocked reads the results of appendTx's first round trip.
@@ -266,6 +374,10 @@ func (s *Store) Redact(ctx context.Context, seq uint64, record core.Draft) (core
 	if seq == 0 {
 		return core.Command{}, fmt.Errorf("redact %s seq 0: %w", ch, core.ErrNotFound)
 	}
+	h := s.heads.get(ch)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.known = false // the redaction record moves the head; re-read it next time
 	out, err := s.appendTx(ctx, ch, seq, func(targets []core.Command) (*pgx.Batch, error) {
 		if len(targets) == 0 {
 			return nil, fmt.Errorf("target seq %d: %w", seq, core.ErrNotFound)

@@ -23,6 +23,7 @@ import (
 type Store struct {
 	pool   *pgxpool.Pool
 	signer *core.Signer
+	heads  headCache
 }
 
 var _ core.Journal = (*Store)(nil)
