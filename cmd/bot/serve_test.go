@@ -96,7 +96,12 @@ func sandboxConversation(t *testing.T, dbURL string) {
 	}
 	type msg struct {
 		ID, Thread, Author, Text string
-		Decision                 *struct {
+		Card                     *struct {
+			Title      string
+			Resolution string
+			Actions    []struct{ ID string }
+		}
+		Decision *struct {
 			Route  bool
 			Reason string
 		}
@@ -166,8 +171,47 @@ func sandboxConversation(t *testing.T, dbURL string) {
 		return false
 	})
 
+	// The gate works offline too: once the channel asks approval for
+	// writes, a remember waits for a card, and Bob's click resumes it.
+	say("alice", "<@marlowe> policy set approval write")
+	rememberID = say("alice", "<@marlowe> remember the freeze starts Monday")
+	ms := waitFor("the approval card", func(ms []msg) bool {
+		for _, m := range ms {
+			if m.Thread == rememberID && m.Card != nil && len(m.Card.Actions) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	var cardID string
+	for _, m := range ms {
+		if m.Thread == rememberID && m.Card != nil {
+			cardID = m.ID
+		}
+	}
+	click, _ := json.Marshal(map[string]string{"person": "bob", "message": cardID, "action": "approve"})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"api/click", bytes.NewReader(click))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", strings.TrimSuffix(base, "/"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("click: %s", resp.Status)
+	}
+	waitFor("the approved remember", func(ms []msg) bool {
+		for _, m := range ms {
+			if m.Thread == rememberID && m.Author == "marlowe" && strings.HasPrefix(m.Text, "Remembered") {
+				return true
+			}
+		}
+		return false
+	})
+
 	chatter := say("bob", "lunch anyone?")
-	ms := waitFor("the chatter's decision", func(ms []msg) bool {
+	ms = waitFor("the chatter's decision", func(ms []msg) bool {
 		for _, m := range ms {
 			if m.ID == chatter && m.Decision != nil {
 				return true
