@@ -66,11 +66,23 @@ func freeAddr(t *testing.T) string {
 // missing methods (chat.update, conversations.info, users.list) cost nothing
 // but warnings.
 func TestServeHTTPModeAgainstMinimalSlack(t *testing.T) {
+	t.Run("openai", func(t *testing.T) {
+		m := llmtest.NewOpenAIServer(t)
+		minimalSlackConversation(t, "openai", m.URL, m.Enqueue)
+	})
+	t.Run("anthropic", func(t *testing.T) {
+		m := llmtest.NewAnthropicServer(t)
+		minimalSlackConversation(t, "anthropic", m.URL, m.Enqueue)
+	})
+}
+
+// minimalSlackConversation runs the conversation with the given provider's
+// fake behind MARLOWE_MODEL_BASE_URL; enqueue scripts its replies.
+func minimalSlackConversation(t *testing.T, provider, modelURL string, enqueue func(...llmtest.Response)) {
 	const secret = "minimal-signing-secret"
 	fake := &minimalSlack{}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	model := llmtest.NewOpenAIServer(t)
 	addr := freeAddr(t)
 	getenv := env(map[string]string{
 		"MARLOWE_DATA_DIR":       t.TempDir(),
@@ -79,9 +91,9 @@ func TestServeHTTPModeAgainstMinimalSlack(t *testing.T) {
 		"SLACK_BOT_TOKEN":        "xoxb-minimal",
 		"SLACK_SIGNING_SECRET":   secret,
 		"MARLOWE_SLACK_API_URL":  srv.URL + "/api/",
-		"MARLOWE_MODEL_PROVIDER": "openai",
+		"MARLOWE_MODEL_PROVIDER": provider,
 		"MARLOWE_MODEL":          "fake",
-		"MARLOWE_MODEL_BASE_URL": model.URL,
+		"MARLOWE_MODEL_BASE_URL": modelURL,
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := &syncBuffer{}
@@ -126,13 +138,15 @@ func TestServeHTTPModeAgainstMinimalSlack(t *testing.T) {
 		t.Fatalf("no answer %q in thread %s; posts %v\nlogs:\n%s", text, thread, fake.all(), logs.String())
 	}
 
-	model.Enqueue(llmtest.Text("Pong from the model."))
+	// A tool step, then the answer: the provider's tool-call wire format
+	// round-trips through the real SDK.
+	enqueue(llmtest.Tools(llmtest.Call("call-1", "remember", `{"text":"ping means the deploy bot is alive"}`)), llmtest.Text("Pong from the model."))
 	if code := event("Ev1", "1700000000.000100", "", "UALICE", "<@UBOT1> ping"); code != http.StatusOK {
 		t.Fatalf("signed mention: HTTP %d", code)
 	}
 	waitAnswer("1700000000.000100", "Pong from the model.")
 
-	model.Enqueue(llmtest.Text("Second answer."))
+	enqueue(llmtest.Text("Second answer."))
 	if code := event("Ev2", "1700000000.000200", "1700000000.000100", "UBOB", "and again?"); code != http.StatusOK {
 		t.Fatalf("follow-up: HTTP %d", code)
 	}
