@@ -173,7 +173,7 @@ func applyPolicySet(pol Policy, reg *ToolRegistry, key string, value []string) (
 		ids := []string{}
 		if !clear {
 			for _, s := range list {
-				ids = append(ids, userID(s))
+				ids = append(ids, UserRef(s))
 			}
 		}
 		if key == "approvers" {
@@ -248,10 +248,10 @@ func splitList(s string) []string {
 	return out
 }
 
-// userID reads a user reference as written in a message: <@U1>, <@U1|bob>,
+// UserRef reads a user reference as written in a message: <@U1>, <@U1|bob>,
 // @U1 or U1. Platform ids are case-sensitive on some platforms, so only the
 // decoration is removed.
-func userID(s string) string {
+func UserRef(s string) string {
 	s = strings.TrimSpace(s)
 	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
 	if i := strings.IndexByte(s, '|'); i >= 0 {

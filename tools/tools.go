@@ -318,7 +318,7 @@ func DMPerson() core.Tool {
 			if err := decode(args, &a); err != nil {
 				return core.Observation{}, err
 			}
-			uid := userID(a.User)
+			uid := core.UserRef(a.User)
 			if uid == "" {
 				return core.Observation{}, fmt.Errorf("user %q is not a user id", a.User)
 			}
@@ -381,16 +381,6 @@ func channelID(s string) string {
 		s = s[:i]
 	}
 	return strings.TrimLeft(s, "#")
-}
-
-// userID reads a user reference: <@U1>, <@U1|bob>, @U1, U1.
-func userID(s string) string {
-	s = strings.TrimSpace(s)
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
-	if i := strings.IndexByte(s, '|'); i >= 0 {
-		s = s[:i]
-	}
-	return strings.TrimLeft(s, "@!")
 }
 
 // statusRecaller is a memory that can say whether recall was lexical only.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -79,14 +80,7 @@ func (s *Store) appendAfter(ctx context.Context, ch core.ChannelKey, head uint64
 	if err != nil {
 		return nil, fmt.Errorf("acquire connection: %w", err)
 	}
-	defer func() {
-		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_, _ = conn.Exec(rctx, "ROLLBACK")
-			cancel()
-		}
-		conn.Release()
-	}()
+	defer release(ctx, conn, &err)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	// 1/count(*) divides by zero when no head row matched: an error is the
@@ -156,16 +150,7 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 	if err != nil {
 		return nil, fmt.Errorf("acquire connection: %w", err)
 	}
-	defer func() {
-		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
-			// Leave the connection clean for the pool; if even this fails the
-			// pool closes the connection, which aborts the transaction.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_, _ = conn.Exec(rctx, "ROLLBACK")
-			cancel()
-		}
-		conn.Release()
-	}()
+	defer release(ctx, conn, &err)
 
 	var zero core.Hash
 	b := &pgx.Batch{}
@@ -202,6 +187,18 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 		return nil, err
 	}
 	return out, nil
+}
+
+// release returns conn to the pool, first rolling back a transaction that
+// *err left open, so the pool gets a clean connection; if even that fails the
+// pool closes the connection, which aborts the transaction.
+func release(ctx context.Context, conn *pgxpool.Conn, err *error) {
+	if *err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = conn.Exec(rctx, "ROLLBACK")
+		cancel()
+	}
+	conn.Release()
 }
 
 func queueInsert(b *pgx.Batch, ch core.ChannelKey, r core.Record) {

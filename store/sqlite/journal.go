@@ -44,10 +44,15 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 	return out, nil
 }
 
-// inTx runs fn in a write transaction (BEGIN IMMEDIATE, see dsn) and
-// commits when it returns nil.
+// inTx runs fn in a write transaction on the store's write connection.
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+	return writeTx(ctx, s.w, fn)
+}
+
+// writeTx runs fn in a write transaction on w (BEGIN IMMEDIATE, see dsn)
+// and commits when it returns nil.
+func writeTx(ctx context.Context, w *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

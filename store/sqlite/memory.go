@@ -95,17 +95,7 @@ func getEntry(ctx context.Context, q memQuerier, ch core.ChannelKey, id string) 
 // write runs fn in a write transaction (BEGIN IMMEDIATE on the single
 // write connection).
 func (ix *MemoryIndex) write(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := ix.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		return errors.Join(err, ignoreDone(tx.Rollback()))
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return writeTx(ctx, ix.w, fn)
 }
 
 // read runs fn in a read transaction: one WAL snapshot for all its queries.
