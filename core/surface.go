@@ -90,3 +90,12 @@ type Surface interface {
 	// is untrusted context.
 	History(ctx context.Context, thread Scope, limit int) ([]Event, error)
 }
+
+// Administrators is an optional Surface capability: the platform says who
+// administers a channel (Slack workspace admins and owners, Discord members
+// with Administrator or the guild owner, Telegram chat administrators).
+// Governance asks it before refusing a policy change; an error counts as
+// "not an admin".
+type Administrators interface {
+	IsAdmin(ctx context.Context, scope Scope, userID string) (bool, error)
+}
