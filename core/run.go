@@ -680,7 +680,7 @@ func (d *driver) interrupted(ctx context.Context, cs *callState, tool Tool, args
 	return d.execute(ctx, cs, tool, args)
 }
 
-func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, _ map[string]any) (bool, error) {
+func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, args map[string]any) (bool, error) {
 	rs := d.rs
 	trust := Trusted
 	if rs.tainted {
@@ -694,12 +694,15 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, _ map[st
 	if d.e.cfg.Memory != nil {
 		tc.Memory = d.e.cfg.Memory(rs.Scope.Key())
 	}
-	raw := strings.TrimSpace(cs.call.Args)
-	if raw == "" {
-		raw = "{}"
+	// The tool gets exactly the object the gate judged, re-encoded: never
+	// the model's bytes, whose duplicate or case-variant keys a struct
+	// decoder would resolve differently.
+	raw, err := canonicalArgs(args)
+	if err != nil {
+		return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "invalid", Error: err.Error()})
 	}
 	tctx, cancel := context.WithTimeout(ctx, d.e.cfg.ToolTimeout)
-	obs, err := runTool(tctx, tool, tc, json.RawMessage(raw))
+	obs, err := runTool(tctx, tool, tc, raw)
 	cancel()
 	if ctx.Err() != nil {
 		return false, ctx.Err() // stopping: the call re-runs on resume
