@@ -59,6 +59,9 @@ type Budgets struct {
 	DailyTokens int
 }
 
+// DefaultMaxInputChars is how much of one message a model sees by default.
+const DefaultMaxInputChars = 8000
+
 // Default budgets.
 const (
 	DefaultMaxSteps  = 12
@@ -117,6 +120,13 @@ type EngineConfig struct {
 	ToolTimeout time.Duration
 	// Name is how the bot introduces itself to the model (default "Marlowe").
 	Name string
+	// MaxInputChars caps how much of any one person's message a model sees
+	// (default DefaultMaxInputChars); the journal keeps the message whole.
+	MaxInputChars int
+	// Operators administer every channel of their platform (MARLOWE_ADMINS).
+	// With none, a channel's admins come from the platform and from policy
+	// set by an existing admin; with no admin known, policy is read-only.
+	Operators []Operator
 }
 
 // Engine is the run loop: ingress (Deliver), one serial consumer per thread
@@ -198,6 +208,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	if e.cfg.ApprovalTTL <= 0 {
 		e.cfg.ApprovalTTL = DefaultApprovalTTL
+	}
+	if e.cfg.MaxInputChars <= 0 {
+		e.cfg.MaxInputChars = DefaultMaxInputChars
 	}
 	if e.cfg.ModelRetries < 0 {
 		e.cfg.ModelRetries = 0

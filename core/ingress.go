@@ -125,7 +125,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 		if err != nil {
 			return nil, err
 		}
-		rsd, err := e.b.Agent(runID, runScope, Meta{Cause: mr.ID()}, &RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.history[thread])})
+		rsd, err := e.b.Agent(runID, runScope, Meta{Cause: mr.ID()}, &RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.history[thread]), InputLimit: e.cfg.MaxInputChars})
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 const (
@@ -244,7 +245,12 @@ func (d *driver) modelStep(ctx context.Context) error {
 		if h == nil {
 			return d.fail(ctx, RunBroken, "the run has no message to answer")
 		}
-		gr := grammarStep(rs, pol, d.e.tools, h.author, h)
+		var gov *governance
+		if parseGrammar(h.text).kind == gPolicySet {
+			g := d.e.governs(ctx, rs.Scope, h.author, pol)
+			gov = &g
+		}
+		gr := grammarStep(rs, pol, d.e.tools, gov, h)
 		reply, newPolicy, by = gr.reply, gr.policy, h.author
 	} else {
 		var err error
@@ -902,6 +908,9 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 		text := strings.TrimSpace(st.text)
 		if text == "" {
 			text = "Done."
+		}
+		if h := rs.latestHuman(); h != nil && rs.inputLimit > 0 && utf8.RuneCountInString(h.text) > rs.inputLimit {
+			text += fmt.Sprintf("\n\n_(Your message was long: I read only its first %d characters.)_", rs.inputLimit)
 		}
 		out := Outbound{Key: EffectID(rs.Scope.Key(), st.seq, 0), Scope: rs.Scope, Text: text, Priority: PriorityHigh}
 		if _, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: RoleAnswer, answering: rs.latestHuman()}); err != nil {
