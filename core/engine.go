@@ -156,6 +156,7 @@ type Engine struct {
 	cancel   context.CancelFunc
 	stopLink func() bool
 	threads  map[threadKey]*mailbox
+	expiries map[string]*time.Timer // approval id → deadline timer
 	wg       sync.WaitGroup
 	idle     *sync.Cond
 	busy     int
@@ -261,7 +262,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			run string
 		}
 		var picks []pick
-		var overdue []*approvalView
+		var overdue, waiting []*approvalView
 		now := e.now()
 		if err := v.with(ctx, func() {
 			for _, r := range v.runs {
@@ -273,6 +274,8 @@ func (e *Engine) Start(ctx context.Context) error {
 			for _, a := range v.approvals {
 				if a.pending() && !now.Before(a.ExpiresAt) {
 					overdue = append(overdue, a)
+				} else if a.pending() {
+					waiting = append(waiting, a)
 				}
 			}
 		}); err != nil {
@@ -282,6 +285,9 @@ func (e *Engine) Start(ctx context.Context) error {
 			if err := e.expire(ctx, v, a.ID); err != nil {
 				return fmt.Errorf("engine start: %w", err)
 			}
+		}
+		for _, a := range waiting {
+			e.armExpiry(ch, a.Scope.Thread, a.ID, a.ExpiresAt)
 		}
 		for _, p := range picks {
 			e.enqueue(p.key, job{run: p.run, resume: true})
@@ -298,6 +304,7 @@ func (e *Engine) Start(ctx context.Context) error {
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	e.closed = true
+	e.stopExpiriesLocked()
 	if e.stopLink != nil {
 		e.stopLink()
 	}
@@ -367,9 +374,11 @@ const driveAttempts = 3
 
 // job is one unit of a thread's mailbox.
 type job struct {
-	run    string // drive this run
-	resume bool   // first drive after a restart: re-issue the last checklist edit
-	notice *notice
+	run      string // drive this run
+	resume   bool   // first drive after a restart: re-issue the last checklist edit
+	notice   *notice
+	expire   string     // an approval whose deadline passed
+	expireCh ChannelKey // its channel
 }
 
 // notice is a reply that is not part of a run's loop (a refused click).
@@ -439,6 +448,10 @@ func (e *Engine) handle(ctx context.Context, j job) {
 	case j.notice != nil:
 		if err := e.postNotice(ctx, j.notice); err != nil && ctx.Err() == nil {
 			e.log.Warn("post notice failed", "run", j.notice.run, "error", err)
+		}
+	case j.expire != "":
+		if err := e.expireDue(ctx, j.expireCh, j.expire); err != nil && ctx.Err() == nil {
+			e.log.Error("approval expiry failed", "approval", j.expire, "error", err)
 		}
 	case j.run != "":
 		// A failed drive (platform or store trouble) is retried a few times:

@@ -667,6 +667,7 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		if _, err := d.appendRun(ctx, nil, req, pd, ad); err != nil {
 			return false, err
 		}
+		d.e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
 		d.e.log.Info("approval requested", "run", rs.ID, "tool", tool.Name, "approval", ar.ApprovalID)
 		return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
 	}
@@ -759,6 +760,7 @@ func (d *driver) escalate(ctx context.Context, cs *callState, tool Tool, esc *Es
 	if _, err := d.appendRun(ctx, nil, ad); err != nil {
 		return false, err
 	}
+	d.e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
 	return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
 }
 
