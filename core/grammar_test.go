@@ -24,7 +24,7 @@ func memTools() []core.Tool {
 			Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
 				var a struct{ Text string }
 				_ = json.Unmarshal(args, &a)
-				id, err := tc.Memory.Remember(ctx, a.Text, core.Provenance{Origin: tc.Origin})
+				id, err := tc.Memory.Remember(ctx, a.Text)
 				return core.Observation{Text: "Remembered (id " + id + ").", Trust: core.Trusted}, err
 			}},
 		{Name: "recall", Consequence: core.Read, Schema: obj(`"query":{"type":"string"}`, "query"),

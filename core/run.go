@@ -699,7 +699,11 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, args map
 		CallID:  cs.call.ID, Origin: cs.reqID, EffectKey: EffectID(rs.Scope.Key(), cs.reqSeq, 0), Trust: trust,
 	}
 	if d.e.cfg.Memory != nil {
-		tc.Memory = d.e.cfg.Memory(rs.Scope.Key())
+		// The write's actor is the run whose tool.requested caused it.
+		tc.Memory = BindMemory(d.e.cfg.Memory(rs.Scope.Key()), Provenance{
+			Origin: cs.reqID, Actor: Actor{Type: ActorAgent, ID: rs.ID, Platform: rs.Scope.Platform},
+			Trust: string(trust), Derivation: tool.Name + " tool on behalf of " + rs.Requester.ID,
+		})
 	}
 	// The tool gets exactly the object the gate judged, re-encoded: never
 	// the model's bytes, whose duplicate or case-variant keys a struct
