@@ -388,6 +388,9 @@ type notice struct {
 	text  string
 	run   string
 	cause string // command that requested it; "" when nothing was journaled
+	// to, when set, makes the notice ephemeral: only this person sees it,
+	// and nothing is posted where a surface cannot do that.
+	to string
 }
 
 // mailbox is one thread's queue and its single consumer. No two goroutines
