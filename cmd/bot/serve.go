@@ -18,6 +18,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/sandbox"
 	"github.com/marlowe-bot/marlowe/adapters/slack"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/llm"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
@@ -77,7 +78,8 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		log.Info("memory recall is lexical only (no embedding model configured)", "configure", "MARLOWE_EMBEDDING_MODEL=<name> [MARLOWE_EMBEDDING_BASE_URL=...]")
 	}
 
-	registry, err := core.NewToolRegistry(tools.Builtins(tools.Options{})...)
+	// One egress client for every tool: public addresses only, no proxy.
+	registry, err := core.NewToolRegistry(tools.Builtins(tools.Options{HTTPClient: egress.NewClient()})...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
