@@ -144,6 +144,10 @@ func (e *Engine) postNotice(ctx context.Context, n *notice) error {
 	if err != nil {
 		return err
 	}
+	if ep, ok := s.(EphemeralPoster); ok && n.to != "" {
+		// Seen by one person, not part of the channel: nothing to journal.
+		return ep.PostEphemeral(ctx, n.scope, n.to, n.text)
+	}
 	_, err = e.post(ctx, s, nil, Outbound{Key: n.key, Scope: n.scope, Text: n.text, Priority: PriorityHigh},
 		postRecord{run: n.run, cause: n.cause, role: RoleNotice})
 	return err

@@ -366,6 +366,7 @@ type notice struct {
 	text  string
 	run   string
 	cause string // command that requested it; "" when nothing was journaled
+	to    string // the one person it is for; posted ephemerally where the surface can
 }
 
 // mailbox is one thread's queue and its single consumer. No two goroutines

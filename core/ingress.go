@@ -163,7 +163,7 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 		if click.Scope.Validate() == nil {
 			h := sha256.Sum256([]byte(click.Token + "\x00" + click.By.ID))
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
-				key: "forged" + hex.EncodeToString(h[:10]), scope: click.Scope,
+				key: "forged" + hex.EncodeToString(h[:10]), scope: click.Scope, to: click.By.ID,
 				text: "⚠️ That button could not be verified, so nothing was done.",
 			}})
 		}
@@ -177,7 +177,7 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 		e.log.Warn("card click refused: unknown approval", "approval", id, "by", click.By.ID)
 		if click.Scope.Validate() == nil {
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
-				key: "unknown" + id + click.By.ID, scope: click.Scope,
+				key: "unknown" + id + click.By.ID, scope: click.Scope, to: click.By.ID,
 				text: "⚠️ I can't find the request behind that button, so nothing was done.",
 			}})
 		}

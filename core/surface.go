@@ -91,6 +91,14 @@ type Surface interface {
 	History(ctx context.Context, thread Scope, limit int) ([]Event, error)
 }
 
+// EphemeralPoster is an optional Surface capability: a message in a channel
+// that only one person sees (Slack's ephemeral messages). The refusal of a
+// button press nobody can vouch for goes there, to the person who pressed
+// it, so a forged button cannot make the bot speak to the whole channel.
+type EphemeralPoster interface {
+	PostEphemeral(ctx context.Context, scope Scope, userID, text string) error
+}
+
 // Administrators is an optional Surface capability: the platform says who
 // administers a channel (Slack workspace admins and owners, Discord members
 // with Administrator or the guild owner, Telegram chat administrators).
