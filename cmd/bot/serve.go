@@ -117,7 +117,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(filter, mem), promhttp.HandlerOpts{}))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
