@@ -43,14 +43,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if cfg.RedisURL != "" {
 		opt, err := goredis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			return fmt.Errorf("MARLOWE_REDIS_URL: %w", err)
+			return fmt.Errorf("MARLOWE_REDIS_URL: %s", redactDSN(err.Error())) // url.Error quotes the URL
 		}
 		rdb = goredis.NewClient(opt)
 		defer rdb.Close()
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("connect to redis %s: %w", redactURL(cfg.RedisURL), err)
+			return fmt.Errorf("connect to redis %s: %w", redactDSN(cfg.RedisURL), err)
 		}
-		log.Info("redis ready", "url", redactURL(cfg.RedisURL))
+		log.Info("redis ready", "url", redactDSN(cfg.RedisURL))
 	}
 
 	filter, err := newFilter(ctx, st.Journal, rdb, log)
