@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -240,6 +241,7 @@ func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
 		sb, err := sandbox.New(sandbox.Config{
 			Addr:     cfg.Getenv("MARLOWE_SANDBOX_ADDR"),
+			Hosts:    strings.Split(cfg.Getenv("MARLOWE_SANDBOX_HOSTS"), ","), // besides loopback names
 			Logger:   log,
 			DataFile: filepath.Join(cfg.DataDir, "sandbox.jsonl"),
 		})
