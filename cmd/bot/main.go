@@ -45,10 +45,10 @@ func main() {
 	if err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
-			fmt.Fprintln(os.Stderr, "bot:", ee.err)
+			fmt.Fprintln(os.Stderr, "bot:", redactDSN(ee.err.Error()))
 			os.Exit(ee.code)
 		}
-		fmt.Fprintln(os.Stderr, "bot:", err)
+		fmt.Fprintln(os.Stderr, "bot:", redactDSN(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -73,9 +73,13 @@ func qaApprovalClicks(t *testing.T) {
 	// 2. A forged value (the MAC of another action, or garbage).
 	forged := approve[:len(approve)-3] + "AAA"
 	click(qaBob, "approve", forged)
-	b.waitPost("refusal of a forged value", func(p slackfake.Post) bool {
-		return p.ThreadTS == root && strings.Contains(p.Text, "could not be verified")
+	// Refused to Bob alone (ephemeral), never in the channel.
+	b.waitEphemeral("refusal of a forged value", func(e slackfake.Ephemeral) bool {
+		return e.User == qaBob && e.ThreadTS == root && strings.Contains(e.Text, "could not be verified")
 	})
+	if n := b.count(hasText("could not be verified")); n != 0 {
+		t.Fatalf("the forged-click refusal was posted publicly %d times", n)
+	}
 	swapped := strings.Replace(btn["decline"], ".d", ".a", 1)
 	click(qaBob, "approve", swapped)
 	if n := b.count(inChannel(qaOther)); n != 0 {

@@ -48,7 +48,7 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 			pg.Close()
 			return nil, fmt.Errorf("open postgres memory index: %w", err)
 		}
-		return &stores{Journal: pg, Memory: mix, Signer: signer, Desc: "postgres " + redactURL(cfg.DatabaseURL), KeySrc: keySrc,
+		return &stores{Journal: pg, Memory: mix, Signer: signer, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
 			close: func() { mix.Close(); pg.Close() }}, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
