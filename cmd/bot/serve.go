@@ -36,7 +36,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return err
 	}
 	defer st.Close()
-	log.Info("store ready", "store", st.Desc, "signing_key", st.KeySrc, "data_dir", cfg.DataDir)
+	trusted, err := checkJournalSigners(ctx, cfg, st)
+	if err != nil {
+		return err
+	}
+	log.Info("store ready", "store", st.Desc, "signing_key", st.KeySrc, "key_id", st.Signer.KeyID(), "verify_keys", trusted.KeyIDs()[1:], "data_dir", cfg.DataDir)
 
 	// Redis, when configured, holds intent windows and dedupe keys so that
 	// several replicas agree; without it both live in this process.
