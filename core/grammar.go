@@ -137,7 +137,7 @@ func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, gov *governance, 
 	}
 	switch cmd.kind {
 	case gHelp:
-		return text(helpText)
+		return text(helpText + inboxHelpText)
 	case gRemember:
 		return call("remember", map[string]any{"text": cmd.arg})
 	case gRecall:
