@@ -180,11 +180,18 @@ func inboxCard(card *Card, ar *ApprovalRequested, where Scope) *Card {
 // whose DM cannot be opened is told once, in the thread, that the request
 // waits there and how to enable DMs; nothing blocks on a DM.
 func (d *driver) showInbox(ctx context.Context, a *runApproval) error {
+	fresh := false
+	defer func() {
+		if fresh {
+			d.refreshHomes(ctx, a)
+		}
+	}()
 	for i, u := range a.req.Notify {
 		eff := inboxEffect(a, i)
 		if _, ok := d.rs.Effects[eff]; ok {
 			continue
 		}
+		fresh = true
 		dm, err := d.s.OpenDM(ctx, u)
 		if err == nil {
 			var card *Card

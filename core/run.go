@@ -838,6 +838,7 @@ func (d *driver) showResolution(ctx context.Context, a *runApproval) error {
 	if a.res == nil {
 		return nil
 	}
+	homes := false
 	for _, eff := range d.renderings(a) {
 		if eff == d.cardEffect(a) && a.cardShown >= a.resSeq {
 			continue
@@ -856,6 +857,10 @@ func (d *driver) showResolution(ctx context.Context, a *runApproval) error {
 		if err := d.e.cosmetic(ctx, d.e.edit(ctx, d.s, d.rs, eff, ref, Outbound{Text: card.Title + "\n" + card.Resolution, Card: card, Priority: PriorityHigh})); err != nil {
 			return err
 		}
+		homes = homes || eff != d.cardEffect(a)
+	}
+	if homes {
+		d.refreshHomes(ctx, a)
 	}
 	return nil
 }
