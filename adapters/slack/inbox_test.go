@@ -116,8 +116,12 @@ func buttons(t *testing.T, blocks json.RawMessage) map[string]string {
 // cards waits for the approval card in the thread and in Bob's DM.
 func cards(t *testing.T, f *slackfake.Server) (thread, dm slackfake.Post) {
 	t.Helper()
-	thread = waitPost(t, f, func(p slackfake.Post) bool { return p.Channel == chPublic && strings.Contains(string(p.Blocks), `"approve"`) })
-	dm = waitPost(t, f, func(p slackfake.Post) bool { return p.Channel == dmBob && strings.Contains(string(p.Blocks), `"approve"`) })
+	thread = waitPost(t, f, func(p slackfake.Post) bool {
+		return p.Channel == chPublic && strings.Contains(string(p.Blocks), `"approve"`)
+	})
+	dm = waitPost(t, f, func(p slackfake.Post) bool {
+		return p.Channel == dmBob && strings.Contains(string(p.Blocks), `"approve"`)
+	})
 	return thread, dm
 }
 
@@ -174,7 +178,9 @@ func TestSlackApprovalDecidedFromTheDMInbox(t *testing.T) {
 	ackAll(t, f, []string{id})
 	waitDecided(t, f, thread, "Approved by")
 	waitDecided(t, f, dm, "Approved by")
-	waitPost(t, f, func(p slackfake.Post) bool { return p.Channel == chPublic && strings.Contains(p.Text, "Deploy finished") })
+	waitPost(t, f, func(p slackfake.Post) bool {
+		return p.Channel == chPublic && strings.Contains(p.Text, "Deploy finished")
+	})
 	if n := deploys(); n != 1 {
 		t.Errorf("deploys = %d", n)
 	}
