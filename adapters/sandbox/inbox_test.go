@@ -69,5 +69,7 @@ func TestInboxBehindSandbox(t *testing.T) {
 		t.Error("a resolved card accepted a click")
 	}
 	say(t, base, "carol", "dm-carol", "", "inbox")
-	waitMsg("Carol's inbox", func(m message) bool { return m.Bot && m.Channel == "dm-carol" && strings.Contains(m.Text, "Nothing waits for you") })
+	waitMsg("Carol's inbox", func(m message) bool {
+		return m.Bot && m.Channel == "dm-carol" && strings.Contains(m.Text, "Nothing waits for you")
+	})
 }
