@@ -476,3 +476,54 @@ func TestEscalationAnsweredByTheNamedPersonFromTheirDM(t *testing.T) {
 		t.Errorf("thread card = %+v", c)
 	}
 }
+
+// A second replica (its own engine over the same journal, started before
+// the request existed) folds the same inbox and decides a DM click.
+func TestAnotherReplicaShowsTheInboxAndTakesTheDMClick(t *testing.T) {
+	log := &toolLog{}
+	m := coretest.NewScriptedModel(
+		coretest.Calls(coretest.Call("c1", "wipe", `{"id":"42"}`)),
+		func(v core.View) (core.Reply, error) { return core.Reply{Text: "result: " + lastText(v)}, nil },
+	)
+	h := newHarness(t, m, []core.Tool{wipeTool(log)}, func(c *core.EngineConfig) {
+		c.DefaultPolicy = core.Policy{Approvers: []string{bob.ID}}
+	})
+	replica := func() *core.Engine {
+		e, err := core.NewEngine(h.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	reader, other := replica(), replica()
+
+	h.deliver(h.mention(alice, "C1", "wipe record 42"))
+	h.idle()
+	cards := dmCards(h, bob)
+	if len(cards) != 1 {
+		t.Fatalf("bob's DM cards = %d", len(cards))
+	}
+	items, err := reader.Inbox(context.Background(), platform, bob.ID)
+	if err != nil || len(items) != 1 {
+		t.Fatalf("the other replica's inbox for Bob = %+v, %v", items, err)
+	}
+	click := core.CardClick{Scope: dmScope(bob), Token: token(cards[0].Out.Card, "approve"), By: bob, At: h.clk.Now()}
+	if err := other.Deliver(context.Background(), core.Inbound{Click: &click}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := other.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.get(); len(got) != 1 {
+		t.Fatalf("wipes = %v", got)
+	}
+	if c := current(t, h, threadCards(h, "C1")[0]); !strings.Contains(c.Resolution, "Approved by Bob") {
+		t.Errorf("thread card = %+v", c)
+	}
+}

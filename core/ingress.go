@@ -324,6 +324,12 @@ func (e *Engine) findApproval(ctx context.Context, sc Scope, id string) (*chanVi
 	look := func(v *chanView) *approvalView {
 		var a *approvalView
 		_ = v.with(ctx, func() {
+			if v.approvals[id] == nil {
+				// Another replica may have appended it since this one folded.
+				if err := v.catchUp(ctx); err != nil {
+					e.log.Warn("catch up channel for a click", "channel", string(v.key), "error", err)
+				}
+			}
 			if x := v.approvals[id]; x != nil {
 				cp := *x
 				a = &cp
@@ -347,6 +353,27 @@ func (e *Engine) findApproval(ctx context.Context, sc Scope, id string) (*chanVi
 	}
 	e.chMu.Unlock()
 	for _, v := range views {
+		if a := look(v); a != nil {
+			return v, a, nil
+		}
+	}
+	// A click from a DM inbox names no channel; the approval may live in a
+	// channel this replica has not loaded yet (another replica started it).
+	chs, err := e.j.Channels(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("find approval %s: %w", id, err)
+	}
+	for _, ch := range chs {
+		e.chMu.Lock()
+		_, loaded := e.channels[ch]
+		e.chMu.Unlock()
+		if loaded {
+			continue
+		}
+		v, err := e.channel(ctx, ch)
+		if err != nil {
+			return nil, nil, err
+		}
 		if a := look(v); a != nil {
 			return v, a, nil
 		}
