@@ -168,6 +168,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		log.Info("surface running", "platform", name)
 	}
 
+	if rdb != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watchRedisEpoch(runCtx, redisEpochInterval, st.Journal, redisstore.NewWindowStore(rdb, "marlowe:"), redisstore.NewEpoch(rdb, "marlowe:"), log)
+		}()
+	}
+
 	<-runCtx.Done()
 	log.Info("shutting down")
 	stopRuns()
@@ -190,28 +198,20 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 // newFilter builds the intent filter over Redis windows (shared by replicas)
 // or in-process windows rebuilt from the journal's message.posted commands.
+// Redis windows are rebuilt too whenever Redis comes up empty (see
+// watchRedisEpoch).
 func newFilter(ctx context.Context, j core.Journal, rdb *goredis.Client, log *slog.Logger) (*intent.Filter, error) {
 	if rdb != nil {
-		return intent.NewFilter(redisstore.NewWindowStore(rdb, "marlowe:"), nil, intent.WithLogger(log)), nil
+		ws := redisstore.NewWindowStore(rdb, "marlowe:")
+		if _, err := rebuildIfLost(ctx, j, ws, redisstore.NewEpoch(rdb, "marlowe:"), log); err != nil {
+			return nil, err
+		}
+		return intent.NewFilter(ws, nil, intent.WithLogger(log)), nil
 	}
 	store := intent.NewMemoryStore(nil)
-	chs, err := j.Channels(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("rebuild windows: %w", err)
+	if _, err := rebuildWindows(ctx, j, store, log); err != nil {
+		return nil, err
 	}
-	total := 0
-	for _, ch := range chs {
-		cmds, err := j.Read(ctx, ch, 1, 0)
-		if err != nil {
-			return nil, fmt.Errorf("rebuild windows of %s: %w", ch, err)
-		}
-		n, err := intent.Rebuild(ctx, store, cmds, nil, time.Now())
-		if err != nil {
-			return nil, fmt.Errorf("rebuild windows of %s: %w", ch, err)
-		}
-		total += n
-	}
-	log.Info("intent windows rebuilt from the journal", "channels", len(chs), "open_windows", total)
 	return intent.NewFilter(store, nil, intent.WithLogger(log)), nil
 }
 
