@@ -51,6 +51,7 @@ func (e *Engine) drive(ctx context.Context, runID string, resume bool) error {
 	if err != nil {
 		return fmt.Errorf("drive run %s: %w", runID, journalFailed(err))
 	}
+	rs.resumed = resume
 	d := &driver{e: e, rs: rs, v: v, s: s}
 	d.grammar = e.offline || parseGrammar(rs.Instruction).deterministic()
 	if err := d.run(ctx, resume); err != nil {
