@@ -12,9 +12,11 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -55,8 +57,8 @@ type Adapter struct {
 	members *ttlCache[[]string]
 	hints   *ttlCache[string] // message id → name of the thread to open on it
 	ledger  *postLedger
-	pacer  *pacer
-	seen   *lookalikes
+	pacer   *pacer
+	seen    *lookalikes
 
 	// run state
 	runMu   sync.RWMutex
@@ -66,7 +68,10 @@ type Adapter struct {
 	queues  []chan inbound
 	stop    chan struct{}
 	bg      sync.WaitGroup
-	wake    chan struct{} // a socket closed: the supervisor reopens
+	dialer  *websocket.Dialer
+	// reidentify is the pause before IDENTIFY after a non-resumable
+	// INVALID_SESSION (Discord asks for 1–5 s).
+	reidentify func() time.Duration
 }
 
 var (
@@ -134,7 +139,10 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		client: &http.Client{Timeout: 30 * time.Second},
 		chans:  newChanCache(20000),
 		seen:   newLookalikes(),
-		wake:   make(chan struct{}, 1),
+		dialer: &websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment},
+		reidentify: func() time.Duration {
+			return time.Second + rand.N(4*time.Second)
+		},
 	}
 	a.ledger = newPostLedger(a.now, 24*time.Hour, 50000)
 	a.pacer = newPacer(a.now, paceConfig{interval: time.Second, burst: 5}, a.log)
@@ -152,15 +160,9 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		a.dedupe = NewMemoryDeduper(a.now)
 	}
 
+	// The session is used for REST only; the gateway is driven by
+	// gateway() (see its comment for why not Session.Open).
 	sess.Client = a.client
-	sess.Dialer = &websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment}
-	sess.Identify.Intents = Intents
-	// Events are handled in gateway order on the reading goroutine; the
-	// handlers only enqueue, so ordering is ours and reading never waits
-	// on the engine for long.
-	sess.SyncEvents = true
-	// Reconnects are supervised by Run (see supervise): discordgo's own loop
-	// cannot be stopped and would outlive Run.
 	sess.ShouldReconnectOnError = false
 	sess.ShouldReconnectVoiceOnSessionError = false
 	// 429s come back to the pacer, which waits retry_after with the
@@ -172,7 +174,6 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	// The adapter keeps its own small caches (channels, guild roles) as
 	// values; discordgo's State hands out shared pointers.
 	sess.StateEnabled = false
-	a.addHandlers()
 	return a, nil
 }
 
@@ -222,4 +223,12 @@ func (a *Adapter) setIdentity(u *discordgo.User) identity {
 		a.log.Warn("discord: bot user id changed", "old", old.userID, "new", id.userID)
 	}
 	return id
+}
+
+// readyUser takes the bot user from READY.
+func (a *Adapter) readyUser(raw json.RawMessage) {
+	var u discordgo.User
+	if len(raw) > 0 && json.Unmarshal(raw, &u) == nil && u.ID != "" {
+		a.setIdentity(&u)
+	}
 }

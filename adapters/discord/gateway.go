@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -19,13 +20,14 @@ type inbound struct {
 }
 
 // Run implements core.Surface: it resolves the bot's identity
-// (users/@me), opens the gateway session (GET gateway/bot, IDENTIFY with
-// Intents) and receives until ctx ends, reopening the socket whenever it
-// closes — discordgo RESUMEs at the resume_gateway_url from READY with the
-// session id and last sequence, and Discord replays what was missed; a
-// non-resumable invalid session IDENTIFYs afresh. Messages are delivered in
-// gateway order per channel. It returns when ctx ends and its goroutines
-// are done.
+// (users/@me), reads the gateway URL from GET gateway/bot, IDENTIFYs with
+// Intents and receives until ctx ends. Whenever the socket closes (op 7, a
+// resumable op 9, a drop, a missed heartbeat ack) it RESUMEs at the
+// resume_gateway_url from READY with the session id and last sequence, and
+// Discord replays what was missed; a non-resumable session IDENTIFYs
+// afresh. Messages are delivered in gateway order per channel, once. It
+// returns when ctx ends and its goroutines are done, or with an error when
+// Discord refuses the token or the intents.
 func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.Inbound) error) error {
 	if deliver == nil {
 		return errors.New("discord: Run needs a deliver func")
@@ -44,7 +46,6 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 	a.runMu.Unlock()
 
 	defer func() {
-		_ = a.sess.Close() // a no-op when the socket is already closed
 		close(stop)
 		a.runMu.Lock()
 		a.running, a.deliver, a.queues = false, nil, nil
@@ -55,139 +56,86 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 
 	ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	id, err := a.refreshIdentity(ictx)
+	if err != nil {
+		cancel()
+		return err
+	}
+	gw, err := a.sess.GatewayBot(discordgo.WithContext(ictx))
 	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("discord: GET gateway/bot: %w", err)
+	}
+	if gw.URL == "" {
+		return errors.New("discord: GET gateway/bot returned no url")
 	}
 	for i, q := range queues {
 		a.bg.Go(func() { a.work(ctx, i, q, stop) })
 	}
-	a.drainWake()
-	if err := a.sess.Open(); err != nil {
-		return fmt.Errorf("discord: open gateway: %w", err)
-	}
-	a.log.Info("discord: connected as bot user", "user", id.userID, "name", id.name)
-	a.supervise(ctx)
-	return nil
+	a.log.Info("discord: connecting", "user", id.userID, "name", id.name, "gateway", gw.URL)
+	return a.gateway(ctx, gw.URL)
 }
 
-// supervise reopens the gateway socket after each close until ctx ends.
-// discordgo's Open resumes when it holds a session id and sequence (after
-// op 7, a dropped socket or a resumable op 9) and identifies otherwise.
-func (a *Adapter) supervise(ctx context.Context) {
-	backoff := 250 * time.Millisecond
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.wake:
-		}
-		for {
-			if ctx.Err() != nil {
-				return
+func (a *Adapter) noteGuild(g *discordgo.Guild) {
+	for _, c := range append(append([]*discordgo.Channel(nil), g.Channels...), g.Threads...) {
+		if c != nil {
+			if c.GuildID == "" {
+				c.GuildID = g.ID
 			}
-			err := a.sess.Open()
-			if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
-				backoff = 250 * time.Millisecond
-				break
-			}
-			a.log.Warn("discord: gateway reconnect failed; retrying", "err", err, "in", backoff)
-			if sleep(ctx, backoff) != nil {
-				return
-			}
-			backoff = min(backoff*2, time.Minute)
+			a.chans.put(c.ID, infoOf(c))
 		}
 	}
+	a.guilds.drop(g.ID) // roles and owner are read afresh when needed
 }
 
-func (a *Adapter) drainWake() {
-	select {
-	case <-a.wake:
-	default:
-	}
-}
-
-// addHandlers registers the gateway handlers. With SyncEvents they run on
-// discordgo's reading goroutine, in gateway order; they only record and
-// enqueue.
-func (a *Adapter) addHandlers() {
-	s := a.sess
-	s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) {
-		if r.User != nil {
-			a.setIdentity(r.User)
-		}
-		a.log.Info("discord: session ready", "session", r.SessionID, "guilds", len(r.Guilds))
-	})
-	s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Resumed) {
-		a.log.Info("discord: session resumed")
-		a.background(func(ctx context.Context) {
-			ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			defer cancel()
-			if _, err := a.refreshIdentity(ictx); err != nil && ctx.Err() == nil {
-				a.log.Warn("discord: identity refresh after resume failed", "err", err)
-			}
-		})
-	})
-	s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Disconnect) {
-		select {
-		case a.wake <- struct{}{}:
-		default:
-		}
-	})
-	s.AddHandler(func(_ *discordgo.Session, g *discordgo.GuildCreate) {
-		if g.Guild == nil {
+// dispatch handles one DISPATCH on the reading goroutine, in gateway
+// order. It only records and enqueues.
+func (a *Adapter) dispatch(t string, d json.RawMessage) {
+	switch t {
+	case "MESSAGE_CREATE":
+		var m discordgo.Message
+		if err := json.Unmarshal(d, &m); err != nil || m.ID == "" || m.ChannelID == "" {
+			a.log.Warn("discord: malformed MESSAGE_CREATE dropped", "err", err)
 			return
 		}
-		for _, c := range append(append([]*discordgo.Channel(nil), g.Channels...), g.Threads...) {
-			if c != nil {
-				if c.GuildID == "" {
-					c.GuildID = g.ID
-				}
-				a.chans.put(c.ID, infoOf(c))
-			}
+		a.enqueue(m.ChannelID, inbound{msg: &m})
+	case "MESSAGE_UPDATE":
+		// Not delivered: an edit never addresses the bot (the filter
+		// ignores edits), and its text must not be recorded.
+	case "INTERACTION_CREATE":
+		var i discordgo.Interaction
+		if err := json.Unmarshal(d, &i); err != nil || i.ID == "" {
+			a.log.Warn("discord: malformed INTERACTION_CREATE dropped", "err", err)
+			return
 		}
-		a.guilds.drop(g.ID) // roles and owner are read afresh when needed
-	})
-	s.AddHandler(func(_ *discordgo.Session, g *discordgo.GuildUpdate) {
-		if g.Guild != nil {
+		// Clicks do not queue behind messages: the 3 s ack is per click.
+		a.background(func(ctx context.Context) { a.handleInteraction(ctx, &i, a.respondGateway) })
+	case "GUILD_CREATE":
+		var g discordgo.Guild
+		if json.Unmarshal(d, &g) == nil && g.ID != "" {
+			a.noteGuild(&g)
+		}
+	case "GUILD_UPDATE", "GUILD_DELETE", "GUILD_ROLE_CREATE", "GUILD_ROLE_UPDATE", "GUILD_ROLE_DELETE":
+		var g struct {
+			ID      string `json:"id"`
+			GuildID string `json:"guild_id"`
+		}
+		if json.Unmarshal(d, &g) == nil {
+			a.guilds.drop(g.GuildID)
 			a.guilds.drop(g.ID)
 		}
-	})
-	s.AddHandler(func(_ *discordgo.Session, r *discordgo.GuildRoleUpdate) {
-		if r.GuildRole != nil {
-			a.guilds.drop(r.GuildID)
+	case "CHANNEL_CREATE", "CHANNEL_UPDATE", "THREAD_CREATE", "THREAD_UPDATE":
+		var c discordgo.Channel
+		if json.Unmarshal(d, &c) == nil {
+			a.noteChannel(&c)
 		}
-	})
-	s.AddHandler(func(_ *discordgo.Session, r *discordgo.GuildRoleDelete) { a.guilds.drop(r.GuildID) })
-	s.AddHandler(func(_ *discordgo.Session, c *discordgo.ChannelCreate) { a.noteChannel(c.Channel) })
-	s.AddHandler(func(_ *discordgo.Session, c *discordgo.ChannelUpdate) { a.noteChannel(c.Channel) })
-	s.AddHandler(func(_ *discordgo.Session, c *discordgo.ChannelDelete) {
-		if c.Channel != nil {
+	case "CHANNEL_DELETE", "THREAD_DELETE":
+		var c struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(d, &c) == nil {
 			a.chans.drop(c.ID)
 		}
-	})
-	s.AddHandler(func(_ *discordgo.Session, c *discordgo.ThreadCreate) { a.noteChannel(c.Channel) })
-	s.AddHandler(func(_ *discordgo.Session, c *discordgo.ThreadUpdate) { a.noteChannel(c.Channel) })
-	s.AddHandler(func(_ *discordgo.Session, c *discordgo.ThreadDelete) {
-		if c.Channel != nil {
-			a.chans.drop(c.ID)
-		}
-	})
-	s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) {
-		if m.Message != nil && m.ID != "" && m.ChannelID != "" {
-			a.enqueue(m.ChannelID, inbound{msg: m.Message})
-		}
-	})
-	// MESSAGE_UPDATE is not delivered: an edit never addresses the bot
-	// (the filter ignores edits), and its text must not be recorded.
-	s.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) {
-		if i.Interaction == nil {
-			return
-		}
-		it := i.Interaction
-		// Clicks do not queue behind messages: the 3 s ack is per click.
-		a.background(func(ctx context.Context) { a.handleInteraction(ctx, it, a.respondGateway) })
-	})
+	}
 }
 
 func (a *Adapter) noteChannel(c *discordgo.Channel) {

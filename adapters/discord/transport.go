@@ -13,10 +13,7 @@ import (
 // rebase is the session's RoundTripper: discordgo builds every REST URL on
 // its package-level EndpointAPI (https://discord.com/api/v9/), which must
 // not be mutated, so requests are redirected here instead — to the
-// configured base (by default https://discord.com/api/v10/). GET gateway
-// becomes GET gateway/bot: the bot's own gateway answer (with its session
-// start limit) is the one the adapter trusts, and a Discord-compatible
-// stand-in needs to serve only that.
+// configured base (by default https://discord.com/api/v10/).
 type rebase struct {
 	from string // discordgo's prefix
 	to   string // the configured base, with its trailing slash
@@ -39,9 +36,6 @@ func (t *rebase) RoundTrip(r *http.Request) (*http.Response, error) {
 		return t.next.RoundTrip(r)
 	}
 	rest := s[len(t.from):]
-	if rest == "gateway" || strings.HasPrefix(rest, "gateway?") {
-		rest = "gateway/bot" + strings.TrimPrefix(rest, "gateway")
-	}
 	u, err := url.Parse(t.to + rest)
 	if err != nil {
 		return nil, err
@@ -57,7 +51,3 @@ func (t *rebase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return res, err
 }
-
-// endpoint returns discordgo's URL for path (relative to the API root); the
-// session's transport rebases it.
-func endpoint(path string) string { return discordgo.EndpointAPI + path }

@@ -88,6 +88,9 @@ type Config struct {
 	// EchoPosts dispatches MESSAGE_CREATE for the bot's own posts, as
 	// Discord does.
 	EchoPosts bool
+	// ReplayOverlap replays this many events at or before the resumed
+	// sequence as well, so a client must drop what it already has.
+	ReplayOverlap int
 }
 
 // Message is a stored message.
@@ -209,8 +212,11 @@ func New(cfg Config) *Server {
 	s.gw.init()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/v10/", s.serveREST)
-	mux.HandleFunc("/gateway", func(w http.ResponseWriter, r *http.Request) { s.serveGateway(w, r, false) })
-	mux.HandleFunc("/resume", func(w http.ResponseWriter, r *http.Request) { s.serveGateway(w, r, true) })
+	// discordgo adds a trailing slash to the gateway/bot URL, not to the
+	// resume URL; Discord serves both shapes.
+	for _, p := range []string{"/gateway", "/gateway/", "/resume", "/resume/"} {
+		mux.HandleFunc(p, s.serveGateway)
+	}
 	s.srv = httptest.NewServer(mux)
 	return s
 }
@@ -221,7 +227,9 @@ func (s *Server) APIURL() string { return s.srv.URL + "/api/v10/" }
 // Bot is the bot's user.
 func (s *Server) Bot() User { return s.cfg.Bot }
 
-func (s *Server) wsURL(path string) string { return "ws" + strings.TrimPrefix(s.srv.URL, "http") + path }
+func (s *Server) wsURL(path string) string {
+	return "ws" + strings.TrimPrefix(s.srv.URL, "http") + path
+}
 
 // Close stops the server and drops every connection.
 func (s *Server) Close() {

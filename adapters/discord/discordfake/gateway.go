@@ -111,12 +111,12 @@ func (c *gwConn) shut() {
 
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
-func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request, resumeURL bool) {
+func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 	ws, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return
 	}
-	c := &gwConn{ws: ws, path: r.URL.Path, kick: make(chan struct{}, 1)}
+	c := &gwConn{ws: ws, path: strings.TrimSuffix(r.URL.Path, "/"), kick: make(chan struct{}, 1)}
 	go c.writer()
 	s.mu.Lock()
 	s.gw.conns[c] = true
@@ -234,7 +234,7 @@ func (s *Server) resume(c *gwConn, session string, seq int64) {
 	}
 	s.gw.cur = c
 	for _, e := range s.gw.log {
-		if e.seq > seq {
+		if e.seq > seq-int64(s.cfg.ReplayOverlap) && e.t != "READY" && e.t != "RESUMED" {
 			c.send(map[string]any{"op": 0, "s": e.seq, "t": e.t, "d": e.d})
 			rec.Replayed++
 		}
