@@ -64,10 +64,11 @@ type gwConn struct {
 func (c *gwConn) send(v any) {
 	b, _ := json.Marshal(v)
 	c.mu.Lock()
-	if !c.closed {
-		c.queue = append(c.queue, b)
+	defer c.mu.Unlock()
+	if c.closed {
+		return
 	}
-	c.mu.Unlock()
+	c.queue = append(c.queue, b)
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -102,10 +103,12 @@ func (c *gwConn) shut() {
 	c.mu.Lock()
 	already := c.closed
 	c.closed = true
+	if !already {
+		close(c.kick)
+	}
 	c.mu.Unlock()
 	if !already {
 		_ = c.ws.Close()
-		close(c.kick)
 	}
 }
 
