@@ -56,9 +56,12 @@ type Adapter struct {
 	guilds  *ttlCache[guildInfo]
 	members *ttlCache[[]string]
 	hints   *ttlCache[string] // message id → name of the thread to open on it
-	ledger  *postLedger
-	pacer   *pacer
-	seen    *lookalikes
+	// clicksBy holds each person's latest interaction per scope, for
+	// ephemeral follow-ups (PostEphemeral).
+	clicksBy *ttlCache[discordgo.Interaction]
+	ledger   *postLedger
+	pacer    *pacer
+	seen     *lookalikes
 
 	// run state
 	runMu   sync.RWMutex
@@ -153,6 +156,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	a.guilds = newTTLCache[guildInfo](a.now, time.Minute, 1000)
 	a.members = newTTLCache[[]string](a.now, time.Minute, 10000)
 	a.hints = newTTLCache[string](a.now, 15*time.Minute, 10000)
+	a.clicksBy = newTTLCache[discordgo.Interaction](a.now, interactionWindow*time.Second, 10000)
 	rb := newRebase(cfg.APIURL, a.rt)
 	rb.onGlobal = a.pacer.blockAll
 	a.client.Transport = rb

@@ -92,7 +92,9 @@ func TestNormalisationMapping(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			id := f.Say(tc.msg)
-			rec.waitFor(t, tc.name, func() bool { return slices.ContainsFunc(rec.events(), func(e core.Event) bool { return e.MessageID == id }) })
+			rec.waitFor(t, tc.name, func() bool {
+				return slices.ContainsFunc(rec.events(), func(e core.Event) bool { return e.MessageID == id })
+			})
 			evs := rec.events()
 			ev := evs[slices.IndexFunc(evs, func(e core.Event) bool { return e.MessageID == id })]
 			w := tc.want

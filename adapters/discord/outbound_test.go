@@ -287,8 +287,17 @@ func TestCardClick(t *testing.T) {
 	if cb.InteractionID != iid || cb.Type != 6 || cb.Latency > 3*time.Second {
 		t.Fatalf("callback %+v", cb)
 	}
-	// The same INTERACTION_CREATE replayed (a resume overlap) is not
-	// delivered twice.
+	// A refusal meant for the clicker alone goes as an ephemeral follow-up
+	// on their interaction.
+	if err := a.PostEphemeral(ctx, c.Scope, bob.ID, "🚫 Not accepted"); err != nil {
+		t.Fatal(err)
+	}
+	if fu := f.Followups(); len(fu) != 1 || fu[0].InteractionID != iid || fu[0].Flags&64 == 0 || fu[0].Content != "🚫 Not accepted" {
+		t.Fatalf("followups %+v", fu)
+	}
+	if err := a.PostEphemeral(ctx, c.Scope, alice.ID, "x"); err == nil {
+		t.Fatal("ephemeral to someone who never clicked: no error")
+	}
 	// Resolving the card removes the buttons and shows the decision.
 	resolved := *card
 	resolved.Resolution = "✅ Approved by bob at 10:02"

@@ -124,6 +124,15 @@ type Callback struct {
 	Latency time.Duration
 }
 
+// Followup is one message sent on an interaction's token after its initial
+// response.
+type Followup struct {
+	InteractionID string
+	Content       string
+	Flags         int
+	At            time.Time
+}
+
 // Call is one REST request as answered.
 type Call struct {
 	Method, Path string
@@ -159,6 +168,7 @@ type Server struct {
 	reactions []Reaction
 	threads   []string
 	callbacks []Callback
+	followups []Followup
 	clickAt   map[string]time.Time // interaction id → dispatch time
 	answered  map[string]bool
 	calls     []Call
@@ -323,6 +333,9 @@ func (s *Server) Edits() []Edit {
 	return append([]Edit(nil), s.edits...)
 }
 
+// EditsLocked is Edits for use inside a Wait condition.
+func (s *Server) EditsLocked() []Edit { return s.edits }
+
 // Reactions returns the reactions added.
 func (s *Server) Reactions() []Reaction {
 	s.mu.Lock()
@@ -346,6 +359,16 @@ func (s *Server) Callbacks() []Callback {
 
 // CallbacksLocked is Callbacks for use inside a Wait condition.
 func (s *Server) CallbacksLocked() []Callback { return s.callbacks }
+
+// Followups returns the interaction follow-up messages.
+func (s *Server) Followups() []Followup {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Followup(nil), s.followups...)
+}
+
+// FollowupsLocked is Followups for use inside a Wait condition.
+func (s *Server) FollowupsLocked() []Followup { return s.followups }
 
 // ChannelOf returns the channel a message id is stored in ("" if unknown).
 func (s *Server) ChannelOf(id string) string {
@@ -488,6 +511,8 @@ func (s *Server) route(method, path string, q url.Values, body []byte) (int, any
 		return notFound(10007, "Member")
 	case method == "POST" && len(parts) == 4 && parts[0] == "interactions" && parts[3] == "callback":
 		return s.callbackLocked(parts[1], parts[2], body)
+	case method == "POST" && len(parts) == 3 && parts[0] == "webhooks":
+		return s.followupLocked(parts[1], parts[2], body)
 	}
 	return notFound(0, "route "+method+" "+path)
 }
@@ -733,6 +758,28 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 		js["nonce"] = m.Nonce
 	}
 	return js
+}
+
+// followupLocked is POST webhooks/{application id}/{interaction token}:
+// valid for 15 minutes, and only after the initial response.
+func (s *Server) followupLocked(app, token string, body []byte) (int, any) {
+	id := strings.TrimPrefix(token, "tok-")
+	at, ok := s.clickAt[id]
+	if app != s.cfg.ApplicationID || !ok || time.Since(at) > 15*time.Minute {
+		return notFound(10015, "Webhook")
+	}
+	if !s.answered[id] {
+		return 400, apiError{"Interaction has not been acknowledged.", 40060}
+	}
+	var req struct {
+		Content string `json:"content"`
+		Flags   int    `json:"flags"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.Content == "" {
+		return 400, apiError{"Cannot send an empty message", 50006}
+	}
+	s.followups = append(s.followups, Followup{InteractionID: id, Content: req.Content, Flags: req.Flags, At: time.Now()})
+	return http.StatusNoContent, nil
 }
 
 func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
