@@ -56,7 +56,7 @@ func testGuild() discordfake.Guild {
 	}
 }
 
-func newFake(t *testing.T, cfg discordfake.Config) *discordfake.Server {
+func newFake(t testing.TB, cfg discordfake.Config) *discordfake.Server {
 	t.Helper()
 	if cfg.Guilds == nil {
 		cfg.Guilds = []discordfake.Guild{testGuild()}
@@ -153,7 +153,7 @@ func (r *recorder) eventByText(text string) (core.Event, bool) {
 }
 
 // startAdapter runs an adapter against f until the test ends.
-func startAdapter(t *testing.T, f *discordfake.Server, deliver func(context.Context, core.Inbound) error, opts ...Option) *Adapter {
+func startAdapter(t testing.TB, f *discordfake.Server, deliver func(context.Context, core.Inbound) error, opts ...Option) *Adapter {
 	t.Helper()
 	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithChannelPace(0, 1)}, opts...)
 	a, err := New(Config{BotToken: "test-token", APIURL: f.APIURL()}, opts...)
