@@ -25,7 +25,8 @@ type rebase struct {
 
 func newRebase(base string, next http.RoundTripper) *rebase {
 	if next == nil {
-		next = http.DefaultTransport
+		// Its own pool, not http.DefaultTransport's: Run closes it on exit.
+		next = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	return &rebase{from: discordgo.EndpointAPI, to: base, next: next}
 }
@@ -50,4 +51,12 @@ func (t *rebase) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return res, err
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// transport underneath.
+func (t *rebase) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
