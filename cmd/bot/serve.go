@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/slack"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/intent"
+	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/llm"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 	"github.com/marlowe-bot/marlowe/tools"
@@ -34,7 +36,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return err
 	}
 	defer st.Close()
-	log.Info("store ready", "store", st.Desc, "signing_key", st.KeySrc, "data_dir", cfg.DataDir)
+	trusted, err := checkJournalSigners(ctx, cfg, st)
+	if err != nil {
+		return err
+	}
+	log.Info("store ready", "store", st.Desc, "signing_key", st.KeySrc, "key_id", st.Signer.KeyID(), "verify_keys", trusted.KeyIDs()[1:], "data_dir", cfg.DataDir)
 
 	// Redis, when configured, holds intent windows and dedupe keys so that
 	// several replicas agree; without it both live in this process.
@@ -42,14 +48,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if cfg.RedisURL != "" {
 		opt, err := goredis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			return fmt.Errorf("MARLOWE_REDIS_URL: %w", err)
+			return fmt.Errorf("MARLOWE_REDIS_URL: %s", redactDSN(err.Error())) // url.Error quotes the URL
 		}
 		rdb = goredis.NewClient(opt)
 		defer rdb.Close()
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("connect to redis %s: %w", redactURL(cfg.RedisURL), err)
+			return fmt.Errorf("connect to redis %s: %w", redactDSN(cfg.RedisURL), err)
 		}
-		log.Info("redis ready", "url", redactURL(cfg.RedisURL))
+		log.Info("redis ready", "url", redactDSN(cfg.RedisURL))
 	}
 
 	filter, err := newFilter(ctx, st.Journal, rdb, log)
@@ -77,7 +83,8 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		log.Info("memory recall is lexical only (no embedding model configured)", "configure", "MARLOWE_EMBEDDING_MODEL=<name> [MARLOWE_EMBEDDING_BASE_URL=...]")
 	}
 
-	registry, err := core.NewToolRegistry(tools.Builtins(tools.Options{})...)
+	// One egress client for every tool: public addresses only, no proxy.
+	registry, err := core.NewToolRegistry(tools.Builtins(tools.Options{HTTPClient: egress.NewClient()})...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
@@ -118,7 +125,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(filter, mem), promhttp.HandlerOpts{}))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
@@ -249,6 +256,7 @@ func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
 		sb, err := sandbox.New(sandbox.Config{
 			Addr:     cfg.Getenv("MARLOWE_SANDBOX_ADDR"),
+			Hosts:    strings.Split(cfg.Getenv("MARLOWE_SANDBOX_HOSTS"), ","), // besides loopback names
 			Logger:   log,
 			DataFile: filepath.Join(cfg.DataDir, "sandbox.jsonl"),
 		})
