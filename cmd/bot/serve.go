@@ -130,6 +130,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
 	}
+	if surfaces.discordHTTP != nil {
+		mux.Handle("/discord/", surfaces.discordHTTP)
+	}
 	srv, addr, err := listenHTTP(ctx, cfg.HTTPAddr, mux, log)
 	if err != nil {
 		return err
@@ -219,6 +222,8 @@ type surfaceSet struct {
 	byName    map[string]core.Surface
 	sandbox   *sandbox.Sandbox
 	slackHTTP http.Handler
+	// discordHTTP serves /discord/interactions (DISCORD_PUBLIC_KEY).
+	discordHTTP http.Handler
 }
 
 // newSurfaces starts Slack when any of its settings is given (so a missing
@@ -244,6 +249,9 @@ func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 			set.slackHTTP = a.Handler()
 		}
 		log.Info("slack configured", "mode", scfg.Mode)
+	}
+	if err := addDiscord(&set, cfg, rdb, log); err != nil {
+		return set, err
 	}
 	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
 		sb, err := sandbox.New(sandbox.Config{
