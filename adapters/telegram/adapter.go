@@ -51,6 +51,10 @@ type Adapter struct {
 	idMu sync.RWMutex
 	id   identity
 
+	// answerWait is how long a button press waits for the engine before
+	// answerCallbackQuery goes out anyway.
+	answerWait time.Duration
+
 	pacer  *pacer
 	ledger *postLedger
 	admins *adminCache
@@ -141,6 +145,8 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		now:     time.Now,
 		private: map[int64]bool{},
 		pace:    paceConfig{chatInterval: time.Second, chatBurst: 3, groupPerMinute: 20, globalPerSecond: 30},
+
+		answerWait: callbackAnswerWait,
 	}
 	for _, id := range cfg.PrivateChats {
 		a.private[id] = true

@@ -60,7 +60,7 @@ func (a *Adapter) handleUpdate(ctx context.Context, u *update, deliver func(cont
 	// failure can say so.
 	done := make(chan error, 1)
 	a.bg.Go(func() { done <- a.deliverOnce(ctx, key, in, deliver) })
-	t := time.NewTimer(callbackAnswerWait)
+	t := time.NewTimer(a.answerWait)
 	defer t.Stop()
 	select {
 	case err := <-done:

@@ -256,6 +256,13 @@ func (s *Server) RateLimit(method string, n int, retryAfter time.Duration) {
 	}
 }
 
+// ClearRateLimit drops the 429s still queued for method.
+func (s *Server) ClearRateLimit(method string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.limits, method)
+}
+
 // SetAdmins sets a group's administrators; the first is the creator.
 func (s *Server) SetAdmins(chat int64, users ...int64) {
 	s.mu.Lock()
