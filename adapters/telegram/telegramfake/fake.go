@@ -140,6 +140,7 @@ type stored struct {
 	From  User
 	Text  string
 	Topic int64
+	Reply int64
 	Kb    [][]Button
 }
 
@@ -320,7 +321,7 @@ func (s *Server) Inject(in Incoming) (updateID, messageID int64) {
 	if in.Edit != 0 {
 		m["edit_date"] = time.Now().Unix()
 	} else if !in.Service {
-		s.msgs[[2]int64{in.Chat.ID, msgID}] = &stored{Chat: in.Chat, From: in.From, Text: in.Text, Topic: in.Topic}
+		s.msgs[[2]int64{in.Chat.ID, msgID}] = &stored{Chat: in.Chat, From: in.From, Text: in.Text, Topic: in.Topic, Reply: in.ReplyTo}
 	}
 	kind := "message"
 	if in.Edit != 0 {
@@ -363,6 +364,9 @@ func (s *Server) renderLocked(chat, msgID int64) map[string]any {
 		}
 		if len(st.Kb) > 0 {
 			m["reply_markup"] = map[string]any{"inline_keyboard": st.Kb}
+		}
+		if st.Reply != 0 {
+			m["reply_to_message"] = map[string]any{"message_id": st.Reply, "chat": st.Chat, "date": time.Now().Unix()}
 		}
 	}
 	return m
@@ -733,7 +737,7 @@ func (s *Server) sendMessage(f url.Values) (any, *apiErr) {
 	if chat > 0 {
 		ct = "private"
 	}
-	s.msgs[[2]int64{chat, id}] = &stored{Chat: Chat{ID: chat, Type: ct}, From: s.Bot(), Text: text, Topic: topic, Kb: kb}
+	s.msgs[[2]int64{chat, id}] = &stored{Chat: Chat{ID: chat, Type: ct}, From: s.Bot(), Text: text, Topic: topic, Reply: reply, Kb: kb}
 	s.sent = append(s.sent, Sent{ChatID: chat, MessageID: id, Topic: topic, ReplyTo: reply, Text: text, Keyboard: kb})
 	m := map[string]any{"message_id": id, "from": s.Bot(), "chat": Chat{ID: chat, Type: ct}, "date": time.Now().Unix(), "text": text}
 	if topic != 0 {
