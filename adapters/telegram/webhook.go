@@ -14,17 +14,43 @@ const maxBody = 1 << 20
 // WebhookPath is where Telegram POSTs updates in webhook mode.
 const WebhookPath = "/telegram/webhook"
 
+// StatusPath reports the connection's readiness, including privacy mode.
+const StatusPath = "/telegram/status"
+
 // Handler serves POST /telegram/webhook (webhook mode). The
 // X-Telegram-Bot-Api-Secret-Token header must equal TELEGRAM_WEBHOOK_SECRET
 // (compared in constant time, lengths included); a wrong or missing one gets
 // 401 and is neither parsed, delivered, deduplicated nor logged with any
 // content. An update is answered 200 only once it is durable (delivered,
-// deduplicated or ignorable); otherwise 503, and Telegram retries. Mount it
-// at "/" or "/telegram/" of the server on MARLOWE_HTTP_ADDR.
+// deduplicated or ignorable); otherwise 503, and Telegram retries. The
+// webhook is served in webhook mode only. GET /telegram/status (both modes)
+// answers 200 once getMe succeeded, 503 before, with the bot's username,
+// the mode and whether privacy mode is on. Mount it at "/" or "/telegram/"
+// of the server on MARLOWE_HTTP_ADDR.
 func (a *Adapter) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+WebhookPath, a.serveWebhook)
+	if a.cfg.Mode == ModeWebhook {
+		mux.HandleFunc("POST "+WebhookPath, a.serveWebhook)
+	}
+	mux.HandleFunc("GET "+StatusPath, a.serveStatus)
 	return mux
+}
+
+func (a *Adapter) serveStatus(w http.ResponseWriter, _ *http.Request) {
+	id := a.identity()
+	st := map[string]any{"ready": id.id != 0, "mode": a.cfg.Mode}
+	if id.id != 0 {
+		st["username"] = id.username
+		st["privacy_mode"] = !id.readAll
+		if !id.readAll {
+			st["warning"] = "privacy mode is on: in groups only mentions, replies to the bot and its commands arrive; untagged follow-ups never do (@BotFather → /setprivacy → Disable)"
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if id.id == 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(st)
 }
 
 // secretOK compares hashes, so neither the content nor the length of the

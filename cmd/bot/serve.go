@@ -120,6 +120,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
 	}
+	if surfaces.telegramHTTP != nil {
+		mux.Handle("/telegram/", surfaces.telegramHTTP)
+	}
 	srv, addr, err := listenHTTP(ctx, cfg.HTTPAddr, mux, log)
 	if err != nil {
 		return err
@@ -206,9 +209,10 @@ func newFilter(ctx context.Context, j core.Journal, rdb *goredis.Client, log *sl
 }
 
 type surfaceSet struct {
-	byName    map[string]core.Surface
-	sandbox   *sandbox.Sandbox
-	slackHTTP http.Handler
+	byName       map[string]core.Surface
+	sandbox      *sandbox.Sandbox
+	slackHTTP    http.Handler
+	telegramHTTP http.Handler
 }
 
 // newSurfaces starts Slack when any of its settings is given (so a missing
@@ -234,6 +238,9 @@ func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 			set.slackHTTP = a.Handler()
 		}
 		log.Info("slack configured", "mode", scfg.Mode)
+	}
+	if err := addTelegram(&set, cfg, rdb, log); err != nil {
+		return set, err
 	}
 	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
 		sb, err := sandbox.New(sandbox.Config{
