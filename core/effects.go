@@ -144,6 +144,17 @@ func (e *Engine) postNotice(ctx context.Context, n *notice) error {
 	if err != nil {
 		return err
 	}
+	if n.to != "" {
+		eph, ok := s.(Ephemeral)
+		if !ok {
+			e.log.Info("notice for one person not shown: the surface has no ephemeral messages", "platform", n.scope.Platform, "user", n.to)
+			return nil
+		}
+		if err := eph.PostEphemeral(ctx, n.scope, n.to, n.text); err != nil {
+			return fmt.Errorf("post ephemeral notice to %s: %w", n.to, err)
+		}
+		return nil
+	}
 	_, err = e.post(ctx, s, nil, Outbound{Key: n.key, Scope: n.scope, Text: n.text, Priority: PriorityHigh},
 		postRecord{run: n.run, cause: n.cause, role: RoleNotice})
 	return err

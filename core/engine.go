@@ -59,6 +59,9 @@ type Budgets struct {
 	DailyTokens int
 }
 
+// DefaultMaxInputChars is how much of one message a model sees by default.
+const DefaultMaxInputChars = 8000
+
 // Default budgets.
 const (
 	DefaultMaxSteps  = 12
@@ -117,6 +120,13 @@ type EngineConfig struct {
 	ToolTimeout time.Duration
 	// Name is how the bot introduces itself to the model (default "Marlowe").
 	Name string
+	// MaxInputChars caps how much of any one person's message a model sees
+	// (default DefaultMaxInputChars); the journal keeps the message whole.
+	MaxInputChars int
+	// Operators administer every channel of their platform (MARLOWE_ADMINS).
+	// With none, a channel's admins come from the platform and from policy
+	// set by an existing admin; with no admin known, policy is read-only.
+	Operators []Operator
 }
 
 // Engine is the run loop: ingress (Deliver), one serial consumer per thread
@@ -146,6 +156,7 @@ type Engine struct {
 	cancel   context.CancelFunc
 	stopLink func() bool
 	threads  map[threadKey]*mailbox
+	expiries map[string]*time.Timer // approval id → deadline timer
 	wg       sync.WaitGroup
 	idle     *sync.Cond
 	busy     int
@@ -199,6 +210,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if e.cfg.ApprovalTTL <= 0 {
 		e.cfg.ApprovalTTL = DefaultApprovalTTL
 	}
+	if e.cfg.MaxInputChars <= 0 {
+		e.cfg.MaxInputChars = DefaultMaxInputChars
+	}
 	if e.cfg.ModelRetries < 0 {
 		e.cfg.ModelRetries = 0
 	} else if e.cfg.ModelRetries == 0 {
@@ -248,7 +262,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			run string
 		}
 		var picks []pick
-		var overdue []*approvalView
+		var overdue, waiting []*approvalView
 		now := e.now()
 		if err := v.with(ctx, func() {
 			for _, r := range v.runs {
@@ -260,6 +274,8 @@ func (e *Engine) Start(ctx context.Context) error {
 			for _, a := range v.approvals {
 				if a.pending() && !now.Before(a.ExpiresAt) {
 					overdue = append(overdue, a)
+				} else if a.pending() {
+					waiting = append(waiting, a)
 				}
 			}
 		}); err != nil {
@@ -269,6 +285,9 @@ func (e *Engine) Start(ctx context.Context) error {
 			if err := e.expire(ctx, v, a.ID); err != nil {
 				return fmt.Errorf("engine start: %w", err)
 			}
+		}
+		for _, a := range waiting {
+			e.armExpiry(ch, a.Scope.Thread, a.ID, a.ExpiresAt)
 		}
 		for _, p := range picks {
 			e.enqueue(p.key, job{run: p.run, resume: true})
@@ -285,6 +304,7 @@ func (e *Engine) Start(ctx context.Context) error {
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	e.closed = true
+	e.stopExpiriesLocked()
 	if e.stopLink != nil {
 		e.stopLink()
 	}
@@ -354,9 +374,11 @@ const driveAttempts = 3
 
 // job is one unit of a thread's mailbox.
 type job struct {
-	run    string // drive this run
-	resume bool   // first drive after a restart: re-issue the last checklist edit
-	notice *notice
+	run      string // drive this run
+	resume   bool   // first drive after a restart: re-issue the last checklist edit
+	notice   *notice
+	expire   string     // an approval whose deadline passed
+	expireCh ChannelKey // its channel
 }
 
 // notice is a reply that is not part of a run's loop (a refused click).
@@ -366,6 +388,9 @@ type notice struct {
 	text  string
 	run   string
 	cause string // command that requested it; "" when nothing was journaled
+	// to, when set, makes the notice ephemeral: only this person sees it,
+	// and nothing is posted where a surface cannot do that.
+	to string
 }
 
 // mailbox is one thread's queue and its single consumer. No two goroutines
@@ -426,6 +451,10 @@ func (e *Engine) handle(ctx context.Context, j job) {
 	case j.notice != nil:
 		if err := e.postNotice(ctx, j.notice); err != nil && ctx.Err() == nil {
 			e.log.Warn("post notice failed", "run", j.notice.run, "error", err)
+		}
+	case j.expire != "":
+		if err := e.expireDue(ctx, j.expireCh, j.expire); err != nil && ctx.Err() == nil {
+			e.log.Error("approval expiry failed", "approval", j.expire, "error", err)
 		}
 	case j.run != "":
 		// A failed drive (platform or store trouble) is retried a few times:

@@ -102,7 +102,9 @@ type grammarReply struct {
 
 // grammarStep answers the newest human message of rs (given pol and the
 // registry). After a tool call it reports the tool's outcome.
-func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, requester Person, h *humanMsg) grammarReply {
+// gov says whether the author may change the policy; it is asked only for
+// policy changes (nil otherwise, which refuses them).
+func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, gov *governance, h *humanMsg) grammarReply {
 	text := func(s string) grammarReply { return grammarReply{reply: Reply{Text: s, Provider: "grammar"}} }
 	if st := rs.step; st != nil && !st.final && len(st.calls) > 0 {
 		c := st.calls[0].completion
@@ -147,8 +149,12 @@ func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, requester Person,
 	case gPolicyUsage:
 		return text(policyUsageText)
 	case gPolicySet:
-		if len(pol.Admins) > 0 && !slices.Contains(pol.Admins, requester.ID) {
-			return text("🚫 Only this channel's admins (" + mentionList(pol.Admins) + ") can change its policy. Nothing was changed.")
+		if gov == nil || !gov.admin {
+			g := governance{}
+			if gov != nil {
+				g = *gov
+			}
+			return text(g.refusal())
 		}
 		np, err := applyPolicySet(pol, reg, cmd.key, cmd.value)
 		if err != nil {
@@ -288,7 +294,7 @@ func describePolicy(p Policy, reg *ToolRegistry) string {
 	}
 	return strings.Join([]string{
 		"Channel policy:",
-		"• admins: " + or(ids(p.Admins), "none yet (anyone may change the policy)"),
+		"• channel admins: " + or(ids(p.Admins), "none set (operators in MARLOWE_ADMINS and workspace admins can change the policy)"),
 		"• approvers: " + or(ids(p.Approvers), "anyone in the channel (never the requester alone for irreversible actions)"),
 		"• tools: " + strings.Join(reg.Exposed(p), ", "),
 		"• needs approval: " + strings.Join(lv, ", ") + " (irreversible always)",

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func memTools() []core.Tool {
 			Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
 				var a struct{ Text string }
 				_ = json.Unmarshal(args, &a)
-				id, err := tc.Memory.Remember(ctx, a.Text, core.Provenance{Origin: tc.Origin})
+				id, err := tc.Memory.Remember(ctx, a.Text)
 				return core.Observation{Text: "Remembered (id " + id + ").", Trust: core.Trusted}, err
 			}},
 		{Name: "recall", Consequence: core.Read, Schema: obj(`"query":{"type":"string"}`, "query"),
@@ -100,12 +101,16 @@ func TestOfflineGrammar(t *testing.T) {
 	}
 }
 
+// operatorAlice makes Alice an operator-configured admin (MARLOWE_ADMINS).
+func operatorAlice(c *core.EngineConfig) {
+	c.Operators = []core.Operator{{Platform: platform, UserID: alice.ID}}
+}
+
 func TestPolicyCommands(t *testing.T) {
-	h := newHarness(t, nil, memTools())
-	if got := h.say(alice, "policy"); !strings.Contains(got, "admins: none yet") || !strings.Contains(got, "tools: remember, recall, forget") {
+	h := newHarness(t, nil, memTools(), operatorAlice)
+	if got := h.say(alice, "policy"); !strings.Contains(got, "channel admins: none set") || !strings.Contains(got, "tools: remember, recall, forget") {
 		t.Errorf("policy = %q", got)
 	}
-	// Nobody is admin yet: anyone may set admins.
 	if got := h.say(alice, "policy set admins <@UALICE>"); !strings.Contains(got, "Policy updated") {
 		t.Errorf("set admins = %q", got)
 	}
@@ -150,9 +155,82 @@ func TestPolicyCommands(t *testing.T) {
 	}
 }
 
+// adminSurface is a surface whose platform names its administrators (a
+// Slack workspace admin, a Discord guild administrator).
+type adminSurface struct {
+	*coretest.FakeSurface
+	admins map[string]bool
+	err    error
+}
+
+func (s adminSurface) IsAdmin(_ context.Context, _ core.Scope, userID string) (bool, error) {
+	return s.admins[userID], s.err
+}
+
+// TestPolicyTakeoverIsRefused attacks governance: nobody may make
+// themselves an admin, or change anything else, without being one already.
+func TestPolicyTakeoverIsRefused(t *testing.T) {
+	attacks := []string{
+		"policy set admins <@UBOB>", "policy set approvers UBOB", "policy set tools recall",
+		"policy set window thread 600m", "policy set budget 99999999", "policy set approval none",
+	}
+	cases := []struct {
+		name      string
+		opts      func(*core.EngineConfig)
+		want      string
+		allowedBy core.Person // someone who may change it ("" = nobody)
+	}{
+		{name: "no admin known", want: "MARLOWE_ADMINS"},
+		{name: "an operator on another platform", want: "MARLOWE_ADMINS",
+			opts: func(c *core.EngineConfig) { c.Operators = []core.Operator{{Platform: "other", UserID: bob.ID}} }},
+		{name: "operator configured", opts: operatorAlice, want: "Only an admin", allowedBy: alice},
+		{name: "platform admin", want: "Only an admin", allowedBy: carol, opts: func(c *core.EngineConfig) {
+			c.Surfaces[platform] = adminSurface{FakeSurface: c.Surfaces[platform].(*coretest.FakeSurface), admins: map[string]bool{carol.ID: true}}
+		}},
+		{name: "platform lookup fails", want: "couldn't check", opts: func(c *core.EngineConfig) {
+			c.Surfaces[platform] = adminSurface{FakeSurface: c.Surfaces[platform].(*coretest.FakeSurface),
+				admins: map[string]bool{bob.ID: true}, err: errors.New("users.info: ratelimited")}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []func(*core.EngineConfig)
+			if tc.opts != nil {
+				opts = append(opts, tc.opts)
+			}
+			h := newHarness(t, nil, memTools(), opts...)
+			for _, a := range attacks {
+				if got := h.say(bob, a); !strings.Contains(got, "Nothing was changed") || !strings.Contains(got, tc.want) {
+					t.Errorf("bob: %s = %q, want a refusal naming %q", a, got, tc.want)
+				}
+			}
+			if n := h.count("C1", core.KindPolicyChanged); n != 0 {
+				t.Fatalf("policy.changed = %d after a non-admin's attempts", n)
+			}
+			if tc.allowedBy.ID == "" {
+				return
+			}
+			if got := h.say(tc.allowedBy, "policy set admins <@UCAROL>"); !strings.Contains(got, "Policy updated") {
+				t.Fatalf("%s (an admin) set admins = %q", tc.allowedBy.Name, got)
+			}
+			// A channel admin set by an admin may change the policy; the
+			// channel having admins now does not let Bob in.
+			if got := h.say(carol, "policy set approvers UCAROL"); !strings.Contains(got, "Policy updated") {
+				t.Errorf("channel admin carol = %q", got)
+			}
+			if got := h.say(bob, "policy set admins <@UBOB>"); !strings.Contains(got, "Only this channel's admins (<@UCAROL>)") {
+				t.Errorf("bob after admins were set = %q", got)
+			}
+			if n := h.count("C1", core.KindPolicyChanged); n != 2 {
+				t.Errorf("policy.changed = %d, want 2", n)
+			}
+		})
+	}
+}
+
 func TestPolicyCommandsBypassTheModel(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Text("model answer"))
-	h := newHarness(t, m, memTools())
+	h := newHarness(t, m, memTools(), operatorAlice)
 	if got := h.say(alice, "policy set approvers UBOB"); !strings.Contains(got, "Policy updated") {
 		t.Errorf("policy with a model = %q", got)
 	}
@@ -171,7 +249,7 @@ func TestPolicyCommandsBypassTheModel(t *testing.T) {
 func TestBudgetExhaustedAdminCanStillRaiseIt(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Text("ok"))
 	m.Usage = core.Usage{InputTokens: 2000}
-	h := newHarness(t, m, nil, func(c *core.EngineConfig) { c.Budgets.DailyTokens = 1000 })
+	h := newHarness(t, m, nil, operatorAlice, func(c *core.EngineConfig) { c.Budgets.DailyTokens = 1000 })
 	h.say(alice, "spend")
 	if got := h.say(alice, "again"); !strings.Contains(got, "daily token budget") {
 		t.Fatalf("over budget = %q", got)

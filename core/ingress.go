@@ -81,6 +81,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 		MessageID: ev.MessageID, Author: ev.Author, Visibility: ev.Visibility, Text: ev.Text,
 		Mentions: ev.Mentions, ReplyTo: ev.ReplyTo, Reason: reason,
 	}
+	mayDecide := e.mayDecidePending(ctx, v, ev, thread)
 	var wake string
 	var started, steered bool
 	_, err = v.appendPlan(ctx, func() ([]Draft, error) {
@@ -95,10 +96,12 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 				return nil, err
 			}
 			drafts := []Draft{mr}
-			// A message while the run waits for a decision supersedes the
-			// pending card: the run resumes and the model sees the message.
+			// A message from someone who could decide the pending card (the
+			// requester or an eligible approver) supersedes it: the run
+			// resumes and the model sees the message. Anyone else's waits
+			// as steering until the decision, and the card stays.
 			for _, a := range v.approvals {
-				if a.Run == live.id && a.pending() {
+				if a.Run == live.id && a.pending() && mayDecide(a) {
 					d, err := e.b.Human(ev.Author, a.Scope, Meta{Run: a.Run, Cause: mr.ID()},
 						&ApprovalResolved{ApprovalID: a.ID, Decision: "superseded", By: ev.Author})
 					if err != nil {
@@ -125,7 +128,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 		if err != nil {
 			return nil, err
 		}
-		rsd, err := e.b.Agent(runID, runScope, Meta{Cause: mr.ID()}, &RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.history[thread])})
+		rsd, err := e.b.Agent(runID, runScope, Meta{Cause: mr.ID()}, &RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.history[thread]), InputLimit: e.cfg.MaxInputChars})
 		if err != nil {
 			return nil, err
 		}
@@ -147,12 +150,52 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 	return nil
 }
 
+// mayDecidePending returns who, among the authors of ev, may supersede a
+// pending approval of the thread's live run: its requester, one of the
+// channel's approvers, or an admin. Asking the platform about admins is
+// I/O, so it happens here, before the channel's append, and only when the
+// thread has something pending.
+func (e *Engine) mayDecidePending(ctx context.Context, v *chanView, ev Event, thread string) func(*approvalView) bool {
+	var pending bool
+	var pol Policy
+	_ = v.with(ctx, func() {
+		pol = e.policyLocked(v)
+		if live, _ := v.liveRun(thread); live != nil {
+			for _, a := range v.approvals {
+				if a.Run == live.id && a.pending() {
+					pending = true
+				}
+			}
+		}
+	})
+	if !pending {
+		return func(*approvalView) bool { return false }
+	}
+	if slices.Contains(pol.Approvers, ev.Author.ID) {
+		return func(*approvalView) bool { return true }
+	}
+	admin := e.governs(ctx, ev.Scope, ev.Author, pol).admin
+	return func(a *approvalView) bool { return admin || a.Requester == ev.Author.ID }
+}
+
 // Click outcomes.
 const (
 	clickAccepted = iota + 1
 	clickExpired
 	clickRefused
 )
+
+func clickOutcomeName(o int) string {
+	switch o {
+	case clickAccepted:
+		return "accepted"
+	case clickExpired:
+		return "expired"
+	case clickRefused:
+		return "refused"
+	}
+	return "none"
+}
 
 func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 	id, action, err := parseCardToken(e.cfg.CardKey, click.Token)
@@ -164,7 +207,7 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 			h := sha256.Sum256([]byte(click.Token + "\x00" + click.By.ID))
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
 				key: "forged" + hex.EncodeToString(h[:10]), scope: click.Scope,
-				text: "⚠️ That button could not be verified, so nothing was done.",
+				text: "⚠️ That button could not be verified, so nothing was done.", to: click.By.ID,
 			}})
 		}
 		return nil
@@ -178,13 +221,13 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 		if click.Scope.Validate() == nil {
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
 				key: "unknown" + id + click.By.ID, scope: click.Scope,
-				text: "⚠️ I can't find the request behind that button, so nothing was done.",
+				text: "⚠️ I can't find the request behind that button, so nothing was done.", to: click.By.ID,
 			}})
 		}
 		return nil
 	}
 	now := e.now()
-	outcome, refusal := 0, ""
+	outcome, refusal, decision := 0, "", ""
 	var clickedID string
 	var run string
 	var scope Scope
@@ -250,7 +293,7 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 			}
 			drafts = append(drafts, cd)
 		}
-		outcome = clickAccepted
+		outcome, decision = clickAccepted, res.Decision
 		return drafts, nil
 	})
 	if err != nil {
@@ -261,9 +304,10 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 		e.enqueue(k, job{notice: &notice{key: EffectID(scope.Key(), cmds[0].Seq(), 0), scope: scope, text: refusal, run: run, cause: clickedID}})
 	}
 	if outcome == clickAccepted || outcome == clickExpired {
+		e.disarmExpiry(id)
 		e.enqueue(k, job{run: run})
 	}
-	e.log.Info("card click", "approval", id, "by", click.By.ID, "accepted", outcome == clickAccepted)
+	e.log.Info("card click", "approval", id, "by", click.By.ID, "outcome", clickOutcomeName(outcome), "decision", decision)
 	return nil
 }
 
@@ -301,6 +345,16 @@ func (e *Engine) findApproval(ctx context.Context, sc Scope, id string) (*chanVi
 		}
 	}
 	return nil, nil, nil
+}
+
+// expireDue expires approval id when its deadline timer fires: a no-op if
+// it was decided meanwhile.
+func (e *Engine) expireDue(ctx context.Context, ch ChannelKey, id string) error {
+	v, err := e.channel(ctx, ch)
+	if err != nil {
+		return fmt.Errorf("expire approval %s: %w", id, err)
+	}
+	return e.expire(ctx, v, id) // a no-op when it was decided meanwhile
 }
 
 // expire resolves an overdue approval as expired (system actor) and wakes

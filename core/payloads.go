@@ -99,6 +99,10 @@ type RunStarted struct {
 	// History is the thread's recent conversation before the trigger (earlier
 	// runs' messages and answers), recorded so a replay sees the same view.
 	History []ThreadTurn `json:"history,omitempty"`
+	// InputLimit is how many characters of any one person's message the
+	// model sees in this run (0: all, as in runs recorded before the limit).
+	// Recorded so a replay builds the same view whatever its configuration.
+	InputLimit int `json:"input_limit,omitempty"`
 }
 
 // ThreadTurn is one earlier message of a thread: a person's or the bot's.

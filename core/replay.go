@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // RunReplay is a run re-folded from its journaled commands: the state the
@@ -43,6 +44,7 @@ type RunReplay struct {
 	updates       map[string]journaledUpdate
 	shown         map[string]string // effect id → text last posted or edited
 	trail         []trailItem       // finished tool calls, for the checklist
+	inputLimit    int               // characters of a person's message the model sees (0 = all)
 	pause         *pauseState
 	endSeq        uint64 // seq of run.completed / run.failed
 	policySet     bool
@@ -280,6 +282,7 @@ func (rs *RunReplay) apply(c Command) error {
 		rs.started = true
 		rs.Scope, rs.startSeq, rs.StartedAt = c.Scope(), c.Seq(), c.At()
 		rs.Status, rs.Trigger = RunWorking, p.Trigger
+		rs.inputLimit = p.InputLimit
 		rs.resume(c.At())
 		if len(p.History) > 0 {
 			rs.Messages = append(rs.Messages, historyMessage(p.History))
@@ -288,7 +291,7 @@ func (rs *RunReplay) apply(c Command) error {
 			if h.cmdID == c.Cause() || h.msgID == p.Trigger {
 				h.consumed, h.at = true, len(rs.Messages)
 				rs.Requester, rs.Instruction = h.author, h.text
-				rs.Messages = append(rs.Messages, humanMessage(h))
+				rs.Messages = append(rs.Messages, humanMessage(h, rs.inputLimit))
 				break
 			}
 		}
@@ -298,7 +301,7 @@ func (rs *RunReplay) apply(c Command) error {
 		for _, id := range p.Steering {
 			for _, h := range rs.humans {
 				if h.cmdID == id && !h.consumed {
-					rs.Messages = appendHuman(rs.Messages, h)
+					rs.Messages = appendHuman(rs.Messages, h, rs.inputLimit)
 					h.consumed, h.at = true, len(rs.Messages)-1
 					rs.answerPosted = false // new input needs a new answer
 				}
@@ -485,11 +488,11 @@ func recallLabel(n int, degraded bool) string {
 
 // appendHuman adds a human message to a view, after the notes recalled
 // for it.
-func appendHuman(msgs []Message, h *humanMsg) []Message {
+func appendHuman(msgs []Message, h *humanMsg, limit int) []Message {
 	if h.notes != nil {
 		msgs = append(msgs, *h.notes)
 	}
-	return append(msgs, humanMessage(h))
+	return append(msgs, humanMessage(h, limit))
 }
 
 // historyMessage shows a thread's earlier conversation as context. It is
@@ -513,12 +516,24 @@ func historyMessage(turns []ThreadTurn) Message {
 	return Message{Role: RoleUser, Text: b.String()}
 }
 
-func humanMessage(h *humanMsg) Message {
+func humanMessage(h *humanMsg, limit int) Message {
 	name := h.author.Name
 	if name == "" {
 		name = h.author.ID
 	}
-	return Message{Role: RoleUser, Text: fmt.Sprintf("%s (<@%s>): %s", name, h.author.ID, h.text)}
+	return Message{Role: RoleUser, Text: fmt.Sprintf("%s (<@%s>): %s", name, h.author.ID, boundInput(h.text, limit))}
+}
+
+// boundInput cuts a person's message to limit characters (runes) for the
+// model, saying so in the text: the journal keeps it whole, but one pasted
+// log must not fill a context window or a token budget.
+func boundInput(text string, limit int) string {
+	if limit <= 0 || utf8.RuneCountInString(text) <= limit {
+		return text
+	}
+	n := utf8.RuneCountInString(text)
+	cut := []rune(text)[:limit]
+	return string(cut) + fmt.Sprintf("\n[… message cut: you see the first %d of its %d characters. Tell the person you only read the first %d characters.]", limit, n, limit)
 }
 
 // observationText is what the model sees of a tool result. Untrusted

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 const (
@@ -244,7 +245,12 @@ func (d *driver) modelStep(ctx context.Context) error {
 		if h == nil {
 			return d.fail(ctx, RunBroken, "the run has no message to answer")
 		}
-		gr := grammarStep(rs, pol, d.e.tools, h.author, h)
+		var gov *governance
+		if parseGrammar(h.text).kind == gPolicySet {
+			g := d.e.governs(ctx, rs.Scope, h.author, pol)
+			gov = &g
+		}
+		gr := grammarStep(rs, pol, d.e.tools, gov, h)
 		reply, newPolicy, by = gr.reply, gr.policy, h.author
 	} else {
 		var err error
@@ -661,6 +667,7 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		if _, err := d.appendRun(ctx, nil, req, pd, ad); err != nil {
 			return false, err
 		}
+		d.e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
 		d.e.log.Info("approval requested", "run", rs.ID, "tool", tool.Name, "approval", ar.ApprovalID)
 		return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
 	}
@@ -680,7 +687,7 @@ func (d *driver) interrupted(ctx context.Context, cs *callState, tool Tool, args
 	return d.execute(ctx, cs, tool, args)
 }
 
-func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, _ map[string]any) (bool, error) {
+func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, args map[string]any) (bool, error) {
 	rs := d.rs
 	trust := Trusted
 	if rs.tainted {
@@ -692,14 +699,21 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, _ map[st
 		CallID:  cs.call.ID, Origin: cs.reqID, EffectKey: EffectID(rs.Scope.Key(), cs.reqSeq, 0), Trust: trust,
 	}
 	if d.e.cfg.Memory != nil {
-		tc.Memory = d.e.cfg.Memory(rs.Scope.Key())
+		// The write's actor is the run whose tool.requested caused it.
+		tc.Memory = BindMemory(d.e.cfg.Memory(rs.Scope.Key()), Provenance{
+			Origin: cs.reqID, Actor: Actor{Type: ActorAgent, ID: rs.ID, Platform: rs.Scope.Platform},
+			Trust: string(trust), Derivation: tool.Name + " tool on behalf of " + rs.Requester.ID,
+		})
 	}
-	raw := strings.TrimSpace(cs.call.Args)
-	if raw == "" {
-		raw = "{}"
+	// The tool gets exactly the object the gate judged, re-encoded: never
+	// the model's bytes, whose duplicate or case-variant keys a struct
+	// decoder would resolve differently.
+	raw, err := canonicalArgs(args)
+	if err != nil {
+		return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "invalid", Error: err.Error()})
 	}
 	tctx, cancel := context.WithTimeout(ctx, d.e.cfg.ToolTimeout)
-	obs, err := runTool(tctx, tool, tc, json.RawMessage(raw))
+	obs, err := runTool(tctx, tool, tc, raw)
 	cancel()
 	if ctx.Err() != nil {
 		return false, ctx.Err() // stopping: the call re-runs on resume
@@ -750,6 +764,7 @@ func (d *driver) escalate(ctx context.Context, cs *callState, tool Tool, esc *Es
 	if _, err := d.appendRun(ctx, nil, ad); err != nil {
 		return false, err
 	}
+	d.e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
 	return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
 }
 
@@ -899,6 +914,9 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 		text := strings.TrimSpace(st.text)
 		if text == "" {
 			text = "Done."
+		}
+		if h := rs.latestHuman(); h != nil && rs.inputLimit > 0 && utf8.RuneCountInString(h.text) > rs.inputLimit {
+			text += fmt.Sprintf("\n\n_(Your message was long: I read only its first %d characters.)_", rs.inputLimit)
 		}
 		out := Outbound{Key: EffectID(rs.Scope.Key(), st.seq, 0), Scope: rs.Scope, Text: text, Priority: PriorityHigh}
 		if _, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: RoleAnswer, answering: rs.latestHuman()}); err != nil {

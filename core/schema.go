@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"sort"
@@ -104,9 +105,16 @@ func (s *schema) validate(v any, path string, problems *[]string) {
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			if ps := s.Properties[name]; ps != nil {
-				ps.validate(obj[name], path+"."+name, problems)
+			ps := s.Properties[name]
+			if ps == nil {
+				if p := s.foldedProperty(name); p != "" {
+					add("unknown property %q (did you mean %q? names are case-sensitive)", name, p)
+				} else {
+					add("unknown property %q (allowed: %s)", name, s.propertyList())
+				}
+				continue
 			}
+			ps.validate(obj[name], path+"."+name, problems)
 		}
 	case "array":
 		if s.Items != nil {
@@ -115,6 +123,29 @@ func (s *schema) validate(v any, path string, problems *[]string) {
 			}
 		}
 	}
+}
+
+// foldedProperty returns the declared property equal to name under case
+// folding, or "".
+func (s *schema) foldedProperty(name string) string {
+	for p := range s.Properties {
+		if strings.EqualFold(p, name) {
+			return p
+		}
+	}
+	return ""
+}
+
+func (s *schema) propertyList() string {
+	if len(s.Properties) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(s.Properties))
+	for p := range s.Properties {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 func (s *schema) typeMatches(v any) bool {
@@ -195,17 +226,20 @@ func enumList(enum []any) string {
 
 // decodeArgs parses a model's argument text as a JSON object. An empty
 // argument text counts as {} (some providers send "" for no arguments).
+// A key repeated in one object, exactly or differing only in case, is an
+// error: encoding/json would match either to the same struct field (last
+// one wins), so the gate could judge one value while the tool used another.
 func decodeArgs(args string) (map[string]any, error) {
 	if strings.TrimSpace(args) == "" {
 		return map[string]any{}, nil
 	}
 	dec := json.NewDecoder(strings.NewReader(args))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+	v, err := decodeStrict(dec, "args")
+	if err != nil {
+		return nil, err
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("arguments are not valid JSON: trailing data after the object")
 	}
 	obj, ok := v.(map[string]any)
@@ -213,6 +247,78 @@ func decodeArgs(args string) (map[string]any, error) {
 		return nil, fmt.Errorf("arguments must be a JSON object, got %s", jsonTypeName(v))
 	}
 	return obj, nil
+}
+
+// decodeStrict reads one JSON value token by token, refusing duplicate and
+// case-variant keys at any depth.
+func decodeStrict(dec *json.Decoder, path string) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			obj := map[string]any{}
+			folded := map[string]string{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+				}
+				k, ok := kt.(string)
+				if !ok {
+					return nil, fmt.Errorf("arguments are not valid JSON: object key is not a string")
+				}
+				if prev, dup := folded[strings.ToLower(k)]; dup {
+					if prev == k {
+						return nil, fmt.Errorf("%s: duplicate key %q", path, k)
+					}
+					return nil, fmt.Errorf("%s: keys %q and %q differ only in case; send each argument once, spelled as in the schema", path, prev, k)
+				}
+				folded[strings.ToLower(k)] = k
+				v, err := decodeStrict(dec, path+"."+k)
+				if err != nil {
+					return nil, err
+				}
+				obj[k] = v
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+			}
+			return obj, nil
+		case '[':
+			arr := []any{}
+			for i := 0; dec.More(); i++ {
+				v, err := decodeStrict(dec, fmt.Sprintf("%s[%d]", path, i))
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+			}
+			return arr, nil
+		}
+		return nil, fmt.Errorf("arguments are not valid JSON: unexpected %v", t)
+	default:
+		return tok, nil // string, json.Number, bool or nil
+	}
+}
+
+// canonicalArgs is the one encoding of validated arguments a tool receives:
+// what the gate decided on, re-encoded (keys sorted), never the model's bytes.
+func canonicalArgs(args map[string]any) (json.RawMessage, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("encoding validated arguments: %w", err)
+	}
+	return b, nil
 }
 
 // sortedKeys is used for deterministic rendering of arguments.

@@ -99,3 +99,11 @@ type Surface interface {
 type Administrators interface {
 	IsAdmin(ctx context.Context, scope Scope, userID string) (bool, error)
 }
+
+// Ephemeral is an optional Surface capability: a message in a channel that
+// only one person sees (Slack chat.postEphemeral, a Discord ephemeral
+// interaction reply, a Telegram callback answer). Refusals of clicks that
+// journal nothing (a button that does not verify) go only to the clicker.
+type Ephemeral interface {
+	PostEphemeral(ctx context.Context, scope Scope, userID, text string) error
+}

@@ -48,7 +48,8 @@ type ToolContext struct {
 	Scope   Scope
 	Actor   Person // the person whose message started the run
 	Surface Surface
-	Memory  ChannelMemory
+	// Memory is the channel's memory, bound to this call's provenance.
+	Memory ToolMemory
 	// CallID is the model's id for this call; Origin the id of the
 	// tool.requested command (for provenance).
 	CallID string
@@ -62,8 +63,9 @@ type ToolContext struct {
 	Trust Trust
 }
 
-// ChannelMemory is one channel's memory as tools see it (implemented by
-// memory/, bound to a single channel).
+// ChannelMemory is one channel's memory as the engine sees it (implemented
+// by memory/, bound to a single channel). Tools never get it: they get a
+// ToolMemory the engine bound to the call's provenance.
 type ChannelMemory interface {
 	Remember(ctx context.Context, text string, prov Provenance) (id string, err error)
 	Recall(ctx context.Context, query string, limit int) ([]Recalled, error)

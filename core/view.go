@@ -13,7 +13,7 @@ func (d *driver) view(pol Policy, pending []*humanMsg) View {
 	rs := d.rs
 	msgs := slices.Clone(rs.Messages)
 	for _, h := range pending {
-		msgs = appendHuman(msgs, h)
+		msgs = appendHuman(msgs, h, rs.inputLimit)
 	}
 	exposed := d.e.tools.Exposed(pol)
 	where := "a thread of channel " + rs.Scope.Channel

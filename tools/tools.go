@@ -135,17 +135,7 @@ func Remember() core.Tool {
 			if strings.TrimSpace(a.Text) == "" {
 				return core.Observation{}, errors.New("nothing to remember: text is empty")
 			}
-			trust := tc.Trust
-			if trust == "" {
-				trust = core.Untrusted
-			}
-			id, err := tc.Memory.Remember(ctx, a.Text, core.Provenance{
-				Origin: tc.Origin,
-				Actor:  core.Actor{Type: core.ActorAgent, ID: tc.Run, Platform: tc.Scope.Platform},
-				Trust:  string(trust),
-				// The person asked; the model worded it.
-				Derivation: "remember tool on behalf of " + tc.Actor.ID,
-			})
+			id, err := tc.Memory.Remember(ctx, a.Text)
 			if err != nil {
 				return core.Observation{}, fmt.Errorf("remember: %w", err)
 			}
@@ -388,7 +378,7 @@ type statusRecaller interface {
 	RecallWithStatus(ctx context.Context, query string, limit int) ([]core.Recalled, bool, error)
 }
 
-func recall(ctx context.Context, m core.ChannelMemory, query string, limit int) ([]core.Recalled, bool, error) {
+func recall(ctx context.Context, m core.ToolMemory, query string, limit int) ([]core.Recalled, bool, error) {
 	if sr, ok := m.(statusRecaller); ok {
 		return sr.RecallWithStatus(ctx, query, limit)
 	}

@@ -30,7 +30,7 @@ func tctx(s *coretest.FakeSurface, mem *coretest.Memory) core.ToolContext {
 	sc := core.Scope{Platform: "test", Workspace: "W1", Channel: "C1", Thread: "M1"}
 	tc := core.ToolContext{Run: "R1", Scope: sc, Actor: core.Person{ID: "UALICE"}, Surface: s, Origin: "CMD1", Trust: core.Trusted}
 	if mem != nil {
-		tc.Memory = mem.For(sc.Key())
+		tc.Memory = core.BindMemory(mem.For(sc.Key()), core.Provenance{Origin: "CMD1", Actor: core.Actor{Type: core.ActorAgent, ID: "R1", Platform: "test"}})
 	}
 	return tc
 }
@@ -196,7 +196,7 @@ type roundTrip func(*http.Request) (*http.Response, error)
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // degradedMemory reports that recall ran on keywords only.
-type degradedMemory struct{ core.ChannelMemory }
+type degradedMemory struct{ core.ToolMemory }
 
 func (d degradedMemory) RecallWithStatus(ctx context.Context, q string, limit int) ([]core.Recalled, bool, error) {
 	hits, err := d.Recall(ctx, q, limit)

@@ -285,3 +285,16 @@ func cloneCard(c *core.Card) *core.Card {
 	cc.Actions = slices.Clone(c.Actions)
 	return &cc
 }
+
+// WorkspaceOwner is the simulated person who administers the sandbox
+// workspace, as a workspace owner does on a real platform: Alice can change
+// channel policy out of the box; Bob and the others cannot until she names
+// them with `policy set admins`.
+const WorkspaceOwner = "alice"
+
+var _ core.Administrators = (*Sandbox)(nil)
+
+// IsAdmin reports whether userID administers the sandbox workspace.
+func (s *Sandbox) IsAdmin(_ context.Context, _ core.Scope, userID string) (bool, error) {
+	return userID == WorkspaceOwner, nil
+}

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // config is the bot's configuration, read from MARLOWE_* variables with an
@@ -17,6 +21,16 @@ type config struct {
 	SigningKey  string // MARLOWE_SIGNING_KEY: base64 ed25519 seed or private key
 	HTTPAddr    string // MARLOWE_HTTP_ADDR: health and metrics
 	LogLevel    string // MARLOWE_LOG_LEVEL: debug, info, warn, error
+
+	// Admins administer every channel of their platform (MARLOWE_ADMINS:
+	// platform:userID, comma-separated).
+	Admins []core.Operator
+	// ApprovalTTL is how long an approval card stays answerable
+	// (MARLOWE_APPROVAL_TTL, default 24h).
+	ApprovalTTL time.Duration
+	// MaxInputChars caps what a model sees of one message
+	// (MARLOWE_MAX_INPUT_CHARS, default 8000).
+	MaxInputChars int
 
 	// Getenv reads the merged configuration (environment over file) for the
 	// packages that read their own keys (model providers, platforms).
@@ -52,6 +66,26 @@ func loadConfig(getenv func(string) string) (config, error) {
 		HTTPAddr:    or(get("MARLOWE_HTTP_ADDR"), "127.0.0.1:8081"),
 		LogLevel:    or(get("MARLOWE_LOG_LEVEL"), "info"),
 		Getenv:      get,
+	}
+	var err error
+	if c.Admins, err = core.ParseOperators(get("MARLOWE_ADMINS")); err != nil {
+		return config{}, fmt.Errorf("config: MARLOWE_ADMINS: %w", err)
+	}
+	c.ApprovalTTL = core.DefaultApprovalTTL
+	if v := get("MARLOWE_APPROVAL_TTL"); v != "" {
+		d, err := parseDurationOrSeconds(v)
+		if err != nil || d <= 0 {
+			return config{}, fmt.Errorf("config: MARLOWE_APPROVAL_TTL=%q: want a positive Go duration (24h, 90m) or seconds", v)
+		}
+		c.ApprovalTTL = d
+	}
+	c.MaxInputChars = core.DefaultMaxInputChars
+	if v := get("MARLOWE_MAX_INPUT_CHARS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 {
+			return config{}, fmt.Errorf("config: MARLOWE_MAX_INPUT_CHARS=%q: want a whole number of characters, at least 100", v)
+		}
+		c.MaxInputChars = n
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -92,4 +126,13 @@ func readConfigFile(path string) (map[string]string, error) {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	return out, nil
+}
+
+// parseDurationOrSeconds reads a Go duration ("90s", "24h") or a bare
+// number of seconds.
+func parseDurationOrSeconds(s string) (time.Duration, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	return time.ParseDuration(s)
 }

@@ -86,6 +86,7 @@ func startQA(t *testing.T, o qaOpts) *qaBot {
 		"MARLOWE_MODEL_BASE_URL":    model.URL,
 		"MARLOWE_MODEL_MAX_RETRIES": "0",
 		"MARLOWE_LOG_LEVEL":         "debug",
+		"MARLOWE_ADMINS":            "slack:" + qaAlice, // an operator: policy changes need an admin
 	}
 	if o.http {
 		vars["MARLOWE_SLACK_MODE"] = "http"

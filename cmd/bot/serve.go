@@ -99,16 +99,19 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	})
 
 	engine, err := core.NewEngine(core.EngineConfig{
-		Journal:      st.Journal,
-		Boundary:     boundary,
-		Model:        model,
-		Memory:       mem.Memory,
-		Tools:        registry,
-		Surfaces:     surfaces.byName,
-		Router:       router,
-		PostObserver: filter,
-		Logger:       log,
-		CardKey:      st.Signer.DeriveKey("card-tokens"),
+		Journal:       st.Journal,
+		Boundary:      boundary,
+		Model:         model,
+		Memory:        mem.Memory,
+		Tools:         registry,
+		Surfaces:      surfaces.byName,
+		Router:        router,
+		PostObserver:  filter,
+		Logger:        log,
+		CardKey:       st.Signer.DeriveKey("card-tokens"),
+		Operators:     cfg.Admins,
+		ApprovalTTL:   cfg.ApprovalTTL,
+		MaxInputChars: cfg.MaxInputChars,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)

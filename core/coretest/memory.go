@@ -42,6 +42,17 @@ func (m *Memory) Notes(ch core.ChannelKey) []string {
 	return out
 }
 
+// Provenances returns the provenance of every note of ch, in write order.
+func (m *Memory) Provenances(ch core.ChannelKey) []core.Provenance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []core.Provenance
+	for _, n := range m.notes[ch] {
+		out = append(out, n.prov)
+	}
+	return out
+}
+
 type channelMemory struct {
 	m  *Memory
 	ch core.ChannelKey

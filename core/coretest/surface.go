@@ -18,6 +18,13 @@ type Post struct {
 	Out core.Outbound
 }
 
+// Whisper is one ephemeral message: shown only to User.
+type Whisper struct {
+	Scope core.Scope
+	User  string
+	Text  string
+}
+
 // Edit is one Update call a FakeSurface received.
 type Edit struct {
 	Ref core.MessageRef
@@ -40,6 +47,7 @@ type FakeSurface struct {
 	current   map[string]core.Outbound // message id → current content
 	reactions []string
 	history   map[core.Scope][]core.Event
+	whispers  []Whisper
 	next      int
 	// FailPost, when set, can fail a Post before it takes effect.
 	FailPost func(out core.Outbound) error
@@ -230,4 +238,24 @@ func WaitFor(tb interface {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+var _ core.Ephemeral = (*FakeSurface)(nil)
+
+// PostEphemeral records a message only userID sees.
+func (s *FakeSurface) PostEphemeral(_ context.Context, sc core.Scope, userID, text string) error {
+	if userID == "" {
+		return errors.New("ephemeral message without a user")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.whispers = append(s.whispers, Whisper{Scope: sc, User: userID, Text: text})
+	return nil
+}
+
+// Whispers returns the ephemeral messages, in order.
+func (s *FakeSurface) Whispers() []Whisper {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.whispers)
 }
