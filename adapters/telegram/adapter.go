@@ -13,7 +13,8 @@
 // package's own structs, and updates are decoded with this package's types,
 // which keep the forum fields.
 //
-// It implements core.Surface and core.Administrators. It decides nothing
+// It implements core.Surface, core.Administrators and core.Ephemeral (the
+// alert answering a person's own button press). It decides nothing
 // about intent: every message is normalised and delivered; the engine's
 // router filters.
 package telegram
@@ -54,6 +55,10 @@ type Adapter struct {
 	// answerWait is how long a button press waits for the engine before
 	// answerCallbackQuery goes out anyway.
 	answerWait time.Duration
+	// ephemeralGrace is how long a recorded press waits for a refusal to
+	// show as its alert (see PostEphemeral).
+	ephemeralGrace time.Duration
+	presses        pressBook
 
 	pacer  *pacer
 	ledger *postLedger
@@ -146,7 +151,8 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		private: map[int64]bool{},
 		pace:    paceConfig{chatInterval: time.Second, chatBurst: 3, groupPerMinute: 20, globalPerSecond: 30},
 
-		answerWait: callbackAnswerWait,
+		answerWait:     callbackAnswerWait,
+		ephemeralGrace: defaultEphemeralGrace,
 	}
 	for _, id := range cfg.PrivateChats {
 		a.private[id] = true

@@ -248,7 +248,7 @@ func TestCallbackAlwaysAnswered(t *testing.T) {
 		t.Fatalf("answer %+v", an)
 	}
 	c := rec.clicks()[0]
-	if c.Token != "tokA" || c.By.ID != "502" || c.Scope.Channel != "-1002:42" || c.Scope.Thread != "150" {
+	if c.Token != "tokA" || c.By.ID != "502" || c.Scope.Channel != "-1002:42" || c.Scope.Thread != "" {
 		t.Fatalf("click %+v", c)
 	}
 
@@ -385,4 +385,50 @@ func TestReactAndAdmins(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = telegramfake.Sent{}
+}
+
+// A refusal for the clicker alone (core.Ephemeral) becomes the alert that
+// answers their press; with no press waiting, it goes to them privately.
+func TestEphemeralIsTheCallbackAlert(t *testing.T) {
+	f := newFake(t)
+	a, _ := newAdapter(t, testConfig(f, ModePolling))
+	rec := newRecorder()
+	rec.hook = func(_ context.Context, _ int, in core.Inbound) error {
+		if c := in.Click; c != nil && c.Token == "forged" {
+			// As the engine does: the refusal is queued, shown after
+			// Deliver returned.
+			go func() {
+				if err := a.PostEphemeral(context.Background(), c.Scope, c.By.ID, "⚠️ That button could not be verified, so nothing was done."); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		return nil
+	}
+	run(t, a, rec.deliver)
+	ref, err := a.Post(context.Background(), core.Outbound{Scope: scope("-1001", ""), Card: approvalCard("tokA", "tokD")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, q := f.Click(group.ID, atoi(t, ref.ID), bob, "forged")
+	awaitFake(t, f, "the answer", func() bool { return len(f.Answers()) == 1 })
+	if an := f.Answers()[0]; an.ID != q || !an.ShowAlert || !strings.Contains(an.Text, "could not be verified") {
+		t.Fatalf("answer %+v: want the refusal as an alert", an)
+	}
+	if n := len(f.Sent()); n != 1 {
+		t.Fatalf("%d messages sent: the refusal must not be posted in the chat", n)
+	}
+	// A valid press is answered plainly, within the grace.
+	f.Click(group.ID, atoi(t, ref.ID), bob, "tokA")
+	awaitFake(t, f, "the second answer", func() bool { return len(f.Answers()) == 2 })
+	if an := f.Answers()[1]; an.ShowAlert || an.Text != "" {
+		t.Fatalf("answer %+v: want a plain answer", an)
+	}
+	// No press waiting: a private message.
+	if err := a.PostEphemeral(context.Background(), scope("-1001", ""), "502", "only for you"); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.Sent(); len(s) != 2 || s[1].ChatID != 502 || s[1].Text != "only for you" {
+		t.Fatalf("fallback: %+v", s)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
 	"github.com/marlowe-bot/marlowe/core"
 )
 
@@ -57,16 +59,35 @@ func (a *Adapter) handleUpdate(ctx context.Context, u *update, deliver func(cont
 	}
 	// A click: answer the callback query whatever happens, so the button
 	// never spins, but after the click is recorded when that is quick, so a
-	// failure can say so.
+	// failure can say so, and a refusal meant for the clicker alone
+	// (PostEphemeral) can be the answer's alert.
+	pend := a.awaitEphemeral(in.Click.Scope.Channel, in.Click.By.ID, cb.ID)
 	done := make(chan error, 1)
 	a.bg.Go(func() { done <- a.deliverOnce(ctx, key, in, deliver) })
+	deadline := a.now().Add(a.answerWait)
 	t := time.NewTimer(a.answerWait)
 	defer t.Stop()
 	select {
 	case err := <-done:
-		a.answerCallback(ctx, cb.ID, err)
-		return err
+		if err != nil {
+			if a.dropEphemeral(pend) {
+				a.answerCallback(ctx, cb.ID, err)
+			} else {
+				a.sendAnswer(ctx, params("callback_query_id", cb.ID, "text", truncateRunes(<-pend.text, maxAlertText), "show_alert", "true"))
+			}
+			return err
+		}
+		// Recorded. The engine says "refused" (if at all) just after
+		// Deliver returns: answer in the background once it has, or after
+		// a short grace, without holding up the poller.
+		a.bg.Go(func() { a.answerAfterGrace(ctx, pend, deadline) })
+		return nil
 	case <-t.C:
+		if !a.dropEphemeral(pend) {
+			// A refusal came already: it is the answer.
+			a.sendAnswer(ctx, params("callback_query_id", cb.ID, "text", truncateRunes(<-pend.text, maxAlertText), "show_alert", "true"))
+			return <-done
+		}
 		a.answerCallback(ctx, cb.ID, nil)
 		return <-done
 	}
@@ -80,6 +101,10 @@ func (a *Adapter) answerCallback(ctx context.Context, id string, deliverErr erro
 	if deliverErr != nil {
 		p["text"] = "⚠️ That press was not recorded yet. If nothing changes in a moment, press again."
 	}
+	a.sendAnswer(ctx, p)
+}
+
+func (a *Adapter) sendAnswer(ctx context.Context, p tgbotapi.Params) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	// Not paced: the answer goes to the person, not into the chat, and it
@@ -90,19 +115,17 @@ func (a *Adapter) answerCallback(ctx context.Context, id string, deliverErr erro
 }
 
 // clickOf builds the CardClick of a callback query on one of the bot's
-// messages. The card's scope is the chat (and topic) of that message; its
-// Thread is the message the card answered.
+// messages. The card's scope is the chat (and topic) of that message, at
+// the top level: Telegram has no threads, and the engine decides on the
+// approval's own scope; a refusal for the clicker then goes through the
+// channel's (idle) top-level queue, not behind the run that posted the card.
 func (a *Adapter) clickOf(cb *callbackQuery) (core.CardClick, bool) {
 	m := cb.Message
 	if m == nil || cb.Data == "" || cb.From.ID == 0 || cb.From.IsBot {
 		return core.CardClick{}, false
 	}
-	scope := core.Scope{Platform: Platform, Channel: channelOf(m.Chat.ID, topicOf(m))}
-	if r := m.ReplyToMessage; r != nil && !isTopicRoot(m, r) {
-		scope.Thread = itoa(r.MessageID)
-	}
 	return core.CardClick{
-		Scope: scope,
+		Scope: core.Scope{Platform: Platform, Channel: channelOf(m.Chat.ID, topicOf(m))},
 		Token: cb.Data,
 		By:    core.Person{ID: itoa(cb.From.ID), Name: personName(&cb.From)},
 		At:    a.now().UTC(), // callback queries carry no time of their own
