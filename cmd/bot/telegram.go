@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -38,9 +39,9 @@ func addTelegram(set *surfaceSet, cfg config, rdb *goredis.Client, log *slog.Log
 		// Shared update_id dedupe: a webhook retry reaching another replica,
 		// or a restart, delivers once.
 		opts = append(opts, telegram.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:telegram:")))
-		if tcfg.Mode == telegram.ModePolling {
-			log.Warn("telegram: polling with Redis configured: run exactly one replica per bot token in polling mode (the shared poller lease is not built yet), or use MARLOWE_TELEGRAM_MODE=webhook")
-		}
+		// One poller per token across replicas: the others wait for the
+		// lease (it lapses 15 s after its holder stops renewing).
+		opts = append(opts, telegram.WithLease(redisstore.NewLease(rdb, "marlowe:telegram:", 15*time.Second)))
 	}
 	a, err := telegram.New(tcfg, opts...)
 	if err != nil {

@@ -166,6 +166,8 @@ type Server struct {
 	limits   map[string][]time.Duration
 	admins   map[int64][]int64 // chat → admin ids (first is the creator)
 	cbs      map[string]bool   // issued callback query ids
+	polling  int               // getUpdates calls in flight
+	conflict int               // getUpdates refused because another was in flight
 	hookURL  string
 	hookSec  string
 	hookLog  []WebhookDelivery
@@ -454,6 +456,14 @@ func (s *Server) CallCount(method string) int {
 	return n
 }
 
+// Conflicts counts getUpdates calls refused with 409 because another
+// poller's call was in flight.
+func (s *Server) Conflicts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conflict
+}
+
 // Pending lists the update ids not yet confirmed.
 func (s *Server) Pending() []int64 {
 	s.mu.Lock()
@@ -630,6 +640,20 @@ func (s *Server) getUpdates(ctx context.Context, f url.Values) (any, *apiErr) {
 	if limit <= 0 || limit > 100 {
 		limit = 100
 	}
+	s.mu.Lock()
+	if s.polling > 0 {
+		// One poller per token: Telegram refuses concurrent getUpdates.
+		s.conflict++
+		s.mu.Unlock()
+		return nil, &apiErr{code: 409, desc: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}
+	}
+	s.polling++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.polling--
+		s.mu.Unlock()
+	}()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
