@@ -2,12 +2,9 @@ package core
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -54,6 +51,7 @@ type Command struct {
 	redacted    bool
 	payloadHash Hash
 	prev        Hash
+	key         string // id of the signing key; "" on rows written before key ids
 	sig         []byte
 }
 
@@ -70,6 +68,7 @@ func (c Command) At() time.Time       { return c.at }
 func (c Command) Redacted() bool      { return c.redacted }
 func (c Command) PayloadHash() Hash   { return c.payloadHash }
 func (c Command) Prev() Hash          { return c.prev }
+func (c Command) Key() string         { return c.key }
 func (c Command) Sig() []byte         { return bytes.Clone(c.sig) }
 func (c Command) RawPayload() []byte  { return bytes.Clone(c.payload) }
 func (c Command) String() string      { return fmt.Sprintf("%s#%d(%s)", c.Channel(), c.seq, c.kind) }
@@ -77,6 +76,8 @@ func (c Command) String() string      { return fmt.Sprintf("%s#%d(%s)", c.Channe
 // header is the canonical, signed form of every envelope field except the
 // payload itself (the payload hash covers it). Field order is fixed by the
 // struct; time is integer microseconds so every store round-trips it exactly.
+// Key is omitted when empty, so a row written before key ids existed has
+// exactly the bytes it was signed over.
 type header struct {
 	Seq         uint64 `json:"seq"`
 	ID          string `json:"id"`
@@ -89,6 +90,7 @@ type header struct {
 	At          int64  `json:"at"`
 	PayloadHash string `json:"payload_hash"`
 	Prev        string `json:"prev"`
+	Key         string `json:"key,omitempty"`
 }
 
 // CanonicalHeader returns the bytes that are signed.
@@ -96,7 +98,7 @@ func (c Command) CanonicalHeader() []byte {
 	b, err := json.Marshal(header{
 		Seq: c.seq, ID: c.id, Kind: c.kind.String(), V: c.v, Actor: c.actor, Scope: c.scope,
 		Run: c.run, Cause: c.cause, At: c.at.UnixMicro(),
-		PayloadHash: c.payloadHash.String(), Prev: c.prev.String(),
+		PayloadHash: c.payloadHash.String(), Prev: c.prev.String(), Key: c.key,
 	})
 	if err != nil { // only plain strings and ints: cannot fail
 		panic(fmt.Sprintf("core: canonical header: %v", err))
@@ -131,6 +133,7 @@ type Record struct {
 	Redacted    bool
 	PayloadHash []byte
 	Prev        []byte
+	Key         string // signing key id; "" on rows written before key ids
 	Sig         []byte
 }
 
@@ -138,7 +141,7 @@ type Record struct {
 func (c Command) Record() Record {
 	r := Record{
 		Seq: c.seq, ID: c.id, Kind: c.kind.String(), V: c.v, Actor: c.actor, Scope: c.scope,
-		Run: c.run, Cause: c.cause, At: c.at, Redacted: c.redacted,
+		Run: c.run, Cause: c.cause, At: c.at, Redacted: c.redacted, Key: c.key,
 		PayloadHash: bytes.Clone(c.payloadHash[:]), Prev: bytes.Clone(c.prev[:]), Sig: bytes.Clone(c.sig),
 	}
 	if !c.redacted {
@@ -159,7 +162,7 @@ func FromRecord(r Record) (Command, error) {
 	}
 	c := Command{
 		seq: r.Seq, id: r.ID, kind: k, v: r.V, actor: r.Actor, scope: r.Scope, run: r.Run,
-		cause: r.Cause, at: r.At.UTC(), redacted: r.Redacted, sig: bytes.Clone(r.Sig),
+		cause: r.Cause, at: r.At.UTC(), redacted: r.Redacted, key: r.Key, sig: bytes.Clone(r.Sig),
 	}
 	copy(c.payloadHash[:], r.PayloadHash)
 	copy(c.prev[:], r.Prev)
@@ -184,75 +187,3 @@ func (d Draft) ID() string          { return d.c.id }
 func (d Draft) Actor() Actor        { return d.c.actor }
 func (d Draft) Run() string         { return d.c.run }
 func (d Draft) IsZero() bool        { return d.c.id == "" }
-
-// Signer seals drafts into signed Commands. Journals hold one; nothing else
-// needs it.
-type Signer struct {
-	key ed25519.PrivateKey
-}
-
-// NewSigner wraps an ed25519 private key.
-func NewSigner(key ed25519.PrivateKey) (*Signer, error) {
-	if len(key) != ed25519.PrivateKeySize {
-		return nil, fmt.Errorf("signing key: want %d bytes, got %d", ed25519.PrivateKeySize, len(key))
-	}
-	return &Signer{key: key}, nil
-}
-
-// Verifier returns the matching public-key verifier.
-func (s *Signer) Verifier() *Verifier {
-	return &Verifier{pub: s.key.Public().(ed25519.PublicKey)}
-}
-
-// Seal assigns the journal position and signs. Journals call it inside the
-// transaction that appends, with the channel's current head.
-func (s *Signer) Seal(d Draft, seq uint64, prev Hash) (Command, error) {
-	if d.IsZero() {
-		return Command{}, errors.New("seal: empty draft")
-	}
-	if seq == 0 {
-		return Command{}, errors.New("seal: seq starts at 1")
-	}
-	c := d.c
-	c.seq = seq
-	c.prev = prev
-	c.sig = ed25519.Sign(s.key, c.CanonicalHeader())
-	return c, nil
-}
-
-// Verifier checks signatures and payload hashes.
-type Verifier struct {
-	pub ed25519.PublicKey
-}
-
-// NewVerifier wraps an ed25519 public key.
-func NewVerifier(pub ed25519.PublicKey) (*Verifier, error) {
-	if len(pub) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("verify key: want %d bytes, got %d", ed25519.PublicKeySize, len(pub))
-	}
-	return &Verifier{pub: pub}, nil
-}
-
-// Verify checks one command on its own: payload hash (unless redacted) and
-// signature. Chain links are checked by VerifyChain.
-func (v *Verifier) Verify(c Command) error {
-	if !c.kind.Valid() {
-		return fmt.Errorf("invalid kind")
-	}
-	if !c.redacted && sha256.Sum256(c.payload) != c.payloadHash {
-		return fmt.Errorf("payload hash mismatch")
-	}
-	if !ed25519.Verify(v.pub, c.CanonicalHeader(), c.sig) {
-		return fmt.Errorf("bad signature")
-	}
-	return nil
-}
-
-// DeriveKey returns a 32-byte secret for another purpose (card tokens, say),
-// derived from the signing key so it is stable across restarts without a
-// second secret to configure.
-func (s *Signer) DeriveKey(purpose string) []byte {
-	m := hmac.New(sha256.New, s.key.Seed())
-	m.Write([]byte("marlowe/" + purpose))
-	return m.Sum(nil)
-}

@@ -38,6 +38,9 @@ type Journal interface {
 var (
 	ErrMixedChannels = errors.New("journal: batch spans more than one channel")
 	ErrNotFound      = errors.New("not found")
+	// ErrReadOnly: the journal was opened without a signing key (to verify
+	// or replay) and cannot append.
+	ErrReadOnly = errors.New("journal: opened read-only (no signing key)")
 )
 
 // CheckBatch validates a batch before a store opens a transaction.
@@ -72,6 +75,11 @@ func CheckRedaction(target Command, record Draft) error {
 	if target.Channel() != record.Channel() {
 		return ErrMixedChannels
 	}
+	// A redaction record is what makes its target's missing payload valid;
+	// destroying it would leave that target unaccounted for.
+	if target.Kind() == KindCommandRedacted {
+		return fmt.Errorf("redact: seq %d is itself a %s record", target.Seq(), KindCommandRedacted)
+	}
 	return nil
 }
 
@@ -80,24 +88,31 @@ type ChainError struct {
 	Channel ChannelKey
 	Seq     uint64
 	Reason  string
+	Err     error // the cause, when there is one (an *UntrustedKeyError, say)
 }
 
 func (e *ChainError) Error() string {
 	return fmt.Sprintf("channel %s: seq %d: %s", e.Channel, e.Seq, e.Reason)
 }
 
+func (e *ChainError) Unwrap() error { return e.Err }
+
 // ChainVerifier checks one channel's commands in order, one at a time, so a
-// long channel can be verified in pages.
+// long channel can be verified in pages. Call Finish after the last one.
 type ChainVerifier struct {
 	v       *Verifier
 	ch      ChannelKey
 	nextSeq uint64
 	prev    Hash
+	// unredeemed holds the redacted rows seen so far (seq -> id) that no
+	// later command.redacted has named yet. The redacted flag is not signed:
+	// only such a signed record makes a missing payload valid.
+	unredeemed map[uint64]string
 }
 
 // NewChainVerifier starts verifying ch from its first command.
 func NewChainVerifier(v *Verifier, ch ChannelKey) *ChainVerifier {
-	return &ChainVerifier{v: v, ch: ch, nextSeq: 1}
+	return &ChainVerifier{v: v, ch: ch, nextSeq: 1, unredeemed: map[uint64]string{}}
 }
 
 // Next checks c against the chain so far.
@@ -117,10 +132,24 @@ func (cv *ChainVerifier) next(c Command, sigErr error) error {
 		return fail(c.Seq(), "out of order (expected seq %d)", cv.nextSeq)
 	}
 	if sigErr != nil {
-		return fail(c.Seq(), "%v", sigErr)
+		return &ChainError{Channel: cv.ch, Seq: c.Seq(), Reason: sigErr.Error(), Err: sigErr}
 	}
 	if c.Prev() != cv.prev {
 		return fail(c.Seq(), "chain broken: prev does not match the hash of seq %d", c.Seq()-1)
+	}
+	switch {
+	case c.Redacted():
+		cv.unredeemed[c.Seq()] = c.ID()
+	case c.Kind() == KindCommandRedacted:
+		// The payload hash was checked with the signature, so these are the
+		// signed seq and id.
+		p, err := Decode[*CommandRedacted](c)
+		if err != nil {
+			return fail(c.Seq(), "unreadable %s record: %v", KindCommandRedacted, err)
+		}
+		if id, ok := cv.unredeemed[p.Seq]; ok && id == p.ID {
+			delete(cv.unredeemed, p.Seq)
+		}
 	}
 	cv.prev = c.Hash()
 	cv.nextSeq++
@@ -130,8 +159,25 @@ func (cv *ChainVerifier) next(c Command, sigErr error) error {
 // Head returns the last verified seq and its hash.
 func (cv *ChainVerifier) Head() (uint64, Hash) { return cv.nextSeq - 1, cv.prev }
 
+// Finish reports the first redacted row that no later signed
+// command.redacted in the channel names by seq and id: a payload destroyed
+// behind the journal's back.
+func (cv *ChainVerifier) Finish() error {
+	if len(cv.unredeemed) == 0 {
+		return nil
+	}
+	first := uint64(0)
+	for seq := range cv.unredeemed {
+		if first == 0 || seq < first {
+			first = seq
+		}
+	}
+	return &ChainError{Channel: cv.ch, Seq: first, Reason: fmt.Sprintf(
+		"payload removed (marked redacted) without a later signed %s naming seq %d id %s", KindCommandRedacted, first, cv.unredeemed[first])}
+}
+
 // VerifyChannel reads and verifies one channel in pages, checking signatures
-// on every core in parallel and the chain in order. It returns the number of
+// on every core in parallel and the chain and redactions in order. It returns the number of
 // commands verified and a *ChainError at the first bad one.
 func VerifyChannel(ctx context.Context, j Journal, v *Verifier, ch ChannelKey) (int, error) {
 	const page = 4096
@@ -153,6 +199,9 @@ func VerifyChannel(ctx context.Context, j Journal, v *Verifier, ch ChannelKey) (
 			break
 		}
 		from = cmds[len(cmds)-1].Seq() + 1
+	}
+	if err := cv.Finish(); err != nil {
+		return n, err
 	}
 	headSeq, headHash, err := j.Head(ctx, ch)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/tools"
 )
 
@@ -46,7 +47,7 @@ func newWorld(t *testing.T, steps ...coretest.Step) *world {
 	t.Cleanup(w.srv.Close)
 	signer := coretest.NewSigner(t)
 	w.j = coretest.NewMemJournal(signer)
-	reg, err := core.NewToolRegistry(tools.Builtins(tools.Options{AllowPrivateNetworks: true})...)
+	reg, err := core.NewToolRegistry(tools.Builtins(tools.Options{HTTPClient: egress.NewClient(egress.AllowLoopbackForTests())})...)
 	if err != nil {
 		t.Fatal(err)
 	}

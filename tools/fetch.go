@@ -3,20 +3,18 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/egress"
 )
 
 // FetchURL fetches a web page and returns its text. Outbound HTTP is egress,
@@ -38,7 +36,7 @@ func FetchURL(o Options) core.Tool {
 	}
 	client := o.HTTPClient
 	if client == nil {
-		client = defaultFetchClient(o.AllowPrivateNetworks)
+		client = egress.NewClient() // strict: public addresses only, no proxy
 	}
 	return core.Tool{
 		Name:        "fetch_url",
@@ -110,50 +108,4 @@ func pageText(contentType string, body []byte) (string, error) {
 		return strings.TrimSpace(string(body)), nil
 	}
 	return "", fmt.Errorf("unsupported content type %q", mt)
-}
-
-// defaultFetchClient refuses connections to private, loopback, link-local
-// and other non-public addresses (checked on the resolved IP at dial time,
-// so DNS tricks do not get around it) and redirects to another host (the
-// gate approved a host; a redirect must not move the egress elsewhere).
-func defaultFetchClient(allowPrivate bool) *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second}
-	if !allowPrivate {
-		dialer.Control = func(network, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			ip := net.ParseIP(host)
-			if ip == nil || !publicIP(ip) {
-				return fmt.Errorf("refusing to connect to non-public address %s", host)
-			}
-			return nil
-		}
-	}
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 15 * time.Second,
-		MaxIdleConns:          10,
-		IdleConnTimeout:       30 * time.Second,
-	}
-	return &http.Client{
-		Transport: tr,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 5 {
-				return errors.New("too many redirects")
-			}
-			if !strings.EqualFold(req.URL.Hostname(), via[0].URL.Hostname()) {
-				return fmt.Errorf("redirected to another host (%s); fetch that URL explicitly if it is wanted", req.URL.Hostname())
-			}
-			return nil
-		},
-	}
-}
-
-func publicIP(ip net.IP) bool {
-	return !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified())
 }

@@ -22,8 +22,9 @@ import (
 // Options configures the tools that need it. The zero value is production
 // ready.
 type Options struct {
-	// HTTPClient is used by fetch_url. Nil: a client that refuses private,
-	// loopback and link-local addresses and cross-host redirects.
+	// HTTPClient is used by fetch_url. Nil: egress.NewClient(), which
+	// refuses every special-purpose address, proxies and cross-host
+	// redirects. The composition root passes that same client.
 	HTTPClient *http.Client
 	// FetchTimeout bounds one fetch (default 15 s).
 	FetchTimeout time.Duration
@@ -31,9 +32,6 @@ type Options struct {
 	FetchMaxBytes int64
 	// FetchMaxText caps the text handed to the model (default 8000 bytes).
 	FetchMaxText int
-	// AllowPrivateNetworks lets the default fetch client reach private and
-	// loopback addresses (tests against httptest servers; never production).
-	AllowPrivateNetworks bool
 	// HistoryLimit is read_thread's default message count (default 30).
 	HistoryLimit int
 }

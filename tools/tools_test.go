@@ -12,6 +12,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/tools"
 )
 
@@ -153,7 +154,7 @@ func TestFetchURL(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	tc := tctx(coretest.NewFakeSurface("test", "UBOT"), nil)
-	f := tools.FetchURL(tools.Options{AllowPrivateNetworks: true, FetchMaxText: 1000, FetchTimeout: 200 * time.Millisecond})
+	f := tools.FetchURL(tools.Options{HTTPClient: egress.NewClient(egress.AllowLoopbackForTests()), FetchMaxText: 1000, FetchTimeout: 200 * time.Millisecond})
 
 	obs, err := run(t, f, tc, fmt.Sprintf(`{"url":%q}`, srv.URL+"/page"))
 	if err != nil || obs.Trust != core.Untrusted || !strings.Contains(obs.Text, "Numbers") || !strings.Contains(obs.Text, "Revenue & costs") || strings.Contains(obs.Text, "evil") {

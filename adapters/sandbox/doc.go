@@ -22,6 +22,9 @@
 // Listen binds the address (loopback unless the address names another host
 // explicitly: ":8080" binds 127.0.0.1:8080, "0.0.0.0:8080" binds every
 // interface and logs a warning, because the sandbox has no authentication).
+// Whatever the address, only loopback Host names and Config.Hosts
+// (MARLOWE_SANDBOX_HOSTS) are served, so a page whose name rebinds to this
+// address cannot reach the workspace.
 // Run serves HTTP until ctx ends and returns once every goroutine it started,
 // live event streams included, has finished. Handler returns the same
 // routes for mounting elsewhere (at the root: the page uses absolute paths).

@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io/fs"
 	"mime"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -61,20 +59,15 @@ func noCache(h http.Handler) http.Handler {
 	})
 }
 
-// guard keeps other web pages out of a workspace on localhost: on a
-// loopback address only loopback Host names are served (against DNS
-// rebinding), and writes must be same-origin JSON.
+// guard keeps other web pages out of the workspace: only loopback Host
+// names and Config.Hosts are served, whatever the bind address (against DNS
+// rebinding; in a container the sandbox binds 0.0.0.0 and is reached as
+// localhost), and writes must be same-origin JSON.
 func (s *Sandbox) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.loopback {
-			host, _, err := net.SplitHostPort(r.Host)
-			if err != nil {
-				host = r.Host
-			}
-			if !isLoopbackHost(strings.Trim(host, "[]")) {
-				http.Error(w, "sandbox: unexpected Host header", http.StatusMisdirectedRequest)
-				return
-			}
+		if !s.hostAllowed(r.Host) {
+			http.Error(w, "sandbox: unexpected Host header (add it to MARLOWE_SANDBOX_HOSTS if it is yours)", http.StatusMisdirectedRequest)
+			return
 		}
 		if r.Method == http.MethodPost {
 			if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {

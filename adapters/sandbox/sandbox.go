@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +41,12 @@ type Config struct {
 	// DataFile, when set, keeps the workspace's messages as JSON lines so a
 	// restart keeps the conversation. Empty: in memory only.
 	DataFile string
+	// Hosts are the Host header names served besides the loopback ones
+	// (localhost, 127.0.0.0/8, ::1), e.g. a machine's name on a LAN. Any
+	// other name is refused whatever the bind address (a page on another
+	// site that rebinds its name to this address must not reach the
+	// workspace). "*" serves every name; only behind a proxy that checks it.
+	Hosts []string
 }
 
 // Sandbox is the local web workspace. It implements core.Surface.
@@ -47,6 +55,8 @@ type Sandbox struct {
 	now      func() time.Time
 	addr     string
 	loopback bool
+	hosts    map[string]bool // extra Host names served (Config.Hosts)
+	anyHost  bool            // Config.Hosts has "*"
 	dataFile string
 	dir      *directory
 
@@ -137,6 +147,16 @@ func New(cfg Config) (*Sandbox, error) {
 	if s.addr, s.loopback, err = resolveAddr(cfg.Addr); err != nil {
 		return nil, err
 	}
+	s.hosts = map[string]bool{}
+	for _, h := range cfg.Hosts {
+		switch h = normHost(h); h {
+		case "":
+		case "*":
+			s.anyHost = true
+		default:
+			s.hosts[h] = true
+		}
+	}
 	if s.dataFile != "" {
 		if err := s.load(); err != nil {
 			return nil, err
@@ -169,6 +189,30 @@ func resolveAddr(addr string) (string, bool, error) {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port), isLoopbackHost(host), nil
+}
+
+// normHost is a Host header's (or a configured) name without port,
+// brackets, trailing dot or case.
+func normHost(h string) string {
+	h = strings.TrimSpace(h)
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+}
+
+// hostAllowed reports whether a request's Host header names this
+// workspace: a loopback name or one of Config.Hosts.
+func (s *Sandbox) hostAllowed(hostHeader string) bool {
+	h := normHost(hostHeader)
+	return s.anyHost || isLoopbackHost(h) || s.hosts[h]
+}
+
+func (s *Sandbox) hostList() string {
+	if s.anyHost {
+		return "* (any)"
+	}
+	return strings.Join(append([]string{"localhost", "127.0.0.1", "[::1]"}, slices.Sorted(maps.Keys(s.hosts))...), ",")
 }
 
 func isLoopbackHost(host string) bool {
@@ -211,7 +255,7 @@ func (s *Sandbox) Listen(ctx context.Context) (string, error) {
 	s.ln = ln
 	s.url = "http://" + ln.Addr().String() + "/"
 	if !s.loopback {
-		s.log.Warn("sandbox listens beyond loopback; it has no authentication", "addr", ln.Addr().String())
+		s.log.Warn("sandbox listens beyond loopback; it has no authentication", "addr", ln.Addr().String(), "hosts", s.hostList())
 	}
 	return s.url, nil
 }

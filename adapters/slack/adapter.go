@@ -50,6 +50,9 @@ type Adapter struct {
 	histMu   sync.Mutex
 	histLast time.Time
 
+	ready  readiness   // see Ready
+	admins *adminCache // see IsAdmin
+
 	// run state: the deliver func of the active Run (HTTP mode serves
 	// requests through it) and its background work.
 	runMu   sync.RWMutex
@@ -148,6 +151,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	}
 	a.api = slack.New(cfg.BotToken, clientOpts...)
 	a.vis = newVisCache(20000)
+	a.admins = newAdminCache(adminTTL, 20000)
 	a.ledger = newPostLedger(a.now, 24*time.Hour, 50000)
 	a.pacer = newPacer(a.now, a.pace, a.log)
 	return a, nil

@@ -183,6 +183,10 @@ type message struct {
 	edited                     bool
 }
 
+// slackbotID is Slack's built-in Slackbot. Its messages (reminders, custom
+// responses, notices in a DM) carry no bot_id, but no person wrote them.
+const slackbotID = "USLACKBOT"
+
 // normalise builds the core.Event for m. vis must already be resolved.
 func normalise(m message, vis core.Visibility, self identity) core.Event {
 	ev := core.Event{
@@ -196,7 +200,7 @@ func normalise(m message, vis core.Visibility, self identity) core.Event {
 		MessageID:  m.ts,
 		Author: core.Person{
 			ID:    m.user,
-			IsBot: m.botID != "" || (self.userID != "" && m.user == self.userID) || m.subtype == "bot_message",
+			IsBot: m.botID != "" || m.user == slackbotID || (self.userID != "" && m.user == self.userID) || m.subtype == "bot_message",
 		},
 		Subtype: normSubtype(m.subtype),
 		At:      parseTS(m.ts),

@@ -53,7 +53,7 @@ func markReplays(items []inbound, retry int) []inbound {
 // fromEventsAPI turns an Events API callback into inbound items (zero or
 // one). Unknown inner events yield none: they are acknowledged and dropped.
 func (a *Adapter) fromEventsAPI(ctx context.Context, ev slackevents.EventsAPIEvent) []inbound {
-	if ev.Type != slackevents.CallbackEvent {
+	if ev.Type != slackevents.CallbackEvent || a.lifecycle(ev) {
 		return nil
 	}
 	team := ev.TeamID

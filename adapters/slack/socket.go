@@ -117,7 +117,7 @@ func (a *Adapter) dispatchSocket(ctx context.Context, smc *socketmode.Client, sh
 				continue
 			}
 			ev, ok := evt.Data.(slackevents.EventsAPIEvent)
-			if !ok {
+			if !ok || (ev.Type == slackevents.CallbackEvent && a.lifecycle(ev)) {
 				a.ack(ctx, smc, evt.Request.EnvelopeID)
 				continue
 			}

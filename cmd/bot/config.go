@@ -19,6 +19,7 @@ type config struct {
 	DatabaseURL string // MARLOWE_DATABASE_URL: Postgres when set, else SQLite in DataDir
 	RedisURL    string // MARLOWE_REDIS_URL
 	SigningKey  string // MARLOWE_SIGNING_KEY: base64 ed25519 seed or private key
+	VerifyKeys  string // MARLOWE_VERIFY_KEYS: retired base64 ed25519 public keys, comma-separated
 	HTTPAddr    string // MARLOWE_HTTP_ADDR: health and metrics
 	LogLevel    string // MARLOWE_LOG_LEVEL: debug, info, warn, error
 
@@ -63,6 +64,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DatabaseURL: get("MARLOWE_DATABASE_URL"),
 		RedisURL:    get("MARLOWE_REDIS_URL"),
 		SigningKey:  get("MARLOWE_SIGNING_KEY"),
+		VerifyKeys:  get("MARLOWE_VERIFY_KEYS"),
 		HTTPAddr:    or(get("MARLOWE_HTTP_ADDR"), "127.0.0.1:8081"),
 		LogLevel:    or(get("MARLOWE_LOG_LEVEL"), "info"),
 		Getenv:      get,

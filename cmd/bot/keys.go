@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,9 +19,10 @@ import (
 
 const keyFile = "signing.key"
 
-// loadSigner returns the journal signer: from MARLOWE_SIGNING_KEY when set,
-// otherwise from the data directory, generating the key on first start.
-func loadSigner(cfg config) (*core.Signer, string, error) {
+// readSigner returns the configured signing key without ever creating one:
+// MARLOWE_SIGNING_KEY when set, otherwise the key file in the data
+// directory; a nil signer when there is neither.
+func readSigner(cfg config) (*core.Signer, string, error) {
 	if cfg.SigningKey != "" {
 		key, err := parseKey(cfg.SigningKey)
 		if err != nil {
@@ -38,62 +42,67 @@ func loadSigner(cfg config) (*core.Signer, string, error) {
 		s, err := core.NewSigner(key)
 		return s, path, err
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return nil, "", fmt.Errorf("create data directory: %w", err)
-		}
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return nil, "", fmt.Errorf("generate signing key: %w", err)
-		}
-		enc := base64.StdEncoding.EncodeToString(priv.Seed()) + "\n"
-		// Write a temporary file, then link it into place: the key file
-		// appears whole or not at all, and if another process starting at
-		// the same moment won the race, its key is the one used.
-		tmp, err := os.CreateTemp(cfg.DataDir, keyFile+".tmp-*")
-		if err != nil {
-			return nil, "", fmt.Errorf("write signing key: %w", err)
-		}
-		defer os.Remove(tmp.Name())
-		if err := tmp.Chmod(0o600); err != nil {
-			tmp.Close()
-			return nil, "", fmt.Errorf("write signing key: %w", err)
-		}
-		if _, err := tmp.WriteString(enc); err != nil {
-			tmp.Close()
-			return nil, "", fmt.Errorf("write signing key: %w", err)
-		}
-		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return nil, "", fmt.Errorf("write signing key: %w", err)
-		}
-		if err := tmp.Close(); err != nil {
-			return nil, "", fmt.Errorf("write signing key: %w", err)
-		}
-		if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
-			return loadSigner(cfg)
-		} else if err != nil {
-			return nil, "", fmt.Errorf("write signing key: %w", err)
-		}
-		s, err := core.NewSigner(priv)
-		return s, path + " (generated)", err
+		return nil, "", nil
 	default:
 		return nil, "", fmt.Errorf("read signing key: %w", err)
 	}
 }
 
+// loadSigner returns the journal signer for serve: readSigner's, or, on the
+// first start of an embedded install, a new key written to the data
+// directory.
+func loadSigner(cfg config) (*core.Signer, string, error) {
+	s, src, err := readSigner(cfg)
+	if err != nil || s != nil {
+		return s, src, err
+	}
+	path := filepath.Join(cfg.DataDir, keyFile)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("create data directory: %w", err)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", fmt.Errorf("generate signing key: %w", err)
+	}
+	enc := base64.StdEncoding.EncodeToString(priv.Seed()) + "\n"
+	// Write a temporary file, then link it into place: the key file
+	// appears whole or not at all, and if another process starting at
+	// the same moment won the race, its key is the one used.
+	tmp, err := os.CreateTemp(cfg.DataDir, keyFile+".tmp-*")
+	if err != nil {
+		return nil, "", fmt.Errorf("write signing key: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return nil, "", fmt.Errorf("write signing key: %w", err)
+	}
+	if _, err := tmp.WriteString(enc); err != nil {
+		tmp.Close()
+		return nil, "", fmt.Errorf("write signing key: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return nil, "", fmt.Errorf("write signing key: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, "", fmt.Errorf("write signing key: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return loadSigner(cfg)
+	} else if err != nil {
+		return nil, "", fmt.Errorf("write signing key: %w", err)
+	}
+	s, err = core.NewSigner(priv)
+	return s, path + " (generated)", err
+}
+
 // parseKey accepts a base64 (std or url) ed25519 seed (32 bytes) or full
 // private key (64 bytes).
 func parseKey(s string) (ed25519.PrivateKey, error) {
-	s = strings.TrimSpace(s)
-	var b []byte
-	var err error
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if b, err = enc.DecodeString(s); err == nil {
-			break
-		}
-	}
+	b, err := decodeBase64(strings.TrimSpace(s))
 	if err != nil {
-		return nil, errors.New("not base64")
+		return nil, err
 	}
 	switch len(b) {
 	case ed25519.SeedSize:
@@ -102,4 +111,167 @@ func parseKey(s string) (ed25519.PrivateKey, error) {
 		return ed25519.PrivateKey(b), nil
 	}
 	return nil, fmt.Errorf("want a %d-byte seed or %d-byte private key, got %d bytes", ed25519.SeedSize, ed25519.PrivateKeySize, len(b))
+}
+
+// decodeBase64 accepts standard or URL base64, padded or not.
+func decodeBase64(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			return b, nil
+		}
+	}
+	return nil, errors.New("not base64")
+}
+
+// parsePublicKeys reads MARLOWE_VERIFY_KEYS: comma-separated base64 ed25519
+// public keys (32 bytes each). A 64-byte value is a private key put in the
+// wrong place and is refused; a 32-byte seed cannot be told from a public
+// key and simply verifies nothing.
+func parsePublicKeys(s string) ([]ed25519.PublicKey, error) {
+	var out []ed25519.PublicKey
+	for i, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		b, err := decodeBase64(f)
+		if err != nil {
+			return nil, fmt.Errorf("MARLOWE_VERIFY_KEYS: entry %d: %w", i+1, err)
+		}
+		switch len(b) {
+		case ed25519.PublicKeySize:
+			out = append(out, ed25519.PublicKey(b))
+		case ed25519.PrivateKeySize:
+			return nil, fmt.Errorf("MARLOWE_VERIFY_KEYS: entry %d is a private key: list public keys only (bot keys prints a key's public half)", i+1)
+		default:
+			return nil, fmt.Errorf("MARLOWE_VERIFY_KEYS: entry %d: want a %d-byte ed25519 public key, got %d bytes", i+1, ed25519.PublicKeySize, len(b))
+		}
+	}
+	return out, nil
+}
+
+// trustedVerifier trusts the current signing key (when there is one) and
+// the retired public keys in MARLOWE_VERIFY_KEYS; nil when there are none.
+func trustedVerifier(cfg config, current *core.Signer) (*core.Verifier, error) {
+	pubs, err := parsePublicKeys(cfg.VerifyKeys)
+	if err != nil {
+		return nil, err
+	}
+	if current != nil {
+		pubs = append([]ed25519.PublicKey{current.Public()}, pubs...)
+	}
+	if len(pubs) == 0 {
+		return nil, nil
+	}
+	return core.NewVerifier(pubs...)
+}
+
+func encodePublic(pub ed25519.PublicKey) string { return base64.StdEncoding.EncodeToString(pub) }
+
+// fileKeyHint: when the data directory's key file holds key id but is not
+// in use (MARLOWE_SIGNING_KEY overrides it), say so and give its public
+// key: after a switch to MARLOWE_SIGNING_KEY it is the retired key.
+func fileKeyHint(cfg config, id string) string {
+	if cfg.SigningKey == "" || id == "" {
+		return ""
+	}
+	s, _, err := readSigner(config{DataDir: cfg.DataDir})
+	if err != nil || s == nil || s.KeyID() != id {
+		return ""
+	}
+	return fmt.Sprintf(" The key in %s is key %s; its public key is %s.",
+		filepath.Join(cfg.DataDir, keyFile), id, encodePublic(s.Public()))
+}
+
+// cmdKeys runs `bot keys [--public]` (the current key's public half and id,
+// and the retired keys trusted for verification) and `bot keys generate` (a
+// new private key for MARLOWE_SIGNING_KEY on stdout). Neither stores a key.
+func cmdKeys(cfg config, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "generate" {
+		if len(args) > 1 {
+			return usageErr("keys generate takes no arguments")
+		}
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return fmt.Errorf("generate key: %w", err)
+		}
+		fmt.Fprintln(stdout, base64.StdEncoding.EncodeToString(priv.Seed()))
+		fmt.Fprintf(stderr, "new signing key %s, public key %s\nSet the line above as MARLOWE_SIGNING_KEY; list the old key's public key in MARLOWE_VERIFY_KEYS (docs/journal.md).\n",
+			core.KeyID(pub), encodePublic(pub))
+		return nil
+	}
+	flags := flag.NewFlagSet("keys", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	public := flags.Bool("public", false, "print only the current public key (for MARLOWE_VERIFY_KEYS elsewhere)")
+	if err := flags.Parse(args); err != nil {
+		return usageErr("keys: %v", err)
+	}
+	if flags.NArg() > 0 {
+		return usageErr("keys: unknown argument %q (bot keys [--public] | bot keys generate)", flags.Arg(0))
+	}
+	s, src, err := readSigner(cfg)
+	if err != nil {
+		return err
+	}
+	retired, err := parsePublicKeys(cfg.VerifyKeys)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		return exitError{code: 2, err: fmt.Errorf("keys: no signing key: set MARLOWE_SIGNING_KEY (bot keys generate makes one), or start serve once to generate %s",
+			filepath.Join(cfg.DataDir, keyFile))}
+	}
+	if *public {
+		fmt.Fprintln(stdout, encodePublic(s.Public()))
+		return nil
+	}
+	fmt.Fprintf(stdout, "key id: %s\npublic key: %s\nsource: %s\n", s.KeyID(), encodePublic(s.Public()), src)
+	for _, pub := range retired {
+		fmt.Fprintf(stdout, "verify key (MARLOWE_VERIFY_KEYS): %s %s\n", core.KeyID(pub), encodePublic(pub))
+	}
+	return nil
+}
+
+// checkJournalSigners refuses to serve on a journal whose newest commands
+// were signed by a key that is neither the current one nor listed in
+// MARLOWE_VERIFY_KEYS: the signing key changed and the old one was not kept
+// for verification, so every later `bot verify` would fail. It reads one
+// command per channel.
+func checkJournalSigners(ctx context.Context, cfg config, st *stores) (*core.Verifier, error) {
+	v, err := trustedVerifier(cfg, st.Signer)
+	if err != nil {
+		return nil, err
+	}
+	problems, err := core.CheckNewestSigners(ctx, st.Journal, v)
+	if err != nil {
+		return nil, err
+	}
+	if len(problems) == 0 {
+		return v, nil
+	}
+	byKey := map[string][]string{}
+	var keys []string
+	for _, p := range problems {
+		if _, ok := byKey[p.Key]; !ok {
+			keys = append(keys, p.Key)
+		}
+		byKey[p.Key] = append(byKey[p.Key], fmt.Sprintf("%s seq %d", p.Channel, p.Seq))
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		chs := byKey[k]
+		more := ""
+		if len(chs) > 3 {
+			chs, more = chs[:3], fmt.Sprintf(" and %d more channel(s)", len(chs)-3)
+		}
+		name := "key " + k
+		if k == "" {
+			name = "a key from before key ids"
+		}
+		fmt.Fprintf(&b, "the journal's newest command in %s%s is signed by %s, ", strings.Join(chs, ", "), more, name)
+	}
+	fmt.Fprintf(&b, "which is neither the current signing key (%s, from %s) nor listed in MARLOWE_VERIFY_KEYS. "+
+		"If the signing key was changed, add the old key's public key to MARLOWE_VERIFY_KEYS (docs/journal.md).", st.Signer.KeyID(), st.KeySrc)
+	b.WriteString(fileKeyHint(cfg, keys[0]))
+	return nil, errors.New(b.String())
 }

@@ -24,7 +24,12 @@ Usage:
 Commands:
   serve            run the bot (default)
   migrate          apply database migrations and exit
-  verify           check every channel's hash chain and signatures
+  verify           check every channel's hash chain, signatures and redactions
+                   with public keys only (the current key's and
+                   MARLOWE_VERIFY_KEYS); never creates a key
+  keys             print the current signing key's id and public key
+                   (--public: the public key only)
+  keys generate    print a new private key for MARLOWE_SIGNING_KEY
   replay           fold one channel's journal and print its state as JSON
                    (--channel platform/workspace/channel), or one run's
                    replayed state (--run ID); no model or platform is called
@@ -45,10 +50,10 @@ func main() {
 	if err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
-			fmt.Fprintln(os.Stderr, "bot:", ee.err)
+			fmt.Fprintln(os.Stderr, "bot:", redactDSN(ee.err.Error()))
 			os.Exit(ee.code)
 		}
-		fmt.Fprintln(os.Stderr, "bot:", err)
+		fmt.Fprintln(os.Stderr, "bot:", redactDSN(err.Error()))
 		os.Exit(1)
 	}
 }
@@ -92,6 +97,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdMigrate(ctx, cfg, args, stdout)
 	case "verify":
 		return cmdVerify(ctx, cfg, args, stdout)
+	case "keys":
+		return cmdKeys(cfg, args, stdout, stderr)
 	case "replay":
 		return cmdReplay(ctx, cfg, args, stdout)
 	case "memory":

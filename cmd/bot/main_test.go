@@ -60,7 +60,7 @@ func TestHelpListsSubcommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sub := range []string{"serve", "migrate", "verify", "replay", "intent replay", "version"} {
+	for _, sub := range []string{"serve", "migrate", "verify", "keys generate", "replay", "intent replay", "version"} {
 		if !strings.Contains(out, sub) {
 			t.Errorf("--help does not list %q", sub)
 		}
@@ -80,6 +80,8 @@ func TestVerifyNamesFirstRowTamperedInSQL(t *testing.T) {
 		{"signature edited", `UPDATE commands SET sig = zeroblob(64) WHERE seq = 2`, 2},
 		{"row deleted", `DELETE FROM commands WHERE seq = 4`, 4},
 		{"last row deleted", `DELETE FROM commands WHERE seq = 5`, 5},
+		{"silent redaction", `UPDATE commands SET payload = NULL, redacted = 1 WHERE seq = 3`, 3},
+		{"key id cleared", `UPDATE commands SET key_id = '' WHERE seq = 2`, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -130,7 +130,12 @@ func qaHTTPMode(t *testing.T) {
 	if r := b.postSigned("/slack/interactions", formCT, clickBody(qaBob, "X"+btn["approve"]), time.Now(), qaSecret, nil); r.StatusCode != 200 {
 		t.Fatalf("click with a bad token: %d", r.StatusCode)
 	}
-	b.waitPost("refusal of a bad token", hasText("could not be verified"))
+	b.waitEphemeral("refusal of a bad token", func(e slackfake.Ephemeral) bool {
+		return e.User == qaBob && strings.Contains(e.Text, "could not be verified")
+	})
+	if n := b.count(hasText("could not be verified")); n != 0 {
+		t.Fatalf("the bad-token refusal was posted publicly %d times", n)
+	}
 	if r := b.postSigned("/slack/interactions", formCT, clickBody(qaBob, btn["approve"]), time.Now(), qaSecret, nil); r.StatusCode != 200 {
 		t.Fatalf("click: %d", r.StatusCode)
 	}

@@ -73,9 +73,13 @@ func qaApprovalClicks(t *testing.T) {
 	// 2. A forged value (the MAC of another action, or garbage).
 	forged := approve[:len(approve)-3] + "AAA"
 	click(qaBob, "approve", forged)
-	b.waitPost("refusal of a forged value", func(p slackfake.Post) bool {
-		return p.ThreadTS == root && strings.Contains(p.Text, "could not be verified")
+	// Refused to Bob alone (ephemeral), never in the channel.
+	b.waitEphemeral("refusal of a forged value", func(e slackfake.Ephemeral) bool {
+		return e.User == qaBob && e.ThreadTS == root && strings.Contains(e.Text, "could not be verified")
 	})
+	if n := b.count(hasText("could not be verified")); n != 0 {
+		t.Fatalf("the forged-click refusal was posted publicly %d times", n)
+	}
 	swapped := strings.Replace(btn["decline"], ".d", ".a", 1)
 	click(qaBob, "approve", swapped)
 	if n := b.count(inChannel(qaOther)); n != 0 {
@@ -197,11 +201,23 @@ func qaModelFailures(t *testing.T) {
 				if n := b.count(inThread(qaGeneral, root)); n != 2 {
 					t.Fatalf("%d posts in the thread, want 2 (checklist, outcome):\n%s", n, b.dumpPosts())
 				}
-				st := b.journal(qaGeneral)
-				for id, r := range st.Runs {
-					if r.Status == "working" || r.Status == "queued" {
-						t.Fatalf("run %s left %s", id, r.Status)
+				// The checklist's last edit comes just before run.completed is
+				// journaled: await the journal rather than guess a delay.
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					var open []string
+					for id, r := range b.journal(qaGeneral).Runs {
+						if r.Status == "working" || r.Status == "queued" {
+							open = append(open, id+" "+string(r.Status))
+						}
 					}
+					if len(open) == 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("runs left unfinished: %v", open)
+					}
+					time.Sleep(100 * time.Millisecond)
 				}
 			}
 		}

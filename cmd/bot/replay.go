@@ -12,7 +12,7 @@ import (
 
 // cmdReplay folds one channel's journal (or one run's commands) and prints
 // the derived state. It calls no model and no platform: state is a function
-// of the journal, with recorded observations fed back in.
+// of the journal, with recorded observations fed back in. It needs no key.
 func cmdReplay(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	channel := fs.String("channel", "", "channel key platform/workspace/channel")
@@ -31,13 +31,13 @@ func cmdReplay(ctx context.Context, cfg config, args []string, stdout io.Writer)
 	if _, err := core.ParseChannelKey(*channel); err != nil {
 		return usageErr("replay: %v", err)
 	}
-	st, err := openStores(ctx, cfg)
+	j, closeJournal, err := openJournalReadOnly(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer closeJournal()
 	ch := core.ChannelKey(*channel)
-	cmds, err := st.Journal.Read(ctx, ch, 1, 0)
+	cmds, err := j.Read(ctx, ch, 1, 0)
 	if err != nil {
 		return fmt.Errorf("replay %s: read journal: %w", ch, err)
 	}
@@ -52,12 +52,12 @@ func cmdReplay(ctx context.Context, cfg config, args []string, stdout io.Writer)
 }
 
 func replayRun(ctx context.Context, cfg config, id string, enc *json.Encoder) error {
-	st, err := openStores(ctx, cfg)
+	j, closeJournal, err := openJournalReadOnly(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	cmds, err := st.Journal.ReadRun(ctx, id)
+	defer closeJournal()
+	cmds, err := j.ReadRun(ctx, id)
 	if err != nil {
 		return fmt.Errorf("replay run %s: read journal: %w", id, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/slack"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/intent"
+	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/llm"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 	"github.com/marlowe-bot/marlowe/tools"
@@ -34,7 +36,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return err
 	}
 	defer st.Close()
-	log.Info("store ready", "store", st.Desc, "signing_key", st.KeySrc, "data_dir", cfg.DataDir)
+	trusted, err := checkJournalSigners(ctx, cfg, st)
+	if err != nil {
+		return err
+	}
+	log.Info("store ready", "store", st.Desc, "signing_key", st.KeySrc, "key_id", st.Signer.KeyID(), "verify_keys", trusted.KeyIDs()[1:], "data_dir", cfg.DataDir)
 
 	// Redis, when configured, holds intent windows and dedupe keys so that
 	// several replicas agree; without it both live in this process.
@@ -42,14 +48,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if cfg.RedisURL != "" {
 		opt, err := goredis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			return fmt.Errorf("MARLOWE_REDIS_URL: %w", err)
+			return fmt.Errorf("MARLOWE_REDIS_URL: %s", redactDSN(err.Error())) // url.Error quotes the URL
 		}
 		rdb = goredis.NewClient(opt)
 		defer rdb.Close()
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("connect to redis %s: %w", redactURL(cfg.RedisURL), err)
+			return fmt.Errorf("connect to redis %s: %w", redactDSN(cfg.RedisURL), err)
 		}
-		log.Info("redis ready", "url", redactURL(cfg.RedisURL))
+		log.Info("redis ready", "url", redactDSN(cfg.RedisURL))
 	}
 
 	filter, err := newFilter(ctx, st.Journal, rdb, log)
@@ -77,7 +83,8 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		log.Info("memory recall is lexical only (no embedding model configured)", "configure", "MARLOWE_EMBEDDING_MODEL=<name> [MARLOWE_EMBEDDING_BASE_URL=...]")
 	}
 
-	registry, err := core.NewToolRegistry(tools.Builtins(tools.Options{})...)
+	// One egress client for every tool: public addresses only, no proxy.
+	registry, err := core.NewToolRegistry(tools.Builtins(tools.Options{HTTPClient: egress.NewClient()})...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
@@ -118,7 +125,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(filter, mem), promhttp.HandlerOpts{}))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
@@ -164,6 +171,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		log.Info("surface running", "platform", name)
 	}
 
+	if rdb != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watchRedisEpoch(runCtx, redisEpochInterval, st.Journal, redisstore.NewWindowStore(rdb, "marlowe:"), redisstore.NewEpoch(rdb, "marlowe:"), log)
+		}()
+	}
+
 	<-runCtx.Done()
 	log.Info("shutting down")
 	stopRuns()
@@ -186,28 +201,20 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 // newFilter builds the intent filter over Redis windows (shared by replicas)
 // or in-process windows rebuilt from the journal's message.posted commands.
+// Redis windows are rebuilt too whenever Redis comes up empty (see
+// watchRedisEpoch).
 func newFilter(ctx context.Context, j core.Journal, rdb *goredis.Client, log *slog.Logger) (*intent.Filter, error) {
 	if rdb != nil {
-		return intent.NewFilter(redisstore.NewWindowStore(rdb, "marlowe:"), nil, intent.WithLogger(log)), nil
+		ws := redisstore.NewWindowStore(rdb, "marlowe:")
+		if _, err := rebuildIfLost(ctx, j, ws, redisstore.NewEpoch(rdb, "marlowe:"), log); err != nil {
+			return nil, err
+		}
+		return intent.NewFilter(ws, nil, intent.WithLogger(log)), nil
 	}
 	store := intent.NewMemoryStore(nil)
-	chs, err := j.Channels(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("rebuild windows: %w", err)
+	if _, err := rebuildWindows(ctx, j, store, log); err != nil {
+		return nil, err
 	}
-	total := 0
-	for _, ch := range chs {
-		cmds, err := j.Read(ctx, ch, 1, 0)
-		if err != nil {
-			return nil, fmt.Errorf("rebuild windows of %s: %w", ch, err)
-		}
-		n, err := intent.Rebuild(ctx, store, cmds, nil, time.Now())
-		if err != nil {
-			return nil, fmt.Errorf("rebuild windows of %s: %w", ch, err)
-		}
-		total += n
-	}
-	log.Info("intent windows rebuilt from the journal", "channels", len(chs), "open_windows", total)
 	return intent.NewFilter(store, nil, intent.WithLogger(log)), nil
 }
 
@@ -248,6 +255,7 @@ func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
 		sb, err := sandbox.New(sandbox.Config{
 			Addr:     cfg.Getenv("MARLOWE_SANDBOX_ADDR"),
+			Hosts:    strings.Split(cfg.Getenv("MARLOWE_SANDBOX_HOSTS"), ","), // besides loopback names
 			Logger:   log,
 			DataFile: filepath.Join(cfg.DataDir, "sandbox.jsonl"),
 		})

@@ -173,7 +173,17 @@ func sandboxConversation(t *testing.T, dbURL string) {
 
 	// The gate works offline too: once the channel asks approval for
 	// writes, a remember waits for a card, and Bob's click resumes it.
-	say("alice", "<@marlowe> policy set approval write")
+	policyID := say("alice", "<@marlowe> policy set approval write")
+	// Two top-level messages are two threads, handled concurrently: wait
+	// for the policy to be in force before the remember it should gate.
+	waitFor("the policy change", func(ms []msg) bool {
+		for _, m := range ms {
+			if m.Thread == policyID && m.Author == "marlowe" && strings.Contains(m.Text, "Policy updated") {
+				return true
+			}
+		}
+		return false
+	})
 	rememberID = say("alice", "<@marlowe> remember the freeze starts Monday")
 	ms := waitFor("the approval card", func(ms []msg) bool {
 		for _, m := range ms {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -48,7 +50,7 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 			pg.Close()
 			return nil, fmt.Errorf("open postgres memory index: %w", err)
 		}
-		return &stores{Journal: pg, Memory: mix, Signer: signer, Desc: "postgres " + redactURL(cfg.DatabaseURL), KeySrc: keySrc,
+		return &stores{Journal: pg, Memory: mix, Signer: signer, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
 			close: func() { mix.Close(); pg.Close() }}, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -71,4 +73,28 @@ func newMemory(st *stores, b *core.Boundary, emb core.Embedder, pol core.Policy,
 		return nil, fmt.Errorf("memory: %w", err)
 	}
 	return mem, nil
+}
+
+// openJournalReadOnly opens the journal without a signing key, for commands
+// that only read (verify, replay): it never creates a key, and never
+// creates an embedded database either.
+func openJournalReadOnly(ctx context.Context, cfg config) (core.Journal, func(), error) {
+	if cfg.DatabaseURL != "" {
+		pg, err := postgres.Open(ctx, cfg.DatabaseURL, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open postgres: %w", err)
+		}
+		return pg, pg.Close, nil
+	}
+	path := filepath.Join(cfg.DataDir, "marlowe.db")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, exitError{code: 2, err: fmt.Errorf("no journal at %s: set MARLOWE_DATA_DIR to the data directory, or MARLOWE_DATABASE_URL", path)}
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	lite, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return lite, func() { lite.Close() }, nil
 }

@@ -6,41 +6,65 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
 
+// cmdVerify re-checks every chain, signature and redaction with public keys
+// only: the current signing key's (MARLOWE_SIGNING_KEY or the data
+// directory's key file, read but never created) and the retired keys in
+// MARLOWE_VERIFY_KEYS.
 func cmdVerify(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	channel := fs.String("channel", "", "verify only this channel (platform/workspace/channel)")
-	if err := fs.Parse(args); err != nil {
+	flags := flag.NewFlagSet("verify", flag.ContinueOnError)
+	channel := flags.String("channel", "", "verify only this channel (platform/workspace/channel)")
+	if err := flags.Parse(args); err != nil {
 		return usageErr("verify: %v", err)
 	}
-	st, err := openStores(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	start := time.Now()
-	v := st.Signer.Verifier()
-	var n int
 	if *channel != "" {
 		if _, err := core.ParseChannelKey(*channel); err != nil {
 			return usageErr("verify: %v", err)
 		}
-		n, err = core.VerifyChannel(ctx, st.Journal, v, core.ChannelKey(*channel))
+	}
+	signer, _, err := readSigner(cfg)
+	if err != nil {
+		return usageErr("verify: %v", err)
+	}
+	v, err := trustedVerifier(cfg, signer)
+	if err != nil {
+		return usageErr("verify: %v", err)
+	}
+	if v == nil {
+		return usageErr("verify: no verification key: set MARLOWE_VERIFY_KEYS to the journal's public key(s), comma-separated base64 " +
+			"(`bot keys --public` prints one where its signing key is), or MARLOWE_SIGNING_KEY, " +
+			"or MARLOWE_DATA_DIR to the data directory holding " + keyFile)
+	}
+	j, closeJournal, err := openJournalReadOnly(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeJournal()
+	start := time.Now()
+	var n int
+	if *channel != "" {
+		n, err = core.VerifyChannel(ctx, j, v, core.ChannelKey(*channel))
 	} else {
-		n, err = core.VerifyAll(ctx, st.Journal, v)
+		n, err = core.VerifyAll(ctx, j, v)
 	}
 	var ce *core.ChainError
 	if errors.As(err, &ce) {
 		fmt.Fprintf(stdout, "FAIL channel %s seq %d: %s\n", ce.Channel, ce.Seq, ce.Reason)
+		var uk *core.UntrustedKeyError
+		if errors.As(err, &uk) {
+			fmt.Fprintf(stdout, "key %s is not trusted (trusted: %s): if it is a retired signing key, add its public key to MARLOWE_VERIFY_KEYS.%s\n",
+				uk.Key, strings.Join(v.KeyIDs(), ", "), fileKeyHint(cfg, uk.Key))
+		}
 		return exitError{code: 1, err: fmt.Errorf("verify: first bad command is %s seq %d", ce.Channel, ce.Seq)}
 	}
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
-	fmt.Fprintf(stdout, "ok: %d commands verified in %s\n", n, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "ok: %d commands verified in %s with key(s) %s\n", n, time.Since(start).Round(time.Millisecond), strings.Join(v.KeyIDs(), ", "))
 	return nil
 }

@@ -61,7 +61,7 @@ type runRef struct {
 
 var _ core.Journal = (*MemJournal)(nil)
 
-// NewMemJournal returns an empty journal sealing with signer.
+// NewMemJournal returns an empty journal sealing with signer (nil: read-only).
 func NewMemJournal(signer *core.Signer) *MemJournal {
 	return &MemJournal{signer: signer, st: &memStore{
 		rows: map[core.ChannelKey][]core.Record{}, heads: map[core.ChannelKey]memHead{},
@@ -69,7 +69,8 @@ func NewMemJournal(signer *core.Signer) *MemJournal {
 	}}
 }
 
-// Reopen returns another instance on the same storage sealing with signer.
+// Reopen returns another instance on the same storage sealing with signer
+// (nil: read-only).
 func (j *MemJournal) Reopen(signer *core.Signer) *MemJournal {
 	return &MemJournal{signer: signer, st: j.st}
 }
@@ -81,6 +82,9 @@ func (j *MemJournal) Append(ctx context.Context, drafts ...core.Draft) ([]core.C
 	}
 	if _, err := core.CheckBatch(drafts); err != nil {
 		return nil, err
+	}
+	if j.signer == nil {
+		return nil, core.ErrReadOnly
 	}
 	j.st.mu.Lock()
 	defer j.st.mu.Unlock()
@@ -201,6 +205,9 @@ func (j *MemJournal) Redact(ctx context.Context, seq uint64, record core.Draft) 
 	if err := ctx.Err(); err != nil {
 		return core.Command{}, err
 	}
+	if j.signer == nil {
+		return core.Command{}, core.ErrReadOnly
+	}
 	j.st.mu.Lock()
 	defer j.st.mu.Unlock()
 	ch := record.Channel()
@@ -320,6 +327,14 @@ func (t MemTamper) StoredPayload(_ context.Context, ch core.ChannelKey, seq uint
 		return nil, fmt.Errorf("stored payload %s seq %d: %w", ch, seq, core.ErrNotFound)
 	}
 	return slices.Clone(t.st.rows[ch][i].Payload), nil
+}
+
+func (t MemTamper) MarkRedacted(_ context.Context, ch core.ChannelKey, seq uint64) error {
+	return t.edit(ch, seq, func(r *core.Record) { r.Payload, r.Redacted = nil, true })
+}
+
+func (t MemTamper) SetKeyID(_ context.Context, ch core.ChannelKey, seq uint64, id string) error {
+	return t.edit(ch, seq, func(r *core.Record) { r.Key = id })
 }
 
 // ErrCrashed is what a CrashJournal returns after its crash point.

@@ -20,7 +20,8 @@ type Harness struct {
 	Journal core.Journal
 	// Reopen opens another, independent instance on the same database with
 	// its own connections (what a second process is) that seals with
-	// signer. The implementation closes it on t's cleanup.
+	// signer; with a nil signer, a read-only instance (core.ErrReadOnly).
+	// The implementation closes it on t's cleanup.
 	Reopen func(t *testing.T, signer *core.Signer) core.Journal
 	// Tamper edits the stored rows behind the journal's back, in the
 	// store's own SQL, as an attacker with database access would.
@@ -45,6 +46,11 @@ type Tamper interface {
 	// StoredPayload returns the payload column as stored (nil when NULL),
 	// to check that a redaction really destroyed the bytes.
 	StoredPayload(ctx context.Context, ch core.ChannelKey, seq uint64) ([]byte, error)
+	// MarkRedacted sets the payload to NULL and the redacted flag, as
+	// Redact does, but appends no command.redacted: a silent deletion.
+	MarkRedacted(ctx context.Context, ch core.ChannelKey, seq uint64) error
+	// SetKeyID rewrites the stored signing key id.
+	SetKeyID(ctx context.Context, ch core.ChannelKey, seq uint64, id string) error
 }
 
 // NewSigner returns a signer with a fresh random key.
@@ -90,6 +96,13 @@ func Run(t *testing.T, open func(t *testing.T, signer *core.Signer) Harness) {
 		{"Channels", testChannels},
 		{"Head", testHead},
 		{"Decode", testDecode},
+		{"SilentRedaction", testSilentRedaction},
+		{"RedactionRecordStays", testRedactionRecordStays},
+		{"KeyID", testKeyID},
+		{"KeyRotation", testKeyRotation},
+		{"KeyTamper", testKeyTamper},
+		{"NewestSigners", testNewestSigners},
+		{"ReadOnly", testReadOnly},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,12 +17,12 @@ import (
 
 const selectCommand = `SELECT seq, id, kind, v, actor_type, actor_id, actor_platform,
 	platform, workspace, channel_id, thread, run, cause, at,
-	payload, redacted, payload_hash, prev, sig FROM commands `
+	payload, redacted, payload_hash, prev, key_id, sig FROM commands `
 
 const insertCommand = `INSERT INTO commands (channel, seq, id, kind, v,
 	actor_type, actor_id, actor_platform, platform, workspace, channel_id, thread,
-	run, cause, at, payload, redacted, payload_hash, prev, sig)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+	run, cause, at, payload, redacted, payload_hash, prev, key_id, sig)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
 
 // Append seals drafts after the channel's head and writes them in one
 // transaction. The head row lock serialises appenders to one channel across
@@ -31,6 +31,9 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 	ch, err := core.CheckBatch(drafts)
 	if err != nil {
 		return nil, fmt.Errorf("append: %w", err)
+	}
+	if s.signer == nil {
+		return nil, fmt.Errorf("append to %s: %w", ch, core.ErrReadOnly)
 	}
 	h := s.heads.get(ch)
 	h.mu.Lock()
@@ -205,7 +208,7 @@ func queueInsert(b *pgx.Batch, ch core.ChannelKey, r core.Record) {
 	b.Queue(insertCommand, string(ch), int64(r.Seq), r.ID, r.Kind, r.V,
 		string(r.Actor.Type), r.Actor.ID, r.Actor.Platform,
 		r.Scope.Platform, r.Scope.Workspace, r.Scope.Channel, r.Scope.Thread,
-		r.Run, r.Cause, r.At.UTC(), payloadArg(r), r.Redacted, r.PayloadHash, r.Prev, r.Sig)
+		r.Run, r.Cause, r.At.UTC(), payloadArg(r), r.Redacted, r.PayloadHash, r.Prev, r.Key, r.Sig)
 }
 
 // readLocked reads the results of appendTx's first round trip.
@@ -368,6 +371,9 @@ func (s *Store) Redact(ctx context.Context, seq uint64, record core.Draft) (core
 	if err != nil {
 		return core.Command{}, fmt.Errorf("redact: %w", err)
 	}
+	if s.signer == nil {
+		return core.Command{}, fmt.Errorf("redact %s seq %d: %w", ch, seq, core.ErrReadOnly)
+	}
 	if seq == 0 {
 		return core.Command{}, fmt.Errorf("redact %s seq 0: %w", ch, core.ErrNotFound)
 	}
@@ -410,7 +416,7 @@ func collect(rows pgx.Rows) ([]core.Command, error) {
 		)
 		if err := rows.Scan(&seq, &r.ID, &r.Kind, &r.V, &actorType, &r.Actor.ID, &r.Actor.Platform,
 			&r.Scope.Platform, &r.Scope.Workspace, &r.Scope.Channel, &r.Scope.Thread, &r.Run, &r.Cause, &at,
-			&r.Payload, &r.Redacted, &r.PayloadHash, &r.Prev, &r.Sig); err != nil {
+			&r.Payload, &r.Redacted, &r.PayloadHash, &r.Prev, &r.Key, &r.Sig); err != nil {
 			return nil, fmt.Errorf("scan command: %w", err)
 		}
 		r.Seq, r.Actor.Type, r.At = uint64(seq), core.ActorType(actorType), at

@@ -103,6 +103,14 @@ func (tm tamper) StoredPayload(ctx context.Context, ch core.ChannelKey, seq uint
 	return p, err
 }
 
+func (tm tamper) MarkRedacted(ctx context.Context, ch core.ChannelKey, seq uint64) error {
+	return tm.exec(ctx, `UPDATE commands SET payload = NULL, redacted = true WHERE channel = $1 AND seq = $2`, string(ch), int64(seq))
+}
+
+func (tm tamper) SetKeyID(ctx context.Context, ch core.ChannelKey, seq uint64, id string) error {
+	return tm.exec(ctx, `UPDATE commands SET key_id = $3 WHERE channel = $1 AND seq = $2`, string(ch), int64(seq), id)
+}
+
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	url := testpg.New(t)
@@ -149,9 +157,6 @@ func TestOpenErrors(t *testing.T) {
 	t.Parallel()
 	if _, err := postgres.Open(t.Context(), "postgres://127.0.0.1:1/none?connect_timeout=1", journaltest.NewSigner(t)); err == nil {
 		t.Fatal("open an unreachable server: no error")
-	}
-	if _, err := postgres.Open(t.Context(), testpg.DefaultURL, nil); err == nil {
-		t.Fatal("open without a signer: no error")
 	}
 }
 

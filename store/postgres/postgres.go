@@ -5,7 +5,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -30,11 +29,10 @@ var _ core.Journal = (*Store)(nil)
 
 // Open connects to url, applies pending migrations and returns a journal
 // that seals with signer. Pool settings come from the URL (pool_max_conns
-// and friends); see defaultMaxConns.
+// and friends); see defaultMaxConns. With a nil signer the journal is
+// read-only: it reads and verifies, and Append and Redact fail with
+// core.ErrReadOnly (verification needs public keys only).
 func Open(ctx context.Context, url string, signer *core.Signer) (*Store, error) {
-	if signer == nil {
-		return nil, errors.New("open postgres store: nil signer")
-	}
 	pool, err := connect(ctx, url)
 	if err != nil {
 		return nil, err

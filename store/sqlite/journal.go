@@ -14,12 +14,12 @@ import (
 
 const selectCommand = `SELECT seq, id, kind, v, actor_type, actor_id, actor_platform,
 	platform, workspace, channel_id, thread, run, cause, at,
-	payload, redacted, payload_hash, prev, sig FROM commands `
+	payload, redacted, payload_hash, prev, key_id, sig FROM commands `
 
 const insertCommand = `INSERT INTO commands (channel, seq, id, kind, v,
 	actor_type, actor_id, actor_platform, platform, workspace, channel_id, thread,
-	run, cause, at, payload, redacted, payload_hash, prev, sig)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	run, cause, at, payload, redacted, payload_hash, prev, key_id, sig)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // Append seals drafts after the channel's head and writes them in one
 // BEGIN IMMEDIATE transaction: the write lock is taken before the head is
@@ -28,6 +28,9 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 	ch, err := core.CheckBatch(drafts)
 	if err != nil {
 		return nil, fmt.Errorf("append: %w", err)
+	}
+	if s.signer == nil {
+		return nil, fmt.Errorf("append to %s: %w", ch, core.ErrReadOnly)
 	}
 	var out []core.Command
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
@@ -116,7 +119,7 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, ch core.ChannelKey, seq u
 		if _, err := ins.ExecContext(ctx, string(ch), int64(r.Seq), r.ID, r.Kind, r.V,
 			string(r.Actor.Type), r.Actor.ID, r.Actor.Platform,
 			r.Scope.Platform, r.Scope.Workspace, r.Scope.Channel, r.Scope.Thread,
-			r.Run, r.Cause, r.At.UnixMicro(), payloadArg(r), r.Redacted, r.PayloadHash, r.Prev, r.Sig); err != nil {
+			r.Run, r.Cause, r.At.UnixMicro(), payloadArg(r), r.Redacted, r.PayloadHash, r.Prev, r.Key, r.Sig); err != nil {
 			return nil, fmt.Errorf("insert seq %d: %w", r.Seq, describe(err))
 		}
 		out = append(out, c)
@@ -220,6 +223,9 @@ func (s *Store) Redact(ctx context.Context, seq uint64, record core.Draft) (core
 	if err != nil {
 		return core.Command{}, fmt.Errorf("redact: %w", err)
 	}
+	if s.signer == nil {
+		return core.Command{}, fmt.Errorf("redact %s seq %d: %w", ch, seq, core.ErrReadOnly)
+	}
 	var out []core.Command
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		head, prev, err := readHead(ctx, tx, ch)
@@ -269,7 +275,7 @@ func query(ctx context.Context, q querier, sqlText string, args ...any) ([]core.
 		)
 		if err := rows.Scan(&seq, &r.ID, &r.Kind, &r.V, &actorType, &r.Actor.ID, &r.Actor.Platform,
 			&r.Scope.Platform, &r.Scope.Workspace, &r.Scope.Channel, &r.Scope.Thread, &r.Run, &r.Cause, &at,
-			&r.Payload, &r.Redacted, &r.PayloadHash, &r.Prev, &r.Sig); err != nil {
+			&r.Payload, &r.Redacted, &r.PayloadHash, &r.Prev, &r.Key, &r.Sig); err != nil {
 			return nil, fmt.Errorf("scan command: %w", err)
 		}
 		r.Seq, r.Actor.Type, r.At = uint64(seq), core.ActorType(actorType), time.UnixMicro(at).UTC()

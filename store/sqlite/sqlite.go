@@ -39,11 +39,10 @@ type Store struct {
 var _ core.Journal = (*Store)(nil)
 
 // Open opens (creating if needed) the database file at path, applies pending
-// migrations and returns a journal that seals with signer.
+// migrations and returns a journal that seals with signer. With a nil signer
+// the journal is read-only: it reads and verifies, and Append and Redact
+// fail with core.ErrReadOnly (verification needs public keys only).
 func Open(ctx context.Context, path string, signer *core.Signer) (*Store, error) {
-	if signer == nil {
-		return nil, errors.New("open sqlite store: nil signer")
-	}
 	w, r, err := openDBs(ctx, path)
 	if err != nil {
 		return nil, err

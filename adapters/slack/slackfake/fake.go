@@ -1,7 +1,8 @@
 // Package slackfake is a local, in-process fake of the parts of Slack that
 // Marlowe uses: the Web API methods (auth.test, chat.postMessage,
-// chat.update, reactions.add, conversations.open/.info/.replies/.history,
-// users.list, apps.connections.open) and a Socket Mode WebSocket endpoint
+// chat.postEphemeral, chat.update, reactions.add,
+// conversations.open/.info/.replies/.history, users.list, users.info,
+// apps.connections.open) and a Socket Mode WebSocket endpoint
 // that pushes events_api and interactive envelopes, records acks, redelivers
 // unacknowledged envelopes with retry_attempt, and can drop connections.
 //
@@ -72,6 +73,11 @@ type User struct {
 	DisplayName string `json:"-"`
 	Deleted     bool   `json:"deleted,omitempty"`
 	IsBot       bool   `json:"is_bot,omitempty"`
+	// Workspace roles, as users.info reports them.
+	IsAdmin        bool `json:"is_admin,omitempty"`
+	IsOwner        bool `json:"is_owner,omitempty"`
+	IsPrimaryOwner bool `json:"is_primary_owner,omitempty"`
+	IsRestricted   bool `json:"is_restricted,omitempty"` // a guest
 }
 
 // Message is a message stored in a channel.
@@ -137,6 +143,7 @@ type Server struct {
 	posts      []Post
 	updates    []Update
 	reactions  []Reaction
+	ephemerals []Ephemeral
 	calls      []Call
 	limits     map[string]*limit
 	lose       map[string]int
@@ -351,6 +358,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			resp = s.conversationsHistory(req)
 		case "users.list":
 			resp = s.usersList(req)
+		case "users.info":
+			resp = s.usersInfo(req)
+		case "chat.postEphemeral":
+			resp = s.postEphemeral(req)
 		default:
 			resp = fail("unknown_method")
 		}
