@@ -133,6 +133,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if surfaces.discordHTTP != nil {
 		mux.Handle("/discord/", surfaces.discordHTTP)
 	}
+	if surfaces.telegramHTTP != nil {
+		mux.Handle("/telegram/", surfaces.telegramHTTP)
+	}
 	srv, addr, err := listenHTTP(ctx, cfg.HTTPAddr, mux, log)
 	if err != nil {
 		return err
@@ -224,6 +227,8 @@ type surfaceSet struct {
 	slackHTTP http.Handler
 	// discordHTTP serves /discord/interactions (DISCORD_PUBLIC_KEY).
 	discordHTTP http.Handler
+	// telegramHTTP serves /telegram/webhook (MARLOWE_TELEGRAM_MODE=webhook).
+	telegramHTTP http.Handler
 }
 
 // newSurfaces starts Slack when any of its settings is given (so a missing
@@ -251,6 +256,9 @@ func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 		log.Info("slack configured", "mode", scfg.Mode)
 	}
 	if err := addDiscord(&set, cfg, rdb, log); err != nil {
+		return set, err
+	}
+	if err := addTelegram(&set, cfg, rdb, log); err != nil {
 		return set, err
 	}
 	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
