@@ -141,7 +141,7 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]Draft, error))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.load(ctx); err != nil {
-		return nil, err
+		return nil, journalFailed(err)
 	}
 	drafts, err := plan()
 	if err != nil || len(drafts) == 0 {
@@ -149,7 +149,7 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]Draft, error))
 	}
 	cmds, err := v.j.Append(ctx, drafts...)
 	if err != nil {
-		return nil, fmt.Errorf("append %s to %s: %w", drafts[0].Kind(), v.key, err)
+		return nil, fmt.Errorf("append %s to %s: %w", drafts[0].Kind(), v.key, journalFailed(err))
 	}
 	if len(cmds) > 0 && cmds[0].Seq() != v.seq+1 {
 		// Someone else appended in between: fold their commands too.

@@ -35,6 +35,9 @@ func (e *Engine) post(ctx context.Context, s Surface, rs *RunReplay, out Outboun
 			return ref, nil
 		}
 	}
+	if rs != nil && rs.resumed {
+		out.Resumed = true
+	}
 	ref, err := s.Post(ctx, out)
 	if err != nil {
 		return MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)

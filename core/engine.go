@@ -116,6 +116,9 @@ type EngineConfig struct {
 	// doubled each time, or the provider's Retry-After when shorter than 30 s).
 	ModelRetries int
 	RetryBackoff time.Duration
+	// OutageNotice is how long a journal outage lasts before a run shows
+	// it is blocked on it (default DefaultOutageNotice).
+	OutageNotice time.Duration
 	// ToolTimeout bounds one tool call (default 60 s).
 	ToolTimeout time.Duration
 	// Name is how the bot introduces itself to the model (default "Marlowe").
@@ -157,6 +160,7 @@ type Engine struct {
 	stopLink func() bool
 	threads  map[threadKey]*mailbox
 	expiries map[string]*time.Timer // approval id → deadline timer
+	blocked  map[string]blockedRun  // runs waiting out a journal outage
 	wg       sync.WaitGroup
 	idle     *sync.Cond
 	busy     int
@@ -217,6 +221,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		e.cfg.ModelRetries = 0
 	} else if e.cfg.ModelRetries == 0 {
 		e.cfg.ModelRetries = 2
+	}
+	if e.cfg.OutageNotice <= 0 {
+		e.cfg.OutageNotice = DefaultOutageNotice
 	}
 	if e.cfg.RetryBackoff <= 0 {
 		e.cfg.RetryBackoff = time.Second
@@ -457,31 +464,9 @@ func (e *Engine) handle(ctx context.Context, j job) {
 			e.log.Error("approval expiry failed", "approval", j.expire, "error", err)
 		}
 	case j.run != "":
-		// A failed drive (platform or store trouble) is retried a few times:
-		// every drive starts again from the journal, so a retry repeats
-		// nothing that was recorded and re-issues unrecorded posts with
-		// their keys.
-		wait := e.cfg.RetryBackoff
-		for attempt := 1; ; attempt++ {
-			err := e.drive(ctx, j.run, j.resume || attempt > 1)
-			if err == nil || ctx.Err() != nil {
-				return
-			}
-			if attempt == driveAttempts {
-				// The run stays unfinished in the journal; the next message
-				// in its thread, click or Start resumes it.
-				e.log.Error("run stopped on an error", "run", j.run, "attempts", attempt, "error", err)
-				return
-			}
-			e.log.Warn("run interrupted by an error; retrying", "run", j.run, "attempt", attempt, "error", err)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			wait *= 4
-		}
+		// A failed drive (platform or store trouble) is retried: every
+		// drive starts again from the journal, so a retry repeats nothing
+		// that was recorded and re-issues unrecorded posts with their keys.
+		e.driveThroughOutages(ctx, j.run, j.resume)
 	}
 }

@@ -45,6 +45,7 @@ type RunReplay struct {
 	shown         map[string]string // effect id → text last posted or edited
 	trail         []trailItem       // finished tool calls, for the checklist
 	inputLimit    int               // characters of a person's message the model sees (0 = all)
+	resumed       bool              // driven after a restart or a failed drive: posts may have landed
 	pause         *pauseState
 	endSeq        uint64 // seq of run.completed / run.failed
 	policySet     bool

@@ -36,7 +36,7 @@ type driver struct {
 func (e *Engine) drive(ctx context.Context, runID string, resume bool) error {
 	cmds, err := e.j.ReadRun(ctx, runID)
 	if err != nil {
-		return fmt.Errorf("drive run %s: read: %w", runID, err)
+		return fmt.Errorf("drive run %s: read: %w", runID, journalFailed(err))
 	}
 	rs, err := ReplayRun(cmds)
 	if err != nil {
@@ -46,10 +46,12 @@ func (e *Engine) drive(ctx context.Context, runID string, resume bool) error {
 	if err != nil {
 		return fmt.Errorf("drive run %s: %w", runID, err)
 	}
+	e.noteOutage(rs)
 	v, err := e.channel(ctx, rs.Scope.Key())
 	if err != nil {
-		return fmt.Errorf("drive run %s: %w", runID, err)
+		return fmt.Errorf("drive run %s: %w", runID, journalFailed(err))
 	}
+	rs.resumed = resume
 	d := &driver{e: e, rs: rs, v: v, s: s}
 	d.grammar = e.offline || parseGrammar(rs.Instruction).deterministic() || parseInboxCmd(rs.Instruction).kind != inboxNone
 	if err := d.run(ctx, resume); err != nil {
@@ -170,6 +172,9 @@ func (d *driver) unseenSteeringLocked() bool {
 func (d *driver) appendRun(ctx context.Context, check func() error, drafts ...Draft) ([]Command, error) {
 	cmds, err := d.v.append(ctx, check, drafts...)
 	if err != nil {
+		if isJournalError(err) {
+			d.e.noteOutage(d.rs)
+		}
 		return nil, err
 	}
 	for _, c := range cmds {

@@ -54,6 +54,11 @@ type Outbound struct {
 	Card  *Card
 	// Priority final answers and cards over checklist edits when paced.
 	Priority Priority
+	// Resumed says an earlier process, or an earlier attempt, may already
+	// have performed this post (a run resumed after a crash or a failed
+	// drive): a surface that keeps its record of Key in memory checks the
+	// platform for it before posting.
+	Resumed bool
 }
 
 // Priority orders outbound work in a rate-limited queue.

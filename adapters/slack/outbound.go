@@ -132,6 +132,11 @@ func (a *Adapter) postPart(ctx context.Context, out core.Outbound, key string, p
 			EventPayload: map[string]any{"key": key},
 		}))
 	}
+	if key != "" && out.Resumed {
+		// An earlier process may have sent this and died before recording
+		// it: the in-memory ledger cannot know, the message metadata can.
+		a.ledger.markDoubt(key, a.now().Add(-resumeLookback))
+	}
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
 		if key != "" {
@@ -174,6 +179,9 @@ func (a *Adapter) postPart(ctx context.Context, out core.Outbound, key string, p
 		}
 	}
 }
+
+// resumeLookback is how far back a resumed post is looked for.
+const resumeLookback = 6 * time.Hour
 
 // findPosted looks for a message the bot posted with key in its metadata,
 // in the thread (conversations.replies) or at top level

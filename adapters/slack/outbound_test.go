@@ -455,3 +455,39 @@ func TestSelfAndLookalikes(t *testing.T) {
 		t.Fatalf("no warning logged:\n%s", logs.String())
 	}
 }
+
+// A post that landed just before the process died (before the engine could
+// journal message.posted) is not sent again by the next process when the
+// engine says the post is resumed: the new ledger is empty, but the
+// message's metadata key is on Slack.
+func TestResumedPostFoundAfterRestartNotReposted(t *testing.T) {
+	for _, threaded := range []bool{true, false} {
+		t.Run(fmt.Sprintf("threaded=%v", threaded), func(t *testing.T) {
+			f := newFake(t)
+			thread := ""
+			if threaded {
+				thread = f.AddMessage(chPublic, "", alice, "q")
+			}
+			out := core.Outbound{Key: "fxrun7answer", Scope: scopeIn(f, chPublic, thread), Text: "final answer", Priority: core.PriorityHigh}
+			before, _ := newAdapter(t, testConfig(f, ModeSocket))
+			if _, err := before.Post(context.Background(), out); err != nil {
+				t.Fatal(err)
+			}
+			// The process dies here. Its successor resumes the run.
+			after, _ := newAdapter(t, testConfig(f, ModeSocket))
+			out.Resumed = true
+			ref, err := after.Post(context.Background(), out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if posts := f.Posts(); len(posts) != 1 || posts[0].TS != ref.ID {
+				t.Fatalf("posts after the restart = %d, want the original only (ref %s)", len(posts), ref.ID)
+			}
+			// A resumed post that never landed is posted once.
+			fresh := core.Outbound{Key: "fxrun7other", Scope: out.Scope, Text: "other", Resumed: true}
+			if _, err := after.Post(context.Background(), fresh); err != nil || len(f.Posts()) != 2 {
+				t.Fatalf("resumed new post: %v, %d posts", err, len(f.Posts()))
+			}
+		})
+	}
+}

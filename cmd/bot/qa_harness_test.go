@@ -102,7 +102,7 @@ func startQA(t *testing.T, o qaOpts) *qaBot {
 	b.mention = "<@" + sl.Config().BotUserID + ">"
 	if o.http {
 		re := regexp.MustCompile(`health=http://(\S+)/healthz`)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(qaStartTimeout); ; time.Sleep(10 * time.Millisecond) {
 			if m := re.FindStringSubmatch(b.logs.String()); m != nil {
 				b.httpURL = "http://" + m[1]
 				break
@@ -112,16 +112,19 @@ func startQA(t *testing.T, o qaOpts) *qaBot {
 			}
 		}
 		// Wait for the adapter's Run (auth.test) so deliveries are accepted.
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(b.logs.String(), "slack: connected as bot user"); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(qaStartTimeout); !strings.Contains(b.logs.String(), "slack: connected as bot user"); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("http mode: the adapter never started:\n%s", b.logs.String())
 			}
 		}
-	} else if !sl.WaitConnected(10 * time.Second) {
+	} else if !sl.WaitConnected(qaStartTimeout) {
 		t.Fatalf("the bot never opened a Socket Mode connection:\n%s", b.logs.String())
 	}
 	return b
 }
+
+// qaStartTimeout bounds a bot's start (migrations, connections) in QA.
+const qaStartTimeout = 30 * time.Second
 
 // stop ends serve and checks it returned cleanly and in time.
 func (b *qaBot) stop() {
@@ -282,11 +285,21 @@ func (b *qaBot) postSigned(path, contentType string, body []byte, at time.Time, 
 
 // runConcurrently runs each scenario as a subtest, all at once: they wait on
 // timers and fakes, not CPU, so -parallel (GOMAXPROCS) need not bound them.
+// qaParallel bounds how many QA bots run at once.
+const qaParallel = 4
+
 func runConcurrently(t *testing.T, subs map[string]func(*testing.T)) {
 	t.Helper()
+	// Each subtest runs a whole bot: a few at a time, so a 2-core machine
+	// under -race starts each one in seconds rather than all at once.
+	sem := make(chan struct{}, qaParallel)
 	var wg sync.WaitGroup
 	for name, fn := range subs {
-		wg.Go(func() { t.Run(name, fn) })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(name, fn)
+		})
 	}
 	wg.Wait()
 }

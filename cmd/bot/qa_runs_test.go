@@ -201,11 +201,23 @@ func qaModelFailures(t *testing.T) {
 				if n := b.count(inThread(qaGeneral, root)); n != 2 {
 					t.Fatalf("%d posts in the thread, want 2 (checklist, outcome):\n%s", n, b.dumpPosts())
 				}
-				st := b.journal(qaGeneral)
-				for id, r := range st.Runs {
-					if r.Status == "working" || r.Status == "queued" {
-						t.Fatalf("run %s left %s", id, r.Status)
+				// The checklist's last edit comes just before run.completed is
+				// journaled: await the journal rather than guess a delay.
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					var open []string
+					for id, r := range b.journal(qaGeneral).Runs {
+						if r.Status == "working" || r.Status == "queued" {
+							open = append(open, id+" "+string(r.Status))
+						}
 					}
+					if len(open) == 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("runs left unfinished: %v", open)
+					}
+					time.Sleep(100 * time.Millisecond)
 				}
 			}
 		}

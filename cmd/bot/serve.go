@@ -138,6 +138,12 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
 	}
+	if surfaces.discordHTTP != nil {
+		mux.Handle("/discord/", surfaces.discordHTTP)
+	}
+	if surfaces.telegramHTTP != nil {
+		mux.Handle("/telegram/", surfaces.telegramHTTP)
+	}
 	srv, addr, err := listenHTTP(ctx, cfg.HTTPAddr, mux, log)
 	if err != nil {
 		return err
@@ -176,6 +182,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		log.Info("surface running", "platform", name)
 	}
 
+	if rdb != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watchRedisEpoch(runCtx, redisEpochInterval, st.Journal, redisstore.NewWindowStore(rdb, "marlowe:"), redisstore.NewEpoch(rdb, "marlowe:"), log)
+		}()
+	}
+
 	<-runCtx.Done()
 	log.Info("shutting down")
 	stopRuns()
@@ -198,28 +212,20 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 // newFilter builds the intent filter over Redis windows (shared by replicas)
 // or in-process windows rebuilt from the journal's message.posted commands.
+// Redis windows are rebuilt too whenever Redis comes up empty (see
+// watchRedisEpoch).
 func newFilter(ctx context.Context, j core.Journal, rdb *goredis.Client, log *slog.Logger) (*intent.Filter, error) {
 	if rdb != nil {
-		return intent.NewFilter(redisstore.NewWindowStore(rdb, "marlowe:"), nil, intent.WithLogger(log)), nil
+		ws := redisstore.NewWindowStore(rdb, "marlowe:")
+		if _, err := rebuildIfLost(ctx, j, ws, redisstore.NewEpoch(rdb, "marlowe:"), log); err != nil {
+			return nil, err
+		}
+		return intent.NewFilter(ws, nil, intent.WithLogger(log)), nil
 	}
 	store := intent.NewMemoryStore(nil)
-	chs, err := j.Channels(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("rebuild windows: %w", err)
+	if _, err := rebuildWindows(ctx, j, store, log); err != nil {
+		return nil, err
 	}
-	total := 0
-	for _, ch := range chs {
-		cmds, err := j.Read(ctx, ch, 1, 0)
-		if err != nil {
-			return nil, fmt.Errorf("rebuild windows of %s: %w", ch, err)
-		}
-		n, err := intent.Rebuild(ctx, store, cmds, nil, time.Now())
-		if err != nil {
-			return nil, fmt.Errorf("rebuild windows of %s: %w", ch, err)
-		}
-		total += n
-	}
-	log.Info("intent windows rebuilt from the journal", "channels", len(chs), "open_windows", total)
 	return intent.NewFilter(store, nil, intent.WithLogger(log)), nil
 }
 
@@ -227,6 +233,10 @@ type surfaceSet struct {
 	byName    map[string]core.Surface
 	sandbox   *sandbox.Sandbox
 	slackHTTP http.Handler
+	// discordHTTP serves /discord/interactions (DISCORD_PUBLIC_KEY).
+	discordHTTP http.Handler
+	// telegramHTTP serves /telegram/webhook (MARLOWE_TELEGRAM_MODE=webhook).
+	telegramHTTP http.Handler
 }
 
 // newSurfaces starts Slack when any of its settings is given (so a missing
@@ -252,6 +262,12 @@ func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 			set.slackHTTP = a.Handler()
 		}
 		log.Info("slack configured", "mode", scfg.Mode)
+	}
+	if err := addDiscord(&set, cfg, rdb, log); err != nil {
+		return set, err
+	}
+	if err := addTelegram(&set, cfg, rdb, log); err != nil {
+		return set, err
 	}
 	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
 		sb, err := sandbox.New(sandbox.Config{

@@ -1,0 +1,250 @@
+package discord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// inbound is one gateway item waiting for its shard's worker.
+type inbound struct {
+	msg   *discordgo.Message // MESSAGE_CREATE
+	click *discordgo.Interaction
+}
+
+// Run implements core.Surface: it resolves the bot's identity
+// (users/@me), reads the gateway URL from GET gateway/bot, IDENTIFYs with
+// Intents and receives until ctx ends. Whenever the socket closes (op 7, a
+// resumable op 9, a drop, a missed heartbeat ack) it RESUMEs at the
+// resume_gateway_url from READY with the session id and last sequence, and
+// Discord replays what was missed; a non-resumable session IDENTIFYs
+// afresh. Messages are delivered in gateway order per channel, once. It
+// returns when ctx ends and its goroutines are done, or with an error when
+// Discord refuses the token or the intents.
+func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.Inbound) error) error {
+	if deliver == nil {
+		return errors.New("discord: Run needs a deliver func")
+	}
+	a.runMu.Lock()
+	if a.running {
+		a.runMu.Unlock()
+		return errors.New("discord: Run is already active")
+	}
+	stop := make(chan struct{})
+	queues := make([]chan inbound, a.shards)
+	for i := range queues {
+		queues[i] = make(chan inbound, 256)
+	}
+	a.running, a.deliver, a.runCtx, a.queues, a.stop = true, deliver, ctx, queues, stop
+	a.runMu.Unlock()
+
+	defer func() {
+		close(stop)
+		a.runMu.Lock()
+		a.running, a.deliver, a.queues = false, nil, nil
+		a.runMu.Unlock()
+		a.bg.Wait()
+		a.client.CloseIdleConnections()
+	}()
+
+	ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	id, err := a.refreshIdentity(ictx)
+	if err != nil {
+		cancel()
+		return err
+	}
+	gw, err := a.sess.GatewayBot(discordgo.WithContext(ictx))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("discord: GET gateway/bot: %w", err)
+	}
+	if gw.URL == "" {
+		return errors.New("discord: GET gateway/bot returned no url")
+	}
+	for i, q := range queues {
+		a.bg.Go(func() { a.work(ctx, i, q, stop) })
+	}
+	a.log.Info("discord: connecting", "user", id.userID, "name", id.name, "gateway", gw.URL)
+	return a.gateway(ctx, gw.URL)
+}
+
+func (a *Adapter) noteGuild(g *discordgo.Guild) {
+	for _, c := range append(append([]*discordgo.Channel(nil), g.Channels...), g.Threads...) {
+		if c != nil {
+			if c.GuildID == "" {
+				c.GuildID = g.ID
+			}
+			a.chans.put(c.ID, infoOf(c))
+		}
+	}
+	a.guilds.drop(g.ID) // roles and owner are read afresh when needed
+}
+
+// dispatch handles one DISPATCH on the reading goroutine, in gateway
+// order. It only records and enqueues.
+func (a *Adapter) dispatch(t string, d json.RawMessage) {
+	switch t {
+	case "MESSAGE_CREATE":
+		var m discordgo.Message
+		if err := json.Unmarshal(d, &m); err != nil || m.ID == "" || m.ChannelID == "" {
+			a.log.Warn("discord: malformed MESSAGE_CREATE dropped", "err", err)
+			return
+		}
+		a.enqueue(m.ChannelID, inbound{msg: &m})
+	case "MESSAGE_UPDATE":
+		// Not delivered: an edit never addresses the bot (the filter
+		// ignores edits), and its text must not be recorded.
+	case "INTERACTION_CREATE":
+		var i discordgo.Interaction
+		if err := json.Unmarshal(d, &i); err != nil || i.ID == "" {
+			a.log.Warn("discord: malformed INTERACTION_CREATE dropped", "err", err)
+			return
+		}
+		// Clicks do not queue behind messages: the 3 s ack is per click.
+		a.background(func(ctx context.Context) { a.handleInteraction(ctx, &i, a.respondGateway) })
+	case "GUILD_CREATE":
+		var g discordgo.Guild
+		if json.Unmarshal(d, &g) == nil && g.ID != "" {
+			a.noteGuild(&g)
+		}
+	case "GUILD_UPDATE", "GUILD_DELETE", "GUILD_ROLE_CREATE", "GUILD_ROLE_UPDATE", "GUILD_ROLE_DELETE":
+		var g struct {
+			ID      string `json:"id"`
+			GuildID string `json:"guild_id"`
+		}
+		if json.Unmarshal(d, &g) == nil {
+			a.guilds.drop(g.GuildID)
+			a.guilds.drop(g.ID)
+		}
+	case "CHANNEL_CREATE", "CHANNEL_UPDATE", "THREAD_CREATE", "THREAD_UPDATE":
+		var c discordgo.Channel
+		if json.Unmarshal(d, &c) == nil {
+			a.noteChannel(&c)
+		}
+	case "CHANNEL_DELETE", "THREAD_DELETE":
+		var c struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(d, &c) == nil {
+			a.chans.drop(c.ID)
+		}
+	}
+}
+
+func (a *Adapter) noteChannel(c *discordgo.Channel) {
+	if c != nil && c.ID != "" {
+		a.chans.put(c.ID, infoOf(c))
+	}
+}
+
+// background runs fn in a goroutine Run waits for, with Run's context.
+func (a *Adapter) background(fn func(ctx context.Context)) {
+	a.runMu.RLock()
+	defer a.runMu.RUnlock()
+	if !a.running {
+		return
+	}
+	ctx := a.runCtx
+	a.bg.Go(func() { fn(ctx) })
+}
+
+// enqueue hands an item to the shard of its channel (so one channel's or
+// thread's messages are delivered in gateway order). It waits when the
+// shard is full: back-pressure on the gateway, never a drop.
+func (a *Adapter) enqueue(channel string, it inbound) {
+	a.runMu.RLock()
+	queues, stop := a.queues, a.stop
+	a.runMu.RUnlock()
+	if len(queues) == 0 {
+		return
+	}
+	h := fnv.New32a()
+	h.Write([]byte(channel))
+	select {
+	case queues[int(h.Sum32())%len(queues)] <- it:
+	case <-stop:
+	}
+}
+
+// work delivers one shard's items in order until stop.
+func (a *Adapter) work(ctx context.Context, _ int, q chan inbound, stop chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case it := <-q:
+			if it.msg != nil {
+				a.receiveMessage(ctx, it.msg)
+			}
+		}
+	}
+}
+
+// receiveMessage normalises one MESSAGE_CREATE and delivers it once.
+func (a *Adapter) receiveMessage(ctx context.Context, m *discordgo.Message) {
+	if m.Author == nil {
+		a.log.Debug("discord: message without an author dropped", "channel", m.ChannelID)
+		return
+	}
+	ev := a.normaliseLive(ctx, m)
+	if err := a.deliverOnce(ctx, "msg:"+m.ID, core.Inbound{Event: &ev}); err != nil && ctx.Err() == nil {
+		a.log.Warn("discord: message not delivered", "channel", ev.Scope.Channel, "message", m.ID, "err", err)
+	}
+}
+
+// deliverOnce hands in to deliver unless key was delivered before (a
+// replayed event after RESUME, or another replica's session). Discord never
+// redelivers a gateway event, so a failed deliver is retried here a few
+// times before it is given up (and logged).
+func (a *Adapter) deliverOnce(ctx context.Context, key string, in core.Inbound) error {
+	a.runMu.RLock()
+	deliver := a.deliver
+	a.runMu.RUnlock()
+	if deliver == nil {
+		return errors.New("discord: adapter is not running")
+	}
+	var last error
+	for attempt := 1; attempt <= 3; attempt++ {
+		token, done, err := a.dedupe.Claim(ctx, key, a.cfg.ClaimTTL)
+		switch {
+		case err != nil:
+			// Without the dedupe store a duplicate is possible; the engine
+			// also drops a message id it has journaled.
+			a.log.Warn("discord: dedupe claim failed; delivering anyway", "err", err)
+		case done:
+			a.log.Debug("discord: duplicate delivery dropped", "key", key)
+			return nil
+		case token == "":
+			a.log.Debug("discord: delivery in flight elsewhere", "key", key)
+			return nil
+		}
+		last = deliver(ctx, in)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if token != "" {
+			if last == nil {
+				if cerr := a.dedupe.Commit(sctx, key, token, a.cfg.DedupeTTL); cerr != nil {
+					a.log.Warn("discord: dedupe commit failed", "err", cerr)
+				}
+			} else {
+				_ = a.dedupe.Release(sctx, key, token)
+			}
+		}
+		cancel()
+		if last == nil {
+			return nil
+		}
+		if sleep(ctx, time.Duration(attempt)*200*time.Millisecond) != nil {
+			break
+		}
+	}
+	return fmt.Errorf("discord: deliver: %w", last)
+}

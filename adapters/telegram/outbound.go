@@ -1,0 +1,253 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// outPart is one sendMessage worth of an Outbound.
+type outPart struct {
+	text     string
+	keyboard *inlineKeyboard
+}
+
+// render turns an Outbound into messages: a card is one message with an
+// inline keyboard; plain text is split at 4,096 UTF-16 units. Text is sent
+// without parse_mode, so nothing the model writes can break the request
+// (an unbalanced "*" is a 400 with Markdown) and code blocks stay literal;
+// the splitter closes and reopens ``` fences across parts.
+func render(out core.Outbound) ([]outPart, error) {
+	if out.Card != nil {
+		text, kb, err := renderCard(out.Card, out.Text)
+		if err != nil {
+			return nil, err
+		}
+		return []outPart{{text: text, keyboard: kb}}, nil
+	}
+	if strings.TrimSpace(out.Text) == "" {
+		return nil, errors.New("telegram: nothing to post (empty text and no card)")
+	}
+	var parts []outPart
+	for _, t := range splitText(out.Text, MaxMessageChars) {
+		parts = append(parts, outPart{text: t})
+	}
+	return parts, nil
+}
+
+// partKey is the idempotency key of part i of n.
+func partKey(key string, i, n int) string {
+	if key == "" || n == 1 || i == 0 {
+		return key
+	}
+	return key + "#" + strconv.Itoa(i)
+}
+
+// Post implements core.Surface. The message goes to the scope's chat and,
+// for a forum topic, carries its message_thread_id (never 1, the General
+// topic, which is the chat itself). out.Scope.Thread, when set, is the
+// message being answered: every part is sent as a reply to it. A key
+// already posted by this process returns the recorded ref without posting.
+// A send whose response is lost is not retried: the Bot API cannot tell
+// whether it landed, and a possible gap is better than a certain double;
+// the engine's journal re-issues it on restart.
+func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
+	if err := checkScope(out.Scope); err != nil {
+		return core.MessageRef{}, err
+	}
+	chat, topic, err := parseChannel(out.Scope.Channel)
+	if err != nil {
+		return core.MessageRef{}, err
+	}
+	var replyTo int64
+	if out.Scope.Thread != "" {
+		if replyTo, err = strconv.ParseInt(out.Scope.Thread, 10, 64); err != nil {
+			return core.MessageRef{}, fmt.Errorf("telegram: reply target %q is not a message id", out.Scope.Thread)
+		}
+	}
+	parts, err := render(out)
+	if err != nil {
+		return core.MessageRef{}, err
+	}
+	if out.Key != "" {
+		unlock := a.ledger.lock(out.Key)
+		defer unlock()
+	}
+	scope := out.Scope
+	scope.Platform = Platform
+	var first core.MessageRef
+	for i, part := range parts {
+		pk := partKey(out.Key, i, len(parts))
+		if pk != "" {
+			if ref, ok := a.ledger.get(pk); ok {
+				if i == 0 {
+					first = ref
+				}
+				continue
+			}
+		}
+		p := params("chat_id", itoa(chat), "text", part.text)
+		if topic > 1 {
+			p["message_thread_id"] = itoa(topic)
+		}
+		if replyTo != 0 {
+			p["reply_parameters"] = mustJSON(replyParameters{MessageID: replyTo, AllowSendingWithoutReply: true})
+		}
+		if part.keyboard != nil {
+			p["reply_markup"] = mustJSON(part.keyboard)
+		}
+		var sent sentMessage
+		err := a.pacer.do(ctx, chat, out.Priority, "", func(ctx context.Context) error {
+			return a.callInto(ctx, "sendMessage", p, &sent)
+		})
+		if err != nil {
+			a.noteMigration(err, chat)
+			if i > 0 {
+				return first, fmt.Errorf("telegram: part %d of %d: %w", i+1, len(parts), err)
+			}
+			return core.MessageRef{}, err
+		}
+		ref := core.MessageRef{Scope: scope, ID: itoa(sent.MessageID), At: unixOr(sent.Date, a.now())}
+		if pk != "" {
+			a.ledger.put(pk, ref)
+		}
+		if i == 0 {
+			first = ref
+		}
+	}
+	return first, nil
+}
+
+// noteMigration logs a group that became a supergroup: it has a new chat id
+// (a new channel key); Telegram refuses sends to the old one.
+func (a *Adapter) noteMigration(err error, chat int64) {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.MigrateTo != 0 {
+		a.log.Warn("telegram: group was upgraded to a supergroup; it continues as a new channel", "old_chat", chat, "new_chat", ae.MigrateTo)
+	}
+}
+
+// Update implements core.Surface with editMessageText. Checklist edits
+// (PriorityEdit) of one message that are still queued are coalesced. A card
+// with Resolution set loses its keyboard. Telegram's "message is not
+// modified" counts as success.
+func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outbound) error {
+	channel := ref.Scope.Channel
+	if channel == "" {
+		channel = out.Scope.Channel
+	}
+	if channel == "" || ref.ID == "" {
+		return errors.New("telegram: update needs the message's channel and id")
+	}
+	chat, _, err := parseChannel(channel)
+	if err != nil {
+		return err
+	}
+	p := params("chat_id", itoa(chat), "message_id", ref.ID)
+	if out.Card != nil {
+		text, kb, err := renderCard(out.Card, out.Text)
+		if err != nil {
+			return err
+		}
+		p["text"] = text
+		if kb == nil {
+			kb = &inlineKeyboard{InlineKeyboard: [][]inlineButton{}} // removes the buttons
+		}
+		p["reply_markup"] = mustJSON(kb)
+	} else {
+		if strings.TrimSpace(out.Text) == "" {
+			return errors.New("telegram: nothing to update to (empty text and no card)")
+		}
+		text := out.Text
+		if parts := splitText(text, MaxMessageChars-2); len(parts) > 1 {
+			text = parts[0] + "\n…"
+		}
+		p["text"] = text
+	}
+	coalesce := ""
+	if out.Priority == core.PriorityEdit {
+		coalesce = ref.ID
+	}
+	err = a.pacer.do(ctx, chat, out.Priority, coalesce, func(ctx context.Context) error {
+		return a.callInto(ctx, "editMessageText", p, nil)
+	})
+	if err != nil && !isNotModified(err) {
+		return err
+	}
+	return nil
+}
+
+// reactionEmoji maps the names the engine uses to emoji Telegram accepts
+// as reactions (a fixed set: ✅ is not among them).
+var reactionEmoji = map[string]string{
+	"eyes": "👀", "white_check_mark": "👍", "heavy_check_mark": "👍", "thumbsup": "👍", "+1": "👍",
+	"x": "👎", "warning": "🤔", "hourglass": "🤔", "hourglass_flowing_sand": "🤔", "tada": "🎉", "ok_hand": "👌",
+}
+
+// React implements core.Surface with setMessageReaction (Bot API 7.0,
+// sent with this package's own structs). Names such as "eyes" or ":eyes:"
+// are mapped to emoji; an emoji is sent as given.
+func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) error {
+	if ref.Scope.Channel == "" || ref.ID == "" || emoji == "" {
+		return errors.New("telegram: react needs a channel, a message id and an emoji")
+	}
+	chat, _, err := parseChannel(ref.Scope.Channel)
+	if err != nil {
+		return err
+	}
+	e := emoji
+	if m, ok := reactionEmoji[strings.Trim(emoji, ":")]; ok {
+		e = m
+	}
+	p := params("chat_id", itoa(chat), "message_id", ref.ID,
+		"reaction", mustJSON([]reactionType{{Type: "emoji", Emoji: e}}))
+	return a.pacer.do(ctx, chat, core.PriorityNormal, "", func(ctx context.Context) error {
+		return a.callInto(ctx, "setMessageReaction", p, nil)
+	})
+}
+
+// OpenDM implements core.Surface. A private chat's id is the user's id; the
+// bot can only write to people who have started it (otherwise sends fail
+// with 403).
+func (a *Adapter) OpenDM(_ context.Context, userID string) (core.Scope, error) {
+	id, err := strconv.ParseInt(userID, 10, 64)
+	if err != nil || id <= 0 {
+		return core.Scope{}, fmt.Errorf("telegram: open DM: %q is not a user id", userID)
+	}
+	return core.Scope{Platform: Platform, Channel: userID}, nil
+}
+
+// History implements core.Surface. The Bot API cannot read earlier
+// messages, and keeping the ones the filter ignored would break its
+// promise that they leave no trace, so there is none: context comes from
+// what the engine journaled.
+func (a *Adapter) History(_ context.Context, thread core.Scope, _ int) ([]core.Event, error) {
+	if err := checkScope(thread); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// sleep waits d, or until ctx ends (returning its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func unixOr(sec int64, fallback time.Time) time.Time {
+	if sec > 0 {
+		return time.Unix(sec, 0).UTC()
+	}
+	return fallback
+}
