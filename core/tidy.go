@@ -105,6 +105,7 @@ func (d *driver) callModelAcked(ctx context.Context, v View) (Reply, error) {
 		case <-t.C:
 		}
 		if !rs.needsChecklist(delay, d.e.now()) {
+			d.e.log.Debug("checklist not due yet by the engine's clock", "run", rs.ID)
 			continue
 		}
 		if err := d.ensureChecklist(ctx); err != nil {
