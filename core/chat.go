@@ -103,8 +103,11 @@ func (d *driver) listMemories(ctx context.Context, page int) string {
 	fmt.Fprintf(&b, "🧠 Memories of this channel, newest first (page %d):", page)
 	for _, m := range got {
 		who := "the operator"
-		if a := m.Author(); a != "" {
+		switch a := m.Author(); {
+		case a != "":
 			who = mentionOf(a)
+		case m.By.Type == ActorAgent:
+			who = "an assistant run"
 		}
 		fmt.Fprintf(&b, "\n• `%s` %s — added by %s, %s", m.ID, truncate(oneLine(m.Text), 200), who, m.At.UTC().Format("2006-01-02 15:04"))
 	}

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/tools"
 )
 
 func TestMemoriesListsNewestFirstWithAuthorsAndPages(t *testing.T) {
@@ -290,8 +292,9 @@ func TestCancelDuringAToolStopsWhatFollows(t *testing.T) {
 	inTool, release := make(chan struct{}), make(chan struct{})
 	slow := noteTool(log)
 	inner := slow.Run
+	var once sync.Once
 	slow.Run = func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
-		close(inTool)
+		once.Do(func() { close(inTool) })
 		<-release
 		return inner(ctx, tc, args)
 	}
@@ -353,5 +356,27 @@ func TestHelpNamesTheNewCommands(t *testing.T) {
 		if !strings.Contains(got, w) {
 			t.Errorf("help lacks %s: %q", w, got)
 		}
+	}
+}
+
+// The model's list_memories tool sees who added each memory: the engine
+// names the person a run wrote it for, from the journal.
+func TestListMemoriesToolNamesThePerson(t *testing.T) {
+	step := func(v core.View) (core.Reply, error) {
+		last := v.Messages[len(v.Messages)-1]
+		switch {
+		case last.Role == core.RoleTool:
+			return core.Reply{Text: last.Text}, nil
+		case strings.Contains(last.Text, "remember"):
+			return core.Reply{ToolCalls: []core.ToolCall{{ID: "r", Name: "remember", Args: `{"text":"the demo is on Friday"}`}}}, nil
+		}
+		return core.Reply{ToolCalls: []core.ToolCall{{ID: "l", Name: "list_memories", Args: `{}`}}}, nil
+	}
+	m := coretest.NewScriptedModel(step, step)
+	h := newHarness(t, m, []core.Tool{tools.Remember(), tools.ListMemories()})
+	h.say(bob, "please remember the demo date")
+	got := h.say(alice, "what do you know?")
+	if !strings.Contains(got, "the demo is on Friday (added by <@UBOB>") {
+		t.Errorf("list = %q", got)
 	}
 }
