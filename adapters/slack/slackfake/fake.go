@@ -362,6 +362,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			resp = s.usersInfo(req)
 		case "chat.postEphemeral":
 			resp = s.postEphemeral(req)
+		case "chat.getPermalink":
+			resp = s.getPermalink(req)
 		default:
 			resp = fail("unknown_method")
 		}
