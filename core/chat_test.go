@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -378,5 +379,38 @@ func TestListMemoriesToolNamesThePerson(t *testing.T) {
 	got := h.say(alice, "what do you know?")
 	if !strings.Contains(got, "the demo is on Friday (added by <@UBOB>") {
 		t.Errorf("list = %q", got)
+	}
+}
+
+// A cancel is journaled before anything shows it: a stop notice lost to a
+// failing platform (or a crash) is posted by the next start, once.
+func TestCancelNoticeSurvivesARestart(t *testing.T) {
+	m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("w", "wipe", `{"id":"42"}`)), coretest.Text("wiped"))
+	h := newHarness(t, m, []core.Tool{wipeTool(&toolLog{})})
+	ev := approvalRun(t, h, alice)
+	h.s.FailPost = func(out core.Outbound) error {
+		if strings.HasPrefix(out.Text, "🚫 Stopped:") {
+			return errors.New("platform down")
+		}
+		return nil
+	}
+	h.deliver(h.inThread(alice, "C1", ev.MessageID, "cancel"))
+	h.idle()
+	if _, ok := h.s.Find("🚫 Stopped:"); ok {
+		t.Fatal("the notice was posted through a failing platform")
+	}
+	h.s.FailPost = nil
+	h.restart()
+	h.idle()
+	h.restart()
+	h.idle()
+	n := 0
+	for _, p := range h.s.Posts() {
+		if strings.HasPrefix(p.Out.Text, "🚫 Stopped: cancelled by <@UALICE>.") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("stop notices = %d, want 1", n)
 	}
 }
