@@ -55,7 +55,9 @@ func TestChatCommandsBehindSandbox(t *testing.T) {
 	answer(q, "Only <@alice> or an admin can cancel this")
 	say(t, base, "alice", "general", q, "cancel")
 	answer(q, "🚫 Stopped: cancelled by <@alice>.")
-	waitMsg("the checklist stopped", func(m message) bool { return m.Bot && m.Thread == q && strings.HasPrefix(m.Text, "🚫 Stopped — cancelled by <@alice>") })
+	waitMsg("the checklist stopped", func(m message) bool {
+		return m.Bot && m.Thread == q && strings.HasPrefix(m.Text, "🚫 Stopped — cancelled by <@alice>")
+	})
 	waitMsg("the card decided", func(m message) bool { return m.ID == card.ID && m.Card != nil && m.Card.Resolution != "" })
 	if _, ok := find(func(m message) bool { return strings.Contains(m.Text, deployResult) }); ok {
 		t.Error("the cancelled deploy ran")
