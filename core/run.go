@@ -34,34 +34,40 @@ type driver struct {
 // Everything it knows comes from the journal, so the same call resumes a
 // run after a crash.
 func (e *Engine) drive(ctx context.Context, runID string, resume bool) error {
+	for attempt := 1; ; attempt++ {
+		err := e.driveOnce(ctx, runID, resume)
+		if (errors.Is(err, errRunEnded) || errors.Is(err, errInterrupted)) && attempt < 3 {
+			// Cancelled while this drive held the run: start again from
+			// the journal, which now ends the run, and show that end.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("drive run %s: %w", runID, err)
+		}
+		return nil
+	}
+}
+
+func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool) error {
 	cmds, err := e.j.ReadRun(ctx, runID)
 	if err != nil {
-		return fmt.Errorf("drive run %s: read: %w", runID, err)
+		return fmt.Errorf("read: %w", err)
 	}
 	rs, err := ReplayRun(cmds)
 	if err != nil {
-		return fmt.Errorf("drive run %s: %w", runID, err)
+		return err
 	}
 	s, err := e.surface(rs.Scope.Platform)
 	if err != nil {
-		return fmt.Errorf("drive run %s: %w", runID, err)
+		return err
 	}
 	v, err := e.channel(ctx, rs.Scope.Key())
 	if err != nil {
-		return fmt.Errorf("drive run %s: %w", runID, err)
+		return err
 	}
 	d := &driver{e: e, rs: rs, v: v, s: s}
 	d.grammar = e.offline || parseGrammar(rs.Instruction).deterministic()
-	err = d.run(ctx, resume)
-	if errors.Is(err, errRunEnded) || errors.Is(err, errInterrupted) {
-		// Cancelled while this drive held the run: start again from the
-		// journal, which now ends the run, and show that end.
-		return e.drive(ctx, runID, resume)
-	}
-	if err != nil {
-		return fmt.Errorf("drive run %s: %w", runID, err)
-	}
-	return nil
+	return d.run(ctx, resume)
 }
 
 func (d *driver) run(ctx context.Context, resume bool) error {

@@ -68,6 +68,9 @@ func (d *driver) callModelAcked(ctx context.Context, v View) (Reply, error) {
 	rs, delay := d.rs, d.e.cfg.ChecklistDelay
 	mctx, stop := d.e.interruptible(ctx, rs.ID)
 	defer stop()
+	if d.ended(ctx) {
+		return Reply{}, errInterrupted // cancelled before the call could be interrupted
+	}
 	remaining := d.e.budgets.MaxWall - rs.activeTime(d.e.now())
 	interrupted := func(r Reply, err error) (Reply, error) {
 		if err != nil && errors.Is(context.Cause(mctx), errInterrupted) {
