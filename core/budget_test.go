@@ -150,8 +150,11 @@ func TestModelFailuresAreVisible(t *testing.T) {
 				}
 			}
 			var saw bool
-			for _, p := range h.s.Posts()[1:] {
+			for _, p := range h.s.Posts() {
 				saw = saw || strings.Contains(p.Out.Text, c.words)
+				if strings.HasPrefix(p.Out.Text, "⏳") {
+					t.Errorf("a run that failed at once posted a checklist: %q", p.Out.Text)
+				}
 			}
 			if !saw {
 				t.Errorf("no visible notice: %+v", h.s.Posts())

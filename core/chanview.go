@@ -77,6 +77,11 @@ type chanRun struct {
 	// endNotice is the effect id of a failed run's notice until it is
 	// recorded as posted: Start re-drives such runs to post it.
 	endNotice string
+	// requester is the author of the message that started the run (empty
+	// for unattended runs); startedAt its run.started time. The chat
+	// commands use them: who may cancel, who added a memory, what runs.
+	requester Person
+	startedAt time.Time
 }
 
 func newChanView(key ChannelKey, j Journal) *chanView {
@@ -208,13 +213,16 @@ func (v *chanView) apply(c Command) error {
 		v.remember(thread, ThreadTurn{Author: p.Author, Text: p.Text})
 		if c.Run() != "" {
 			r := v.run(c.Run())
+			if r.requester.ID == "" && r.startedAt.IsZero() {
+				r.requester = p.Author // the trigger: journaled before run.started
+			}
 			if !r.status.Terminal() {
 				r.steer = append(r.steer, c)
 			}
 		}
 	case *RunStarted:
 		r := v.run(c.Run())
-		r.thread, r.status = c.Scope().Thread, RunWorking
+		r.thread, r.status, r.startedAt = c.Scope().Thread, RunWorking, c.At()
 		v.threads[r.thread] = r.id
 	case *ModelStep:
 		v.dayTokens[dayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
@@ -245,7 +253,7 @@ func (v *chanView) apply(c Command) error {
 	case *RunFailed:
 		r := v.run(c.Run())
 		r.status, r.steer = p.Status, nil
-		if p.Status == RunBroken {
+		if p.Status == RunBroken || p.Status == RunCancelled && p.Cause != causeSuperseded {
 			r.endNotice = EffectID(v.key, c.Seq(), 0)
 		}
 	case *PolicyChanged:

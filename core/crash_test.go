@@ -65,6 +65,9 @@ type scenario struct {
 	text  string
 	seed  []string // notes in C1's memory before the run
 	click bool     // approve the card (as Bob) once it is posted
+	// slow makes each model call take 5 s by the engine's clock: a
+	// one-step answer that shows a checklist (it did not answer in 3 s).
+	slow bool
 	// check inspects the world after recovery.
 	check func(t *testing.T, w *crashWorld, log *toolLog)
 }
@@ -135,6 +138,21 @@ func crashScenarios() []scenario {
 			if !strings.Contains(cur.Text, "✓ Recalled 2 notes") {
 				t.Errorf("checklist = %q", cur.Text)
 			}
+		},
+	}, {
+		name:  "quick one-step answer",
+		tools: func(log *toolLog) []core.Tool { return nil },
+		model: func() *coretest.ScriptedModel { return coretest.NewScriptedModel(coretest.Text("the answer")) },
+		check: func(t *testing.T, w *crashWorld, log *toolLog) {
+			wantPosts(t, w, "the answer") // no checklist, before a crash or after
+		},
+	}, {
+		name:  "slow one-step answer",
+		tools: func(log *toolLog) []core.Tool { return nil },
+		model: func() *coretest.ScriptedModel { return coretest.NewScriptedModel(coretest.Text("the answer")) },
+		slow:  true,
+		check: func(t *testing.T, w *crashWorld, log *toolLog) {
+			wantPosts(t, w, "⏳", "the answer")
 		},
 	}}
 }
@@ -242,7 +260,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 				checkRecovered(t, w, sc, log)
 				return cj.Appends()
 			}()
-			if total < 8 {
+			if total < 4 {
 				t.Fatalf("scenario too short: %d appends", total)
 			}
 			reissued := 0
@@ -290,7 +308,9 @@ func TestCrashAtEveryStep(t *testing.T) {
 			}
 			// Some crash points fall between a post and its record: the
 			// restart must have re-issued those posts (deduplicated by key).
-			if reissued == 0 {
+			// A one-step run has too few such points for the engine's
+			// asynchronous stop to land on one every time.
+			if reissued == 0 && total >= 8 {
 				t.Errorf("no crash point exercised a re-issued post")
 			}
 		})
@@ -304,6 +324,9 @@ func newCrashWorld(t *testing.T, sc scenario) (*crashWorld, *toolLog) {
 	w.j = coretest.NewMemJournal(w.signer)
 	w.b = core.NewBoundary(w.clk.Now)
 	w.tools = sc.tools(log)
+	if sc.slow {
+		w.m.OnCall = func(context.Context, int, core.View) { w.clk.Advance(5 * time.Second) }
+	}
 	w.tm = &turnMemory{Memory: w.mem}
 	if len(sc.seed) > 0 {
 		w.tm.seed(t, "C1", sc.seed...)
@@ -358,11 +381,17 @@ func checkRecovered(t *testing.T, w *crashWorld, sc scenario, log *toolLog) {
 	// crash or not: a restart between a step's last tool result and the
 	// checklist edit must not leave the checklist behind while the model
 	// works on the next step.
-	unshown := false
+	unshown, shown := false, false
 	for _, c := range w.j.All(chanScope("C1").Key()) {
 		switch c.Kind() {
+		case core.KindMessagePosted:
+			// Results before the checklist exists show when it is posted.
+			p, _ := core.Decode[*core.MessagePosted](c)
+			if p.Role == core.RoleChecklist {
+				shown, unshown = true, false
+			}
 		case core.KindToolCompleted:
-			unshown = true
+			unshown = shown
 		case core.KindMessageUpdated:
 			unshown = false
 		case core.KindModelStep:
@@ -374,10 +403,15 @@ func checkRecovered(t *testing.T, w *crashWorld, sc scenario, log *toolLog) {
 	if _, err := core.VerifyChannel(context.Background(), w.j, w.signer.Verifier(), chanScope("C1").Key()); err != nil {
 		t.Errorf("verify: %v", err)
 	}
-	// The checklist ends in its terminal state.
-	cur, _ := w.s.Current(w.s.Posts()[0].Ref.ID)
-	if !strings.HasPrefix(cur.Text, "✅ Done") {
-		t.Errorf("checklist = %q", cur.Text)
+	// The checklist, when the run shows one (wantPosts says whether), is
+	// its first post and ends in its terminal state.
+	for i, p := range w.s.Posts() {
+		if !strings.HasPrefix(p.Out.Text, "⏳") {
+			continue
+		}
+		if cur, _ := w.s.Current(p.Ref.ID); i != 0 || !strings.HasPrefix(cur.Text, "✅ Done") {
+			t.Errorf("checklist (post %d) = %q", i, cur.Text)
+		}
 	}
 	sc.check(t, w, log)
 }

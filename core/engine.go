@@ -126,6 +126,10 @@ type EngineConfig struct {
 	// MaxInputChars caps how much of any one person's message a model sees
 	// (default DefaultMaxInputChars); the journal keeps the message whole.
 	MaxInputChars int
+	// ChecklistDelay is how long a run may take to answer before it posts
+	// its checklist (default 3 s); a run that does tool work posts it at
+	// once, one that answers in one step sooner posts only its answer.
+	ChecklistDelay time.Duration
 	// Operators administer every channel of their platform (MARLOWE_ADMINS).
 	// With none, a channel's admins come from the platform and from policy
 	// set by an existing admin; with no admin known, policy is read-only.
@@ -159,8 +163,9 @@ type Engine struct {
 	cancel   context.CancelFunc
 	stopLink func() bool
 	threads  map[threadKey]*mailbox
-	expiries map[string]*time.Timer // approval id → deadline timer
-	blocked  map[string]blockedRun  // runs waiting out a journal outage
+	expiries map[string]*time.Timer             // approval id → deadline timer
+	blocked  map[string]blockedRun              // runs waiting out a journal outage
+	inflight map[string]context.CancelCauseFunc // run id → its model call (see interrupt)
 	wg       sync.WaitGroup
 	idle     *sync.Cond
 	busy     int
@@ -230,6 +235,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	if e.cfg.ToolTimeout <= 0 {
 		e.cfg.ToolTimeout = time.Minute
+	}
+	if e.cfg.ChecklistDelay <= 0 {
+		e.cfg.ChecklistDelay = DefaultChecklistDelay
 	}
 	if e.cfg.Name == "" {
 		e.cfg.Name = "Marlowe"

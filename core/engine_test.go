@@ -12,47 +12,44 @@ import (
 	"github.com/marlowe-bot/marlowe/core/coretest"
 )
 
+// A one-step answer: a reaction acknowledges the message before the model
+// call, and the answer is the only post (no checklist that ends as done).
 func TestMentionAckAnswer(t *testing.T) {
 	var ackBeforeModel bool
+	var postsBeforeModel int
 	var h *harness
 	m := coretest.NewScriptedModel(coretest.Text("The deploy is green."))
+	ev := h0mention()
 	m.OnCall = func(ctx context.Context, n int, v core.View) {
-		ackBeforeModel = len(h.s.Posts()) == 1 && strings.Contains(h.s.Posts()[0].Out.Text, "Working on it")
+		ackBeforeModel = slices.Equal(h.s.Reactions(), []string{ev.MessageID + ":" + core.AckReaction})
+		postsBeforeModel = len(h.s.Posts())
 	}
 	h = newHarness(t, m, nil)
-	ev := h.mention(alice, "C1", "is the deploy green?")
+	ev.At = h.clk.Now()
 	h.deliver(ev)
 	h.idle()
 
-	if !ackBeforeModel {
-		t.Fatalf("the checklist was not posted before the first model call")
+	if !ackBeforeModel || postsBeforeModel != 0 {
+		t.Fatalf("before the model call: reactions %v (want one on %s), posts %d (want none)", h.s.Reactions(), ev.MessageID, postsBeforeModel)
 	}
 	posts := h.s.Posts()
-	if len(posts) != 2 {
-		t.Fatalf("posts = %d, want checklist + answer: %+v", len(posts), posts)
+	if len(posts) != 1 {
+		t.Fatalf("posts = %d, want the answer alone: %+v", len(posts), posts)
 	}
 	thread := threadOf(ev)
-	for _, p := range posts {
-		if p.Ref.Scope != thread {
-			t.Errorf("post %q in %+v, want the thread under the message %+v", p.Out.Text, p.Ref.Scope, thread)
-		}
-		if p.Out.Key == "" {
-			t.Errorf("post %q has no idempotency key", p.Out.Text)
-		}
+	if p := posts[0]; p.Ref.Scope != thread || p.Out.Key == "" {
+		t.Errorf("post %q in %+v key %q, want the thread under the message %+v, keyed", p.Out.Text, p.Ref.Scope, p.Out.Key, thread)
 	}
-	if posts[1].Out.Text != "The deploy is green." || posts[1].Out.Priority != core.PriorityHigh {
-		t.Errorf("answer = %+v", posts[1].Out)
+	if posts[0].Out.Text != "The deploy is green." || posts[0].Out.Priority != core.PriorityHigh {
+		t.Errorf("answer = %+v", posts[0].Out)
 	}
-	cur, _ := h.s.Current(posts[0].Ref.ID)
-	if !strings.HasPrefix(cur.Text, "✅ Done") {
-		t.Errorf("checklist ends as %q, want done", cur.Text)
+	if n := len(h.s.Edits()); n != 0 {
+		t.Errorf("edits = %d, want none", n)
 	}
-	for _, e := range h.s.Edits() {
-		if e.Out.Priority != core.PriorityEdit {
-			t.Errorf("checklist edit priority %d, want PriorityEdit", e.Out.Priority)
-		}
+	if n := len(h.s.Reactions()); n != 1 {
+		t.Errorf("reactions = %v, want one", h.s.Reactions())
 	}
-	want := []string{"message.received", "run.started", "message.posted", "model.step", "message.posted", "message.updated", "run.completed"}
+	want := []string{"message.received", "run.started", "model.step", "message.posted", "run.completed"}
 	if got := h.kinds("C1"); !slices.Equal(got, want) {
 		t.Errorf("journal = %v\nwant      %v", got, want)
 	}
@@ -60,10 +57,10 @@ func TestMentionAckAnswer(t *testing.T) {
 	if v := m.Views()[0]; !strings.HasSuffix(lastText(v), "): is the deploy green?") {
 		t.Errorf("view text = %q", lastText(v))
 	}
-	// Windows: both posts reported, answering Alice's top-level message.
+	// Windows: the answer reported, answering Alice's top-level message.
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.posted) != 2 {
+	if len(h.posted) != 1 {
 		t.Fatalf("observer saw %d posts", len(h.posted))
 	}
 	for _, p := range h.posted {
@@ -77,6 +74,13 @@ func TestMentionAckAnswer(t *testing.T) {
 		}
 	}
 	h.verify("C1")
+}
+
+// h0mention is a top-level mention of the bot by Alice in C1, made before
+// the harness exists (its time is set by the caller).
+func h0mention() core.Event {
+	return core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M0001", Author: alice,
+		Text: "<@" + botID + "> is the deploy green?", MentionsBot: true}
 }
 
 func TestIgnoredEventLeavesNoTrace(t *testing.T) {
@@ -113,8 +117,8 @@ func TestRedeliveryIsDeduplicated(t *testing.T) {
 	if n := h.count("C1", core.KindRunStarted); n != 1 {
 		t.Errorf("run.started = %d, want 1", n)
 	}
-	if len(h.s.Posts()) != 2 {
-		t.Errorf("posts = %d, want 2", len(h.s.Posts()))
+	if len(h.s.Posts()) != 1 {
+		t.Errorf("posts = %d, want 1 (the answer)", len(h.s.Posts()))
 	}
 }
 
@@ -124,7 +128,7 @@ func TestDMAnswersAtTopLevel(t *testing.T) {
 	h.deliver(ev)
 	h.idle()
 	posts := h.s.Posts()
-	if len(posts) != 2 || posts[1].Out.Text != "sure" {
+	if len(posts) != 1 || posts[0].Out.Text != "sure" {
 		t.Fatalf("posts = %+v", posts)
 	}
 	for _, p := range posts {
@@ -151,7 +155,8 @@ func TestToolStepThenAnswer(t *testing.T) {
 	if got := log.get(); !slices.Equal(got, []string{"note:standup at 10"}) {
 		t.Errorf("tool calls = %v", got)
 	}
-	want := []string{"message.received", "run.started", "message.posted", "model.step",
+	// The checklist is posted once the model asks for a tool, before it runs.
+	want := []string{"message.received", "run.started", "model.step", "message.posted",
 		"tool.requested", "permission.decided", "tool.completed", "message.updated",
 		"model.step", "message.posted", "message.updated", "run.completed"}
 	if got := h.kinds("C1"); !slices.Equal(got, want) {

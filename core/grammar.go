@@ -27,11 +27,18 @@ const (
 	gPolicyShow
 	gPolicySet
 	gPolicyUsage
+	gMemories     // memories [page]
+	gDeleteMemory // delete memory <id>
+	gDeleteUsage
+	gStatus
+	gCancel
+	gApprovals
 )
 
 type grammarCmd struct {
 	kind  grammarKind
-	arg   string // remember / recall / forget argument
+	arg   string // remember / recall / forget / delete memory argument
+	page  int    // memories page (1-based)
 	key   string // policy set key
 	value []string
 }
@@ -56,6 +63,41 @@ func parseGrammar(text string) grammarCmd {
 		if rest != "" {
 			return grammarCmd{kind: gForget, arg: rest}
 		}
+	case "memories":
+		f := strings.Fields(rest)
+		if len(f) == 2 && strings.EqualFold(f[0], "page") {
+			f = f[1:]
+		}
+		switch {
+		case len(f) == 0:
+			return grammarCmd{kind: gMemories, page: 1}
+		case len(f) == 1:
+			if n, err := strconv.Atoi(f[0]); err == nil && n >= 1 && n <= maxMemoryPage {
+				return grammarCmd{kind: gMemories, page: n}
+			}
+		}
+	case "delete":
+		f := strings.Fields(rest)
+		if len(f) >= 1 && (strings.EqualFold(f[0], "memory") || strings.EqualFold(f[0], "note")) {
+			if len(f) == 2 {
+				return grammarCmd{kind: gDeleteMemory, arg: strings.Trim(f[1], "`")}
+			}
+			if len(f) == 1 {
+				return grammarCmd{kind: gDeleteUsage}
+			}
+		}
+	case "status":
+		if rest == "" {
+			return grammarCmd{kind: gStatus}
+		}
+	case "cancel":
+		if rest == "" {
+			return grammarCmd{kind: gCancel}
+		}
+	case "approvals":
+		if rest == "" {
+			return grammarCmd{kind: gApprovals}
+		}
 	case "policy":
 		f := strings.Fields(rest)
 		switch {
@@ -72,22 +114,44 @@ func parseGrammar(text string) grammarCmd {
 // deterministic reports whether a command is answered by the grammar even
 // when a model is configured.
 func (g grammarCmd) deterministic() bool {
-	return g.kind == gHelp || g.kind == gPolicyShow || g.kind == gPolicySet
+	switch g.kind {
+	case gHelp, gPolicyShow, gPolicySet, gMemories, gDeleteMemory, gDeleteUsage, gStatus, gCancel, gApprovals:
+		return true
+	}
+	return false
+}
+
+// engineServed reports whether the engine answers the command itself from
+// the channel's state (no tool call): what runs, what waits, what is
+// remembered, a privacy delete.
+func (g grammarCmd) engineServed() bool {
+	switch g.kind {
+	case gMemories, gDeleteMemory, gDeleteUsage, gStatus, gCancel, gApprovals:
+		return true
+	}
+	return false
 }
 
 const helpText = "Here is what I understand without a model:\n" +
 	"• `help` — this message\n" +
 	"• `remember <something>` — keep a note for this channel\n" +
 	"• `recall <words>` — find notes\n" +
-	"• `forget <note id>` — drop a note\n" +
+	"• `memories` — list this channel's notes, newest first (`memories 2` for the next page)\n" +
+	"• `forget <note id>` — drop a note from recall\n" +
+	"• `delete memory <note id>` — destroy a note for good (the person who added it, or an admin)\n" +
+	"• `status` — what I am working on or waiting for in this channel\n" +
+	"• `approvals` — requests waiting for someone's approval in this channel\n" +
+	"• `cancel` — in a thread: stop what I am doing there (the person who asked, or an admin)\n" +
 	"• `policy` — show this channel's rules; admins: `policy set approvers U1,U2`, " +
 	"`policy set admins U1`, `policy set tools a,b`, `policy set window thread 30m`, " +
-	"`policy set window toplevel 6m`, `policy set budget 100000`, `policy set approval send,irreversible`"
+	"`policy set window toplevel 6m`, `policy set budget 100000`, `policy set approval send,irreversible` " +
+	"(or `+write` / `-send` to add or remove one level)"
 
 const needModelText = "I need a language model for that. Configure one with " +
 	"`MARLOWE_MODEL_PROVIDER=openai` and `MARLOWE_MODEL_BASE_URL` pointing at any OpenAI-compatible " +
 	"endpoint (for example a local Ollama: `http://localhost:11434/v1`, plus `MARLOWE_MODEL` for the model name). " +
-	"Until then I understand `help`, `remember …`, `recall …`, `forget …` and `policy …`."
+	"Until then I understand `help`, `remember …`, `recall …`, `memories`, `forget …`, `delete memory …`, " +
+	"`status`, `approvals`, `cancel` and `policy …`."
 
 const policyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval> <value>` — " +
 	"e.g. `policy set approvers U1,U2`, `policy set tools remember,recall`, `policy set window thread 30m`. " +
@@ -160,7 +224,11 @@ func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, gov *governance, 
 		if err != nil {
 			return text("I couldn't change the policy: " + err.Error() + "\n" + policyUsageText)
 		}
-		r := text("✅ Policy updated.\n" + describePolicy(np, reg))
+		changes := policyChanges(pol, np, reg)
+		if len(changes) == 0 {
+			return text("ℹ️ Nothing changed: the policy already says that. `policy` shows all of it.")
+		}
+		r := text("✅ Policy updated (before → after):\n" + strings.Join(changes, "\n"))
 		r.policy = &np
 		return r
 	}
@@ -228,20 +296,83 @@ func applyPolicySet(pol Policy, reg *ToolRegistry, key string, value []string) (
 		}
 		np.DailyTokenBudget = n
 	case "approval", "approvals":
-		np.ApprovalLevels = nil
-		if !clear {
-			for _, s := range list {
-				c := Consequence(strings.ToLower(s))
-				if !c.Valid() {
-					return pol, fmt.Errorf("level %q: want read, write, send or irreversible", s)
-				}
-				np.ApprovalLevels = append(np.ApprovalLevels, c)
-			}
+		levels, err := approvalLevels(pol, list, clear)
+		if err != nil {
+			return pol, err
 		}
+		np.ApprovalLevels = levels
 	default:
 		return pol, fmt.Errorf("unknown setting %q", key)
 	}
 	return np, nil
+}
+
+// approvalLevels reads `policy set approval`: a bare list replaces the
+// levels; +level and -level add to and remove from the levels in effect.
+func approvalLevels(pol Policy, list []string, clear bool) ([]Consequence, error) {
+	if clear {
+		return nil, nil
+	}
+	var rel, bare []string
+	for _, s := range list {
+		if strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-") {
+			rel = append(rel, s)
+		} else {
+			bare = append(bare, s)
+		}
+	}
+	level := func(s string) (Consequence, error) {
+		c := Consequence(strings.ToLower(strings.TrimLeft(s, "+-")))
+		if !c.Valid() {
+			return "", fmt.Errorf("level %q: want read, write, send or irreversible", s)
+		}
+		return c, nil
+	}
+	if len(rel) > 0 && len(bare) > 0 {
+		return nil, fmt.Errorf("say either a list (`send,irreversible`, which replaces the levels) or changes (`+write -send`), not both")
+	}
+	if len(rel) == 0 {
+		var out []Consequence
+		for _, s := range bare {
+			c, err := level(s)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(out, c) {
+				out = append(out, c)
+			}
+		}
+		return out, nil
+	}
+	cur := slices.Clone(pol.ApprovalLevels)
+	if len(cur) == 0 {
+		cur = DefaultApprovalLevels()
+	}
+	for _, s := range rel {
+		c, err := level(s)
+		if err != nil {
+			return nil, err
+		}
+		if s[0] == '+' {
+			if !slices.Contains(cur, c) {
+				cur = append(cur, c)
+			}
+		} else {
+			cur = slices.DeleteFunc(cur, func(x Consequence) bool { return x == c })
+		}
+	}
+	// Canonical order; an empty list would mean "the defaults", and
+	// irreversible actions need approval whatever the list says.
+	var out []Consequence
+	for _, c := range []Consequence{Read, Write, Send, Irreversible} {
+		if slices.Contains(cur, c) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		out = []Consequence{Irreversible}
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {
@@ -266,7 +397,12 @@ func UserRef(s string) string {
 	return strings.TrimLeft(s, "@!")
 }
 
-func describePolicy(p Policy, reg *ToolRegistry) string {
+// policyItem is one line of a policy's description.
+type policyItem struct {
+	label, value, note string
+}
+
+func policyItems(p Policy, reg *ToolRegistry) []policyItem {
 	or := func(xs []string, dflt string) string {
 		if len(xs) == 0 {
 			return dflt
@@ -292,13 +428,37 @@ func describePolicy(p Policy, reg *ToolRegistry) string {
 		}
 		return out
 	}
-	return strings.Join([]string{
-		"Channel policy:",
-		"• channel admins: " + or(ids(p.Admins), "none set (operators in MARLOWE_ADMINS and workspace admins can change the policy)"),
-		"• approvers: " + or(ids(p.Approvers), "anyone in the channel (never the requester alone for irreversible actions)"),
-		"• tools: " + strings.Join(reg.Exposed(p), ", "),
-		"• needs approval: " + strings.Join(lv, ", ") + " (irreversible always)",
-		"• windows: thread " + p.ThreadWindow().String() + ", top level " + p.ToplevelWindow().String(),
-		"• daily token budget: " + budget,
-	}, "\n")
+	return []policyItem{
+		{label: "channel admins", value: or(ids(p.Admins), "none set"), note: "operators in MARLOWE_ADMINS and workspace admins can change the policy"},
+		{label: "approvers", value: or(ids(p.Approvers), "anyone in the channel"), note: "never the requester alone for irreversible actions"},
+		{label: "tools", value: strings.Join(reg.Exposed(p), ", ")},
+		{label: "needs approval", value: strings.Join(lv, ", "), note: "irreversible always"},
+		{label: "windows", value: "thread " + p.ThreadWindow().String() + ", top level " + p.ToplevelWindow().String()},
+		{label: "daily token budget", value: budget},
+	}
+}
+
+func describePolicy(p Policy, reg *ToolRegistry) string {
+	lines := []string{"Channel policy:"}
+	for _, it := range policyItems(p, reg) {
+		l := "• " + it.label + ": " + it.value
+		if it.note != "" && (it.label == "needs approval" || strings.HasPrefix(it.value, "none") || strings.HasPrefix(it.value, "anyone")) {
+			l += " (" + it.note + ")"
+		}
+		lines = append(lines, l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// policyChanges lists what differs between two policies, one line per
+// setting: "• label: before → after".
+func policyChanges(before, after Policy, reg *ToolRegistry) []string {
+	b, a := policyItems(before, reg), policyItems(after, reg)
+	var out []string
+	for i := range b {
+		if b[i].value != a[i].value {
+			out = append(out, "• "+b[i].label+": "+b[i].value+" → "+a[i].value)
+		}
+	}
+	return out
 }

@@ -117,10 +117,10 @@ func TestPolicyCommands(t *testing.T) {
 	if got := h.say(bob, "policy set approvers UBOB"); !strings.Contains(got, "Only this channel's admins") {
 		t.Errorf("non-admin change = %q", got)
 	}
-	if got := h.say(alice, "policy set approvers UBOB, UCAROL"); !strings.Contains(got, "approvers: <@UBOB>, <@UCAROL>") {
+	if got := h.say(alice, "policy set approvers UBOB, UCAROL"); !strings.Contains(got, "• approvers: anyone in the channel → <@UBOB>, <@UCAROL>") {
 		t.Errorf("set approvers = %q", got)
 	}
-	if got := h.say(alice, "policy set tools recall"); !strings.Contains(got, "tools: recall") {
+	if got := h.say(alice, "policy set tools recall"); !strings.Contains(got, "• tools: remember, recall, forget → recall") {
 		t.Errorf("set tools = %q", got)
 	}
 	if got := h.say(alice, "policy set tools bogus"); !strings.Contains(got, `no tool named "bogus"`) {

@@ -82,13 +82,23 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 		Mentions: ev.Mentions, ReplyTo: ev.ReplyTo, Reason: reason,
 	}
 	mayDecide := e.mayDecidePending(ctx, v, ev, thread)
+	cancelReq := e.cancelFor(ctx, v, ev, thread)
 	var wake string
-	var started, steered bool
+	var started, steered, cancelled bool
+	var refusal *notice
 	_, err = v.appendPlan(ctx, func() ([]Draft, error) {
 		if _, dup := v.seen[ev.MessageID]; dup {
 			return nil, nil // a redelivery (or Slack's app_mention + message pair)
 		}
 		live, parked := v.liveRun(thread)
+		if live != nil && cancelReq != nil {
+			// `cancel` stops the live run itself (chat.go), never steers it.
+			drafts, n, err := e.cancelDrafts(v, cancelReq, live, ev, msg)
+			if refusal, cancelled = n, n == nil; cancelled {
+				wake = live.id
+			}
+			return drafts, err
+		}
 		if live != nil {
 			// Steering: the live run sees it before its next model call.
 			mr, err := e.b.Human(ev.Author, ev.Scope, Meta{Run: live.id}, msg)
@@ -138,8 +148,15 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 	if err != nil {
 		return fmt.Errorf("deliver event in %s: %w", ch, err)
 	}
+	if refusal != nil {
+		e.enqueue(threadKey{ch, thread}, job{notice: refusal})
+	}
 	if wake == "" {
 		return nil
+	}
+	if cancelled {
+		e.interrupt(wake)
+		e.log.Info("run cancelled", "run", wake, "channel", string(ch), "by", ev.Author.ID)
 	}
 	e.enqueue(threadKey{ch, thread}, job{run: wake})
 	if started {

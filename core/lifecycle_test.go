@@ -30,11 +30,14 @@ func TestCloseMidRunLeavesNoGoroutinesAndResumes(t *testing.T) {
 			<-ctx.Done()
 		}
 	}
-	h := newHarness(t, m, nil)
+	h := newHarness(t, m, nil, func(c *core.EngineConfig) { c.ChecklistDelay = 20 * time.Millisecond })
 	for i := range 5 {
 		h.deliver(h.mention(alice, "C1", fmt.Sprintf("question %d", i)))
 		<-inCall
 	}
+	// The calls take long: each run shows its checklist.
+	h.clk.Advance(time.Second)
+	coretest.WaitFor(t, 5*time.Second, "five checklists", func() bool { return checklists(h) == 5 })
 	done := make(chan struct{})
 	go func() { _ = h.e.Close(); close(done) }()
 	select {
@@ -67,16 +70,26 @@ func TestCloseMidRunLeavesNoGoroutinesAndResumes(t *testing.T) {
 	if n := h.count("C1", core.KindRunCompleted); n != 5 {
 		t.Errorf("completed after restart = %d", n)
 	}
-	// One checklist per run: the restart did not post a second one.
-	var checklists int
+	// One checklist per run: the restart did not post a second one, and
+	// each ends done.
+	if n := checklists(h); n != 5 {
+		t.Errorf("checklists = %d", n)
+	}
 	for _, p := range h.s.Posts() {
-		if strings.HasPrefix(p.Out.Text, "⏳") {
-			checklists++
+		if cur, _ := h.s.Current(p.Ref.ID); strings.HasPrefix(p.Out.Text, "⏳") && !strings.HasPrefix(cur.Text, "✅ Done") {
+			t.Errorf("checklist ends as %q", cur.Text)
 		}
 	}
-	if checklists != 5 {
-		t.Errorf("checklists = %d", checklists)
+}
+
+func checklists(h *harness) int {
+	n := 0
+	for _, p := range h.s.Posts() {
+		if strings.HasPrefix(p.Out.Text, "⏳") {
+			n++
+		}
 	}
+	return n
 }
 
 func TestManyThreadsWithSteering(t *testing.T) {

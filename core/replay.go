@@ -52,12 +52,16 @@ type RunReplay struct {
 	autoCalls     map[string][]string // automatic recall call id → the messages it serves
 	notesInjected bool                // an automatic recall put notes into the view
 	unattended    bool                // nobody watches: grants are asked of the owner (unattended.go)
+	toolWork      bool                // a model step asked for tools: the run shows a checklist
+	answeredAt    time.Time           // journal time of the first final model step
+	degraded      bool                // a recall ran on keywords only
 }
 
 type humanMsg struct {
 	cmdID    string
 	seq      uint64
 	msgID    string
+	scope    Scope // where the message is (what the acknowledgement reacts to)
 	author   Person
 	text     string // mention stripped
 	top      bool   // was at top level of its channel
@@ -277,7 +281,7 @@ func (rs *RunReplay) apply(c Command) error {
 	}
 	switch p := p.(type) {
 	case *MessageReceived:
-		h := &humanMsg{cmdID: c.ID(), seq: c.Seq(), msgID: p.MessageID, author: p.Author,
+		h := &humanMsg{cmdID: c.ID(), seq: c.Seq(), msgID: p.MessageID, scope: c.Scope(), author: p.Author,
 			text: stripLeadingMention(p.Text, p.Mentions), top: c.Scope().Thread == "", dm: p.Visibility == DM}
 		rs.humans = append(rs.humans, h)
 		if rs.started && rs.Status == RunWaitingApproval {
@@ -317,6 +321,11 @@ func (rs *RunReplay) apply(c Command) error {
 		}
 		for _, h := range rs.humans {
 			h.seen = h.seen || h.consumed
+		}
+		if len(p.ToolCalls) > 0 {
+			rs.toolWork = true
+		} else if rs.answeredAt.IsZero() {
+			rs.answeredAt = c.At()
 		}
 		rs.Messages = append(rs.Messages, Message{Role: RoleAssistant, Text: p.Text, ToolCalls: slices.Clone(p.ToolCalls)})
 		st := &stepState{seq: c.Seq(), index: p.Index, text: p.Text, final: len(p.ToolCalls) == 0}
@@ -464,6 +473,7 @@ func (rs *RunReplay) injectNotes(ids []string, p *ToolCompleted) {
 		}
 	}
 	rs.tainted, rs.notesInjected = true, true
+	rs.degraded = rs.degraded || p.Degraded
 	rs.trail = append(rs.trail, trailItem{tool: p.Tool, ok: true, label: recallLabel(len(p.Notes), p.Degraded)})
 }
 

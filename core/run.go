@@ -34,30 +34,42 @@ type driver struct {
 // Everything it knows comes from the journal, so the same call resumes a
 // run after a crash.
 func (e *Engine) drive(ctx context.Context, runID string, resume bool) error {
+	for attempt := 1; ; attempt++ {
+		err := e.driveOnce(ctx, runID, resume)
+		if (errors.Is(err, errRunEnded) || errors.Is(err, errInterrupted)) && attempt < 3 {
+			// Cancelled while this drive held the run: start again from
+			// the journal, which now ends the run, and show that end.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("drive run %s: %w", runID, err)
+		}
+		return nil
+	}
+}
+
+func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool) error {
 	cmds, err := e.j.ReadRun(ctx, runID)
 	if err != nil {
-		return fmt.Errorf("drive run %s: read: %w", runID, journalFailed(err))
+		return fmt.Errorf("read: %w", journalFailed(err))
 	}
 	rs, err := ReplayRun(cmds)
 	if err != nil {
-		return fmt.Errorf("drive run %s: %w", runID, err)
+		return err
 	}
 	s, err := e.surface(rs.Scope.Platform)
 	if err != nil {
-		return fmt.Errorf("drive run %s: %w", runID, err)
+		return err
 	}
 	e.noteOutage(rs)
 	v, err := e.channel(ctx, rs.Scope.Key())
 	if err != nil {
-		return fmt.Errorf("drive run %s: %w", runID, journalFailed(err))
+		return journalFailed(err)
 	}
 	rs.resumed = resume
 	d := &driver{e: e, rs: rs, v: v, s: s}
 	d.grammar = e.offline || parseGrammar(rs.Instruction).deterministic() || parseInboxCmd(rs.Instruction).kind != inboxNone
-	if err := d.run(ctx, resume); err != nil {
-		return fmt.Errorf("drive run %s: %w", runID, err)
-	}
-	return nil
+	return d.run(ctx, resume)
 }
 
 func (d *driver) run(ctx context.Context, resume bool) error {
@@ -74,13 +86,14 @@ func (d *driver) run(ctx context.Context, resume bool) error {
 	case RunBlocked, RunNeedsPermission:
 		return d.reconcilePause(ctx)
 	}
-	if !d.grammar {
-		if err := d.ensureChecklist(ctx); err != nil {
-			return err
-		}
+	if rs.Steps == 0 {
+		d.ack(ctx, rs.latestHuman())
 	}
 	for {
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := d.maybeChecklist(ctx); err != nil {
 			return err
 		}
 		if d.openCalls() {
@@ -150,7 +163,9 @@ func (d *driver) pullSteering(ctx context.Context) bool {
 	for _, c := range fresh {
 		if err := d.rs.apply(c); err != nil {
 			d.e.log.Warn("fold steering message", "run", d.rs.ID, "error", err)
+			continue
 		}
+		d.ack(ctx, d.rs.human(c.ID()))
 	}
 	return len(d.rs.pendingSteering()) > 0
 }
@@ -169,8 +184,21 @@ func (d *driver) unseenSteeringLocked() bool {
 }
 
 // appendRun appends run-scoped drafts to the run's channel and folds them.
+// A run cancelled meanwhile (the ingress journaled its end) takes no
+// further step: only the results of work already under way are recorded.
 func (d *driver) appendRun(ctx context.Context, check func() error, drafts ...Draft) ([]Command, error) {
-	cmds, err := d.v.append(ctx, check, drafts...)
+	guard := func() error {
+		if !d.rs.Done() && !onlyResults(drafts) {
+			if r := d.v.runs[d.rs.ID]; r != nil && r.status.Terminal() {
+				return errRunEnded
+			}
+		}
+		if check != nil {
+			return check()
+		}
+		return nil
+	}
+	cmds, err := d.v.append(ctx, guard, drafts...)
 	if err != nil {
 		if isJournalError(err) {
 			d.e.noteOutage(d.rs)
@@ -183,6 +211,28 @@ func (d *driver) appendRun(ctx context.Context, check func() error, drafts ...Dr
 		}
 	}
 	return cmds, nil
+}
+
+var errRunEnded = errors.New("the run was ended meanwhile")
+
+func onlyResults(drafts []Draft) bool {
+	for _, d := range drafts {
+		if d.Kind() != KindToolCompleted {
+			return false
+		}
+	}
+	return true
+}
+
+// ended reports whether the run was ended outside this drive (cancelled).
+func (d *driver) ended(ctx context.Context) bool {
+	var end bool
+	_ = d.v.with(ctx, func() {
+		if r := d.v.runs[d.rs.ID]; r != nil && r.status.Terminal() && !d.rs.Done() {
+			end = true
+		}
+	})
+	return end
 }
 
 func (d *driver) agent(m Meta, p Payload) (Draft, error) {
@@ -228,6 +278,9 @@ var errWallBudget = errors.New("run time budget exhausted during the model call"
 
 func (d *driver) modelStep(ctx context.Context) error {
 	rs := d.rs
+	if d.ended(ctx) {
+		return errRunEnded
+	}
 	d.pullSteering(ctx)
 	pol, dayTokens := d.snapshot(ctx)
 	if why := d.overBudget(pol, dayTokens); why != "" {
@@ -250,26 +303,34 @@ func (d *driver) modelStep(ctx context.Context) error {
 		if h == nil {
 			return d.fail(ctx, RunBroken, "the run has no message to answer")
 		}
-		var gov *governance
-		if parseGrammar(h.text).kind == gPolicySet {
-			g := d.e.governs(ctx, rs.Scope, h.author, pol)
-			gov = &g
+		cmd := parseGrammar(h.text)
+		if cmd.engineServed() && (rs.step == nil || rs.step.final) {
+			reply = Reply{Text: d.chatCommand(ctx, cmd, h, pol), Provider: "grammar"}
+		} else {
+			var gov *governance
+			if cmd.kind == gPolicySet {
+				g := d.e.governs(ctx, rs.Scope, h.author, pol)
+				gov = &g
+			}
+			gr := grammarStep(rs, pol, d.e.tools, gov, h)
+			reply, newPolicy, by = gr.reply, gr.policy, h.author
 		}
-		gr := grammarStep(rs, pol, d.e.tools, gov, h)
 		if ic := parseInboxCmd(h.text); ic.kind != inboxNone && !(rs.step != nil && !rs.step.final && len(rs.step.calls) > 0) {
 			r, err := d.inboxCommand(ctx, h, ic)
 			if err != nil {
 				return err
 			}
-			gr = grammarReply{reply: r}
+			reply, newPolicy = r, nil
 		}
-		reply, newPolicy, by = gr.reply, gr.policy, h.author
 	} else {
 		var err error
-		reply, err = d.callModel(ctx, d.view(pol, pending))
+		reply, err = d.callModelAcked(ctx, d.view(pol, pending))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if errors.Is(err, errInterrupted) {
+				return err
 			}
 			return d.modelFailed(ctx, err)
 		}
@@ -465,8 +526,9 @@ func normalizeCallIDs(calls []ToolCall, step int) {
 
 // callModel makes one model call within the run's remaining time, retrying
 // transient failures a bounded number of times.
-func (d *driver) callModel(ctx context.Context, v View) (Reply, error) {
-	remaining := d.e.budgets.MaxWall - d.rs.activeTime(d.e.now())
+// It reads nothing of the run but runID (callModelAcked runs it beside the
+// driver goroutine).
+func (d *driver) callModel(ctx context.Context, v View, runID string, remaining time.Duration) (Reply, error) {
 	if remaining <= 0 {
 		return Reply{}, errWallBudget
 	}
@@ -492,7 +554,7 @@ func (d *driver) callModel(ctx context.Context, v View) (Reply, error) {
 		if me.RetryAfter > 0 {
 			w = me.RetryAfter
 		}
-		d.e.log.Warn("model call failed; retrying", "run", d.rs.ID, "failure", string(me.Failure), "wait", w)
+		d.e.log.Warn("model call failed; retrying", "run", runID, "failure", string(me.Failure), "wait", w)
 		t := time.NewTimer(w)
 		select {
 		case <-mctx.Done():
@@ -723,10 +785,10 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, args map
 	}
 	if d.e.cfg.Memory != nil {
 		// The write's actor is the run whose tool.requested caused it.
-		tc.Memory = BindMemory(d.e.cfg.Memory(rs.Scope.Key()), Provenance{
+		tc.Memory = boundMemory{m: d.e.cfg.Memory(rs.Scope.Key()), prov: Provenance{
 			Origin: cs.reqID, Actor: Actor{Type: ActorAgent, ID: rs.ID, Platform: rs.Scope.Platform},
 			Trust: string(trust), Derivation: tool.Name + " tool on behalf of " + rs.Requester.ID,
-		})
+		}, authorOf: d.authorOf}
 	}
 	// The tool gets exactly the object the gate judged, re-encoded: never
 	// the model's bytes, whose duplicate or case-variant keys a struct
@@ -965,6 +1027,10 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 		if h := rs.latestHuman(); h != nil && rs.inputLimit > 0 && utf8.RuneCountInString(h.text) > rs.inputLimit {
 			text += fmt.Sprintf("\n\n_(Your message was long: I read only its first %d characters.)_", rs.inputLimit)
 		}
+		if _, shown := rs.Effects[rs.checklistEffect()]; rs.degraded && !shown {
+			// No checklist to carry the mark: the answer says it.
+			text += "\n\n_(memory: degraded, keywords only)_"
+		}
 		out := Outbound{Key: EffectID(rs.Scope.Key(), st.seq, 0), Scope: rs.Scope, Text: text, Priority: PriorityHigh}
 		if _, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: RoleAnswer, answering: rs.latestHuman()}); err != nil {
 			return false, err
@@ -1050,6 +1116,12 @@ func (d *driver) reconcileEnd(ctx context.Context) error {
 	}
 	if err := d.syncChecklist(ctx, rs.Status); err != nil {
 		return err
+	}
+	for _, id := range rs.approvalOrder {
+		// A cancel decides the run's open cards on its way out.
+		if err := d.showResolution(ctx, rs.approvals[id]); err != nil {
+			return err
+		}
 	}
 	if rs.endSeq == 0 || rs.Reason == causeSuperseded {
 		return nil // the new run's checklist says everything

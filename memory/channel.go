@@ -38,6 +38,7 @@ type Channel struct {
 var (
 	_ core.ChannelMemory = (*Channel)(nil)
 	_ core.TurnRecaller  = (*Channel)(nil)
+	_ core.MemoryLister  = (*Channel)(nil)
 )
 
 // Key is the channel the handle is bound to.
@@ -421,6 +422,38 @@ func (c *Channel) List(ctx context.Context, q ListQuery) ([]Entry, error) {
 		return nil, fmt.Errorf("list memories of %s: %w", c.ch, err)
 	}
 	return out, nil
+}
+
+// ListMemories implements core.MemoryLister: the channel's live memories,
+// newest first, from offset.
+func (c *Channel) ListMemories(ctx context.Context, offset, limit int) ([]core.MemoryInfo, error) {
+	if offset < 0 {
+		offset = 0
+	}
+	es, err := c.List(ctx, ListQuery{Offset: offset, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]core.MemoryInfo, len(es))
+	for i, e := range es {
+		out[i] = infoOf(e)
+	}
+	return out, nil
+}
+
+// DescribeMemory returns one memory of this channel in any state (the
+// engine's `delete memory` checks its author with it).
+func (c *Channel) DescribeMemory(ctx context.Context, id string) (core.MemoryInfo, error) {
+	e, err := c.Get(ctx, id)
+	if err != nil {
+		return core.MemoryInfo{}, err
+	}
+	return infoOf(e), nil
+}
+
+func infoOf(e Entry) core.MemoryInfo {
+	return core.MemoryInfo{ID: e.ID, Text: e.Text, At: e.CreatedAt, By: e.Provenance.Actor,
+		Forgotten: e.Forgotten, Deleted: e.Deleted}
 }
 
 // embedEntries embeds live entries and stores their vectors, best effort:

@@ -105,6 +105,9 @@ type ListQuery struct {
 	IncludeForgotten bool
 	// Before is an id cursor: only memories with a smaller id ("" = newest).
 	Before string
+	// Offset skips that many memories of the selection, newest first (a
+	// page number for people; Before is the cursor for programs).
+	Offset int
 	// Limit caps the page (<= 0: 100).
 	Limit int
 }

@@ -40,7 +40,7 @@ type Options struct {
 func Builtins(o Options) []core.Tool {
 	return []core.Tool{
 		ReplyInThread(), UpdateChecklist(), Remember(), Recall(), Forget(),
-		ReadThread(o), FetchURL(o), PostToChannel(), DMPerson(), AskHuman(),
+		ReadThread(o), FetchURL(o), PostToChannel(), DMPerson(), AskHuman(), ListMemories(),
 	}
 }
 

@@ -53,7 +53,7 @@ func TestBuiltinsAreValidDeclarations(t *testing.T) {
 	want := map[string]core.Consequence{
 		"reply_in_thread": core.Write, "update_checklist": core.Write, "remember": core.Write, "recall": core.Read,
 		"forget": core.Write, "read_thread": core.Read, "fetch_url": core.Send, "post_to_channel": core.Send,
-		"dm_person": core.Send, "ask_human": core.Write,
+		"dm_person": core.Send, "ask_human": core.Write, "list_memories": core.Read,
 	}
 	targets := map[string]string{"fetch_url": "url", "post_to_channel": "channel", "dm_person": "user"}
 	for _, tl := range all {
@@ -90,6 +90,39 @@ func TestMemoryTools(t *testing.T) {
 	tc.Memory = nil
 	if _, err := run(t, tools.Remember(), tc, `{"text":"x"}`); err == nil {
 		t.Errorf("remember without memory succeeded")
+	}
+}
+
+func TestListMemoriesTool(t *testing.T) {
+	mem := coretest.NewMemory()
+	tc := tctx(coretest.NewFakeSurface("test", "UBOT"), mem)
+	for i := 1; i <= 11; i++ {
+		prov := core.Provenance{Origin: fmt.Sprintf("O%d", i), Actor: core.Actor{Type: core.ActorHuman, ID: "UBOB"}}
+		if i == 11 {
+			prov.Actor = core.Actor{Type: core.ActorAgent, ID: "R9"} // a run the handle cannot name a person for
+		}
+		if _, err := mem.For(tc.Scope.Key()).Remember(context.Background(), fmt.Sprintf("fact %d", i), prov); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs, err := run(t, tools.ListMemories(), tc, `{}`)
+	lines := strings.Split(obs.Text, "\n")
+	if err != nil || obs.Trust != core.Untrusted || len(lines) != 11 || lines[10] != "(more on page 2)" ||
+		!strings.HasPrefix(lines[0], "• [m11] fact 11 (added by an assistant run,") || !strings.HasPrefix(lines[1], "• [m10] fact 10 (added by <@UBOB>,") {
+		t.Fatalf("page 1 = %q, %v", obs.Text, err)
+	}
+	obs, err = run(t, tools.ListMemories(), tc, `{"page":2}`)
+	if err != nil || !strings.HasPrefix(obs.Text, "• [m1] fact 1 (added by <@UBOB>,") || strings.Contains(obs.Text, "\n") {
+		t.Errorf("page 2 = %q, %v", obs.Text, err)
+	}
+	if obs, _ := run(t, tools.ListMemories(), tc, `{"page":3}`); obs.Text != "No memories on page 3." {
+		t.Errorf("page 3 = %q", obs.Text)
+	}
+	// The tool's handle lists, and offers no way to delete.
+	if _, ok := tc.Memory.(interface {
+		Delete(context.Context, core.Actor, string, string) error
+	}); ok {
+		t.Errorf("a tool's memory handle can delete in someone's name")
 	}
 }
 

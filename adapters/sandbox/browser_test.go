@@ -37,7 +37,7 @@ func chromium(t *testing.T) string {
 // TestBrowserEndToEnd drives the workspace in headless Chromium against the
 // real engine (in-memory journal, the intent filter as router, a scripted
 // model, an irreversible deploy tool): Carol's chatter is ignored, Alice
-// mentions the bot (checklist and answer in the thread), Bob follows up in
+// mentions the bot (a reaction, then the answer alone in the thread), Bob follows up in
 // the thread untagged and is answered with an approval card, Bob's
 // top-level chatter is ignored (no-window), Alice approves and the result
 // appears. With MARLOWE_UPDATE_SCREENSHOT=1 it refreshes docs/sandbox.png.
@@ -161,7 +161,8 @@ func TestBrowserEndToEnd(t *testing.T) {
 
 	step("open the thread", chromedp.Click(css(`#messages .msg[data-author="alice"] .text`)), chromedp.WaitVisible(css(`#thread`)))
 	until("the answer is in the thread", has(`#thread-messages .msg[data-author="marlowe"] .text`, "Release 1.4 is on track"))
-	until("the checklist was edited in place", has(`#thread-messages .msg[data-author="marlowe"] .text`, "Done")+` && `+has(`#thread-messages .msg[data-author="marlowe"] .edited`, "edited"))
+	until("the bot acknowledged alice's message with a reaction", `!!document.querySelector('#messages .msg[data-author="alice"] .reaction[data-emoji="eyes"]')`)
+	until("a one-step answer is the thread's only bot message", `document.querySelectorAll('#thread-messages .msg[data-author="marlowe"]').length === 1`)
 
 	// Bob follows up in the thread without a mention: the thread window routes it.
 	be("bob")
@@ -179,6 +180,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	step("alice approves", chromedp.Click(css(`#thread-messages .card button[data-action="approve"]`)))
 	until("the card shows its resolution", has(`#thread-messages .card-resolution`, "Approved by Alice"))
 	until("the result is in the thread", has(`#thread-messages .msg[data-author="marlowe"] .text`, deployResult))
+	until("the deploy's checklist was edited in place", has(`#thread-messages .msg[data-author="marlowe"] .text`, "Done")+` && `+has(`#thread-messages .msg[data-author="marlowe"] .edited`, "edited"))
 	step("settle", chromedp.Sleep(300*time.Millisecond))
 
 	png := shot("sandbox.png")

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,12 @@ func scriptedTeammate(v core.View) (core.Reply, error) {
 // router (reporting each decision to the sandbox), the filter's windows fed
 // by the bot's posts, a scripted model and one irreversible tool.
 func engineDeliver(t *testing.T, sb *Sandbox, opts ...func(*core.EngineConfig)) func(context.Context, core.Inbound) error {
+	t.Helper()
+	return newEngine(t, sb, opts...).Deliver
+}
+
+// newEngine is engineDeliver's engine, for tests that wait for it.
+func newEngine(t *testing.T, sb *Sandbox, opts ...func(*core.EngineConfig)) *core.Engine {
 	t.Helper()
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
 	router := core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
@@ -101,14 +108,15 @@ func engineDeliver(t *testing.T, sb *Sandbox, opts ...func(*core.EngineConfig)) 
 		cancel()
 		_ = eng.Close()
 	})
-	return eng.Deliver
+	return eng
 }
 
 // TestEngineBehindSandbox runs the conversation of the browser test against
 // the real engine through the sandbox's HTTP API (no browser).
 func TestEngineBehindSandbox(t *testing.T) {
 	sb := newSandbox(t, Config{Clock: time.Now})
-	base := run(t, sb, engineDeliver(t, sb))
+	eng := newEngine(t, sb)
+	base := run(t, sb, eng.Deliver)
 
 	find := func(cond func(m message) bool) (message, bool) {
 		sb.mu.Lock()
@@ -137,10 +145,16 @@ func TestEngineBehindSandbox(t *testing.T) {
 
 	q := say(t, base, "alice", "general", "", "<@marlowe> what's the status of release 1.4?")
 	decided(q, "mention")
+	waitMsg("the acknowledgement", func(m message) bool { return m.ID == q && slices.Contains(m.Reactions, core.AckReaction) })
 	waitMsg("the answer", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, "on track") })
 	// Bob writes once Alice's run is over: a message while it is live would
 	// steer it, and Alice, its requester, could not approve its deploy.
-	waitMsg("the run's checklist done", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, "Done") })
+	if err := eng.WaitIdle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := find(func(m message) bool { return m.Bot && m.Thread == q && strings.HasPrefix(m.Text, "⏳") }); ok {
+		t.Error("a one-step answer posted a checklist")
+	}
 
 	f := say(t, base, "bob", "general", q, "Great, thanks! Can you deploy it to staging?")
 	decided(f, "thread-window")
@@ -156,6 +170,8 @@ func TestEngineBehindSandbox(t *testing.T) {
 	}
 	waitMsg("the card resolved", func(m message) bool { return m.ID == card.ID && m.Card != nil && m.Card.Resolution != "" })
 	waitMsg("the result", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, deployResult) })
+	// The deploy did tool work: its checklist, edited in place, ends done.
+	waitMsg("the deploy's checklist done", func(m message) bool { return m.Bot && m.Thread == q && strings.HasPrefix(m.Text, "✅ Done") })
 	if _, ok := find(func(m message) bool { return m.Thread == c || (m.ID == c && len(m.Reactions) > 0) }); ok {
 		t.Error("the bot reacted to or answered bob's chatter")
 	}

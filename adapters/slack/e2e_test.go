@@ -97,6 +97,11 @@ func TestEndToEndMentionAnsweredInThread(t *testing.T) {
 	}
 
 	// A follow-up in the thread, no mention: the thread window routes it.
+	// The window opens when the answer is recorded, a moment after Slack
+	// shows it (no checklist opened it earlier): a person replies later.
+	if err := eng.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	f.Say(chPublic, root, bob, "any rollback needed?")
 	follow := waitPost(t, f, func(p slackfake.Post) bool { return strings.Contains(p.Text, "No rollback") })
 	if follow.ThreadTS != root {

@@ -167,3 +167,22 @@ func TestSocketClickRetryDedupedReplayDelivered(t *testing.T) {
 		t.Fatalf("a replayed click did not reach the engine: %d clicks", n)
 	}
 }
+
+// Permalink asks Slack for a message's link (status and approvals link
+// threads with it); an unknown message is an error, not a guessed link.
+func TestPermalink(t *testing.T) {
+	f := newFake(t)
+	a, _ := newAdapter(t, testConfig(f, ModeSocket))
+	ctx := context.Background()
+	ref, err := a.Post(ctx, core.Outbound{Key: "p1", Scope: core.Scope{Platform: Platform, Channel: chPublic}, Text: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := a.Permalink(ctx, ref)
+	if err != nil || link != "https://fake.slack.com/archives/"+chPublic+"/p"+strings.ReplaceAll(ref.ID, ".", "") {
+		t.Fatalf("permalink = %q, %v", link, err)
+	}
+	if _, err := a.Permalink(ctx, core.MessageRef{Scope: ref.Scope, ID: "1.000009"}); err == nil {
+		t.Errorf("a link for a message that does not exist")
+	}
+}

@@ -29,11 +29,11 @@ func TestQARoomRemembers(t *testing.T) {
 	b.waitIdle()
 
 	bobRoot, _ := b.slack.Say(qaGeneral, "", qaBob, b.mention+" when does the staging password rotate?")
-	b.waitPost("Bob's answer", func(p slackfake.Post) bool {
-		return p.Channel == qaGeneral && p.ThreadTS == bobRoot && strings.Contains(p.Text, "You said:")
+	// A one-step answer posts no checklist: the answer itself says the
+	// recall ran on keywords only.
+	b.waitPost("Bob's answer, marked degraded", func(p slackfake.Post) bool {
+		return p.Channel == qaGeneral && p.ThreadTS == bobRoot && strings.Contains(p.Text, "You said:") && strings.Contains(p.Text, "degraded")
 	})
-	b.waitChecklist(qaGeneral, bobRoot, "✅ Done")
-	b.waitChecklist(qaGeneral, bobRoot, "✓ Recalled 1 note (degraded)")
 	carolRoot, _ := b.slack.Say(qaOther, "", qaCarol, b.mention+" when does the staging password rotate?")
 	b.waitPost("Carol's answer", func(p slackfake.Post) bool {
 		return p.Channel == qaOther && p.ThreadTS == carolRoot && strings.Contains(p.Text, "You said:")

@@ -105,6 +105,8 @@ func qaMessageWithoutChannelType(t *testing.T) {
 	if p.ThreadTS != ts {
 		t.Fatalf("answered in thread %q, want %s", p.ThreadTS, ts)
 	}
+	// A person answers once the run is over (its post opened the window).
+	b.waitIdle()
 	// An untagged follow-up in that public thread (no channel_type either)
 	// is in the thread window.
 	ts2 := b.slack.AddMessage(qaGeneral, ts, qaBob, "notypefollow")
@@ -143,8 +145,8 @@ func qaRedeliveryAfterSlowAck(t *testing.T) {
 	if n := b.count(saidTo("retrykiwi")); n != 1 {
 		t.Fatalf("answered %d times", n)
 	}
-	if n := b.count(inThread(qaGeneral, ts)); n != 2 { // checklist + answer
-		t.Fatalf("%d posts in the thread, want 2 (checklist, answer):\n%s", n, b.dumpPosts())
+	if n := b.count(inThread(qaGeneral, ts)); n != 1 { // a one-step answer: no checklist
+		t.Fatalf("%d posts in the thread, want 1 (the answer):\n%s", n, b.dumpPosts())
 	}
 	for _, id := range ids {
 		for _, env := range b.slack.Envelopes(id) {
@@ -175,6 +177,8 @@ func qaThreadMentionAndWindows(t *testing.T) {
 	if p.ThreadTS != root {
 		t.Fatalf("answered with thread_ts %q; want the root %s (not the reply %s)", p.ThreadTS, root, reply)
 	}
+	// A person answers once the run is over (its post opened the window).
+	b.waitIdle()
 	// A third person, untagged, inside the window.
 	b.slack.Say(qaGeneral, root, qaAlice, "thirdkiwi what about flaky tests?")
 	p = b.waitPost("untagged follow-up", saidTo("thirdkiwi"))
@@ -200,6 +204,8 @@ func qaTopLevelWindow(t *testing.T) {
 	b := startQA(t, qaOpts{})
 	first, _ := b.slack.Say(qaGeneral, "", qaAlice, b.mention+" topkiwi one")
 	b.waitPost("first answer", saidTo("topkiwi"))
+	// A person answers once the run is over (its post opened the window).
+	b.waitIdle()
 	b.slack.Say(qaGeneral, "", qaBob, "bobkiwi unrelated chatter")
 	next, _ := b.slack.Say(qaGeneral, "", qaAlice, "alicekiwi and another thing")
 	p := b.waitPost("top-level follow-up", saidTo("alicekiwi"))
@@ -303,9 +309,9 @@ func qaSubtypes(t *testing.T) {
 		return strings.Contains(p.Text, "botkiwi") || strings.Contains(p.Text, "botuserkiwi") || strings.Contains(p.Text, "namekiwi")
 	})
 	// The bot's own echoes (EchoPosts) never triggered a run: exactly the
-	// two answers and their checklists.
-	if n := len(b.slack.Posts()); n != 4 {
-		t.Fatalf("%d posts, want 4:\n%s", n, b.dumpPosts())
+	// two answers (one-step answers post no checklist).
+	if n := len(b.slack.Posts()); n != 2 {
+		t.Fatalf("%d posts, want 2:\n%s", n, b.dumpPosts())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -20,7 +21,10 @@ type note struct {
 	id        string
 	text      string
 	prov      core.Provenance
+	at        time.Time
 	forgotten bool
+	deleted   bool
+	deletedBy core.Actor
 }
 
 // NewMemory returns an empty memory.
@@ -69,7 +73,7 @@ func (c *channelMemory) Remember(ctx context.Context, text string, prov core.Pro
 	}
 	c.m.next++
 	id := fmt.Sprintf("m%d", c.m.next)
-	c.m.notes[c.ch] = append(c.m.notes[c.ch], &note{id: id, text: text, prov: prov})
+	c.m.notes[c.ch] = append(c.m.notes[c.ch], &note{id: id, text: text, prov: prov, at: time.Date(2026, 3, 2, 9, 0, c.m.next, 0, time.UTC)})
 	return id, nil
 }
 
@@ -108,4 +112,69 @@ func (c *channelMemory) Forget(ctx context.Context, id, reason string) error {
 		}
 	}
 	return fmt.Errorf("no memory %q in this channel", id)
+}
+
+// Deletions returns who deleted each deleted note of ch, by id.
+func (m *Memory) Deletions(ch core.ChannelKey) map[string]core.Actor {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]core.Actor{}
+	for _, n := range m.notes[ch] {
+		if n.deleted {
+			out[n.id] = n.deletedBy
+		}
+	}
+	return out
+}
+
+var _ core.MemoryLister = (*channelMemory)(nil)
+
+// ListMemories lists the live notes, newest first.
+func (c *channelMemory) ListMemories(ctx context.Context, offset, limit int) ([]core.MemoryInfo, error) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	var out []core.MemoryInfo
+	ns := c.m.notes[c.ch]
+	for i := len(ns) - 1; i >= 0; i-- {
+		if n := ns[i]; !n.forgotten {
+			out = append(out, info(n))
+		}
+	}
+	out = out[min(max(offset, 0), len(out)):]
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// DescribeMemory returns one note of this channel in any state.
+func (c *channelMemory) DescribeMemory(ctx context.Context, id string) (core.MemoryInfo, error) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	for _, n := range c.m.notes[c.ch] {
+		if n.id == id {
+			return info(n), nil
+		}
+	}
+	return core.MemoryInfo{}, fmt.Errorf("memory %q: %w", id, core.ErrNotFound)
+}
+
+// Delete destroys a note (its text and provenance), recording who did it.
+func (c *channelMemory) Delete(ctx context.Context, by core.Actor, id, reason string) error {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	for _, n := range c.m.notes[c.ch] {
+		if n.id == id {
+			if !n.deleted {
+				n.deleted, n.forgotten, n.deletedBy = true, true, by
+				n.text, n.prov = "", core.Provenance{}
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("memory %q: %w", id, core.ErrNotFound)
+}
+
+func info(n *note) core.MemoryInfo {
+	return core.MemoryInfo{ID: n.id, Text: n.text, At: n.at, By: n.prov.Actor, Forgotten: n.forgotten, Deleted: n.deleted}
 }

@@ -165,6 +165,13 @@ func (s *FakeSurface) History(ctx context.Context, thread core.Scope, limit int)
 	return slices.Clone(h), nil
 }
 
+// Reactions returns every React call as "messageID:emoji", in order.
+func (s *FakeSurface) Reactions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reactions)
+}
+
 // Posts returns every distinct post in order.
 func (s *FakeSurface) Posts() []Post {
 	s.mu.Lock()

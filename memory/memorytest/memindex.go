@@ -102,6 +102,7 @@ func (m *MemIndex) List(_ context.Context, ch core.ChannelKey, q memory.ListQuer
 		out = append(out, *e)
 	}
 	slices.SortFunc(out, func(a, b memory.Entry) int { return strings.Compare(b.ID, a.ID) })
+	out = out[min(max(q.Offset, 0), len(out)):]
 	if len(out) > limit {
 		out = out[:limit]
 	}

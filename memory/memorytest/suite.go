@@ -48,6 +48,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"JournalFirst", testJournalFirst},
 		{"Forget", testForget},
 		{"Delete", testDelete},
+		{"ListPages", testListPages},
 		{"Correct", testCorrect},
 		{"Rebuild", testRebuild},
 		{"RebuildAfterOutsideRedaction", testRebuildOutsideRedaction},
@@ -479,6 +480,57 @@ func testDelete(t *testing.T, f *fixture) {
 		t.Errorf("forgotten then deleted: %+v", got)
 	}
 	f.verify(k)
+}
+
+// testListPages: the `memories` chat command pages through a channel's
+// live memories, newest first, by offset, and never sees another channel's.
+func testListPages(t *testing.T, f *fixture) {
+	ctx := t.Context()
+	k := f.key("c")
+	ch := f.svc.For(k)
+	var want []string // newest first
+	for i := range 7 {
+		want = append([]string{f.remember(ch, fmt.Sprintf("Fact number %d about the garden.", i))}, want...)
+	}
+	f.remember(f.svc.For(f.key("other")), "Another channel's fact.")
+	if err := ch.Forget(ctx, want[2], "wrong"); err != nil {
+		t.Fatal(err)
+	}
+	live := slices.Delete(slices.Clone(want), 2, 3)
+	var got []string
+	for off := 0; ; off += 3 {
+		page, err := ch.ListMemories(ctx, off, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page {
+			got = append(got, m.ID)
+			if m.Text == "" || m.At.IsZero() || m.By.Type != core.ActorAgent || m.By.ID != f.run || m.Forgotten || m.Deleted {
+				t.Errorf("listed %+v", m)
+			}
+		}
+		if len(page) < 3 {
+			break
+		}
+	}
+	if !slices.Equal(got, live) {
+		t.Errorf("pages = %v, want %v (newest first, live only)", got, live)
+	}
+	if page, err := ch.ListMemories(ctx, 100, 3); err != nil || len(page) != 0 {
+		t.Errorf("past the end: %v %v", page, err)
+	}
+	// Offset applies after the other conditions, on the index too.
+	es, err := f.h.Index.List(ctx, k, memory.ListQuery{IncludeForgotten: true, Offset: 2, Limit: 2})
+	if err != nil || len(es) != 2 || es[0].ID != want[2] || es[1].ID != want[3] {
+		t.Errorf("index list offset 2 = %+v %v", es, err)
+	}
+	d, err := ch.DescribeMemory(ctx, want[2])
+	if err != nil || !d.Forgotten || d.ID != want[2] {
+		t.Errorf("describe a forgotten memory = %+v %v", d, err)
+	}
+	if _, err := f.svc.For(f.key("other")).DescribeMemory(ctx, want[0]); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("describe across channels = %v, want not found", err)
+	}
 }
 
 func testCorrect(t *testing.T, f *fixture) {

@@ -282,7 +282,7 @@ func (ix *MemoryIndex) List(ctx context.Context, ch core.ChannelKey, q memory.Li
 	err := ix.inChannel(ctx, ch, pgx.ReadOnly, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT `+entryColumns+` FROM memories
 			WHERE channel = $1 AND ($2 OR NOT forgotten) AND ($3 = '' OR id < $3)
-			ORDER BY id DESC LIMIT $4`, string(ch), q.IncludeForgotten, q.Before, limit)
+			ORDER BY id DESC LIMIT $4 OFFSET $5`, string(ch), q.IncludeForgotten, q.Before, limit, max(q.Offset, 0))
 		if err != nil {
 			return err
 		}

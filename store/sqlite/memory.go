@@ -171,7 +171,7 @@ func (ix *MemoryIndex) List(ctx context.Context, ch core.ChannelKey, q memory.Li
 	}
 	rows, err := ix.r.QueryContext(ctx, `SELECT `+entryColumns+` FROM memories
 		WHERE channel = ? AND (? OR forgotten = 0) AND (? = '' OR id < ?)
-		ORDER BY id DESC LIMIT ?`, string(ch), q.IncludeForgotten, q.Before, q.Before, limit)
+		ORDER BY id DESC LIMIT ? OFFSET ?`, string(ch), q.IncludeForgotten, q.Before, q.Before, limit, max(q.Offset, 0))
 	if err != nil {
 		return nil, fmt.Errorf("list memories of %s: %w", ch, err)
 	}

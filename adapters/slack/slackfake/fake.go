@@ -375,6 +375,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			resp = s.postEphemeral(req)
 		case "views.publish":
 			resp = s.viewsPublish(req)
+		case "chat.getPermalink":
+			resp = s.getPermalink(req)
 		default:
 			resp = fail("unknown_method")
 		}

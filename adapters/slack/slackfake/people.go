@@ -1,6 +1,7 @@
 package slackfake
 
 import (
+	"strings"
 	"time"
 )
 
@@ -80,4 +81,17 @@ func (s *Server) SetUser(u User) {
 		}
 	}
 	s.cfg.Users = append(s.cfg.Users, u)
+}
+
+// getPermalink answers chat.getPermalink for a message the fake holds, in
+// Slack's URL shape.
+func (s *Server) getPermalink(r apiReq) any {
+	ch, ts := r.form.Get("channel"), r.form.Get("message_ts")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.findLocked(ch, ts) == nil {
+		return fail("message_not_found")
+	}
+	return map[string]any{"ok": true, "channel": ch,
+		"permalink": "https://fake.slack.com/archives/" + ch + "/p" + strings.ReplaceAll(ts, ".", "")}
 }

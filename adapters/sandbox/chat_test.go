@@ -1,0 +1,65 @@
+package sandbox
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The chat commands through the sandbox's HTTP API against the real
+// engine: a deploy waits for approval, `approvals` and `status` list it
+// with its thread, a bystander's `cancel` is refused, and the requester's
+// stops the run visibly (checklist, card and a notice).
+func TestChatCommandsBehindSandbox(t *testing.T) {
+	sb := newSandbox(t, Config{Clock: time.Now})
+	eng := newEngine(t, sb)
+	base := run(t, sb, eng.Deliver)
+	find := func(cond func(m message) bool) (message, bool) {
+		sb.mu.Lock()
+		defer sb.mu.Unlock()
+		for _, m := range sb.msgs {
+			if cond(*m) {
+				return *m, true
+			}
+		}
+		return message{}, false
+	}
+	waitMsg := func(what string, cond func(m message) bool) message {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if m, ok := find(cond); ok {
+				return m
+			}
+		}
+		t.Fatalf("timed out waiting for %s", what)
+		return message{}
+	}
+	answer := func(thread, substr string) message {
+		t.Helper()
+		return waitMsg("an answer with "+substr, func(m message) bool { return m.Bot && m.Thread == thread && strings.Contains(m.Text, substr) })
+	}
+
+	q := say(t, base, "alice", "general", "", "<@marlowe> please deploy 1.4 to staging")
+	card := waitMsg("the approval card", func(m message) bool { return m.Bot && m.Thread == q && m.Card != nil && len(m.Card.Actions) > 0 })
+
+	a := say(t, base, "carol", "general", "", "<@marlowe> approvals")
+	if got := answer(a, "1 request waiting"); !strings.Contains(got.Text, "deploy (irreversible) — asked by <@alice>") || !strings.Contains(got.Text, "thread "+q) {
+		t.Errorf("approvals = %q", got.Text)
+	}
+	s := say(t, base, "carol", "general", "", "<@marlowe> status")
+	if got := answer(s, "1 run in this channel"); !strings.Contains(got.Text, "waiting for approval of deploy — asked by <@alice>") {
+		t.Errorf("status = %q", got.Text)
+	}
+
+	say(t, base, "carol", "general", q, "cancel")
+	answer(q, "Only <@alice> or an admin can cancel this")
+	say(t, base, "alice", "general", q, "cancel")
+	answer(q, "🚫 Stopped: cancelled by <@alice>.")
+	waitMsg("the checklist stopped", func(m message) bool {
+		return m.Bot && m.Thread == q && strings.HasPrefix(m.Text, "🚫 Stopped — cancelled by <@alice>")
+	})
+	waitMsg("the card decided", func(m message) bool { return m.ID == card.ID && m.Card != nil && m.Card.Resolution != "" })
+	if _, ok := find(func(m message) bool { return strings.Contains(m.Text, deployResult) }); ok {
+		t.Error("the cancelled deploy ran")
+	}
+}

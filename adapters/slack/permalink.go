@@ -1,0 +1,27 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/slack-go/slack"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+var _ core.Permalinker = (*Adapter)(nil)
+
+// Permalink implements core.Permalinker with chat.getPermalink: `status`
+// and `approvals` link each thread they list. It reads, so it is not
+// paced with the channel's posts.
+func (a *Adapter) Permalink(ctx context.Context, ref core.MessageRef) (string, error) {
+	if ref.Scope.Channel == "" || ref.ID == "" {
+		return "", errors.New("slack: permalink needs a channel and a ts")
+	}
+	link, err := a.api.GetPermalinkContext(ctx, &slack.PermalinkParameters{Channel: ref.Scope.Channel, Ts: ref.ID})
+	if err != nil {
+		return "", fmt.Errorf("slack: chat.getPermalink: %w", err)
+	}
+	return link, nil
+}

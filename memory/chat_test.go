@@ -1,0 +1,114 @@
+package memory_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/memory"
+	"github.com/marlowe-bot/marlowe/memory/memorytest"
+	"github.com/marlowe-bot/marlowe/tools"
+)
+
+// The chat commands over the real service: `memories` names who added
+// each memory, and `delete memory` by its author redacts the journal in
+// that person's name (the chain still verifies), while anyone else is
+// refused and nothing changes.
+func TestEngineMemoriesAndDelete(t *testing.T) {
+	signer := coretest.NewSigner(t)
+	j := coretest.NewMemJournal(signer)
+	b := core.NewBoundary(nil)
+	svc, err := memory.New(memory.Config{Journal: j, Boundary: b, Index: memorytest.NewMemIndex()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := core.NewToolRegistry(tools.Remember(), tools.Recall(), tools.Forget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	surface := coretest.NewFakeSurface("test", "UBOT")
+	e, err := core.NewEngine(core.EngineConfig{
+		Journal: j, Boundary: b, Tools: reg, Surfaces: map[string]core.Surface{"test": surface},
+		Router:  core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) { return ev.MentionsBot, "mention", nil }),
+		Memory:  svc.Memory,
+		CardKey: []byte("0123456789abcdef0123456789abcdef"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	n := 0
+	say := func(who, text string) string {
+		t.Helper()
+		n++
+		msg := "M" + string(rune('A'+n))
+		ev := core.Event{Scope: core.Scope{Platform: "test", Workspace: "W", Channel: "C1"}, Visibility: core.Public,
+			MessageID: msg, Author: core.Person{ID: who}, Text: "<@UBOT> " + text, MentionsBot: true, At: time.Now()}
+		if err := e.Deliver(context.Background(), core.Inbound{Event: &ev}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.WaitIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		for _, p := range surface.Posts() {
+			if p.Ref.Scope.Thread == msg {
+				last = p.Out.Text
+			}
+		}
+		return last
+	}
+	got := say("UALICE", "remember Alice's badge number is 4411")
+	m := regexp.MustCompile(`id (\w+)`).FindStringSubmatch(got)
+	if m == nil {
+		t.Fatalf("remember answered %q", got)
+	}
+	id := m[1]
+	if got := say("UBOB", "memories"); !strings.Contains(got, "`"+id+"` Alice's badge number is 4411 — added by <@UALICE>") {
+		t.Errorf("memories = %q", got)
+	}
+	if got := say("UBOB", "delete memory "+id); !strings.Contains(got, "Nothing was deleted") {
+		t.Errorf("bob's delete = %q", got)
+	}
+	ch := core.ChannelKey("test/W/C1")
+	if e, err := svc.For(ch).Get(t.Context(), id); err != nil || e.Deleted {
+		t.Fatalf("after a refused delete: %+v %v", e, err)
+	}
+	if got := say("UALICE", "delete memory "+id); !strings.Contains(got, "Deleted memory") {
+		t.Errorf("alice's delete = %q", got)
+	}
+	var redacted, marked int
+	for _, c := range j.All(ch) {
+		switch c.Kind() {
+		case core.KindMemoryWritten:
+			if !c.Redacted() || strings.Contains(string(c.RawPayload()), "4411") {
+				t.Errorf("memory.written still holds the text")
+			}
+		case core.KindCommandRedacted:
+			redacted++
+		case core.KindMemoryRedacted:
+			marked++
+			if a := c.Actor(); a.Type != core.ActorHuman || a.ID != "UALICE" {
+				t.Errorf("memory.redacted by %+v, want Alice", a)
+			}
+		}
+	}
+	if redacted != 1 || marked != 1 {
+		t.Errorf("command.redacted %d, memory.redacted %d", redacted, marked)
+	}
+	if _, err := core.VerifyChannel(t.Context(), j, signer.Verifier(), ch); err != nil {
+		t.Fatalf("journal: %v", err)
+	}
+	if got := say("UBOB", "memories"); !strings.Contains(got, "no memories yet") {
+		t.Errorf("memories after delete = %q", got)
+	}
+}
