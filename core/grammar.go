@@ -27,6 +27,7 @@ const (
 	gPolicyShow
 	gPolicySet
 	gPolicyUsage
+	gRoutine // routine_grammar.go
 )
 
 type grammarCmd struct {
@@ -41,6 +42,9 @@ func parseGrammar(text string) grammarCmd {
 	t := strings.TrimSpace(text)
 	word, rest, _ := strings.Cut(t, " ")
 	rest = strings.TrimSpace(rest)
+	if _, ok := ParseRoutineCommand(t); ok {
+		return grammarCmd{kind: gRoutine, arg: t}
+	}
 	switch strings.ToLower(strings.TrimRight(word, ":,")) {
 	case "help", "?":
 		if rest == "" {
@@ -72,7 +76,7 @@ func parseGrammar(text string) grammarCmd {
 // deterministic reports whether a command is answered by the grammar even
 // when a model is configured.
 func (g grammarCmd) deterministic() bool {
-	return g.kind == gHelp || g.kind == gPolicyShow || g.kind == gPolicySet
+	return g.kind == gHelp || g.kind == gPolicyShow || g.kind == gPolicySet || g.kind == gRoutine
 }
 
 const helpText = "Here is what I understand without a model:\n" +
@@ -82,7 +86,8 @@ const helpText = "Here is what I understand without a model:\n" +
 	"• `forget <note id>` — drop a note\n" +
 	"• `policy` — show this channel's rules; admins: `policy set approvers U1,U2`, " +
 	"`policy set admins U1`, `policy set tools a,b`, `policy set window thread 30m`, " +
-	"`policy set window toplevel 6m`, `policy set budget 100000`, `policy set approval send,irreversible`"
+	"`policy set window toplevel 6m`, `policy set budget 100000`, `policy set approval send,irreversible`\n" +
+	"• `routine add <spec> [tz <zone>]: <instruction>`, `routines`, `routine pause|resume|delete|run <id>` — scheduled digests"
 
 const needModelText = "I need a language model for that. Configure one with " +
 	"`MARLOWE_MODEL_PROVIDER=openai` and `MARLOWE_MODEL_BASE_URL` pointing at any OpenAI-compatible " +
@@ -138,6 +143,8 @@ func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, gov *governance, 
 	switch cmd.kind {
 	case gHelp:
 		return text(helpText)
+	case gRoutine:
+		return routineGrammarStep(reg, cmd.arg)
 	case gRemember:
 		return call("remember", map[string]any{"text": cmd.arg})
 	case gRecall:
