@@ -41,10 +41,24 @@ type Config struct {
 	// Tick is how often Run looks for due slots (default 10s).
 	Tick   time.Duration
 	Logger *slog.Logger
+	// Lease, when set, elects the one replica that runs passes (Redis in
+	// multi-replica mode); nil means this process is the only scheduler.
+	Lease Lease
 }
 
-// Scheduler fires routines. One process runs it: there is no lease yet
-// (issue 11), so two replicas running it may fire one slot twice.
+// Lease is a single-holder lease (store/redis.Lease): Acquire blocks until
+// the caller holds name; the returned context ends when the lease is lost.
+type Lease interface {
+	Acquire(ctx context.Context, name string) (held context.Context, release func(), err error)
+}
+
+// leaseName is the lease every replica's scheduler competes for.
+const leaseName = "scheduler"
+
+// Scheduler fires routines. Without a Lease only one process may run it;
+// with one, passes run only while the lease is held. Appends are not fenced
+// (the journal takes no expected head yet, issue 11): a holder that stalls
+// past its lease with an append in flight could still race its successor.
 type Scheduler struct {
 	cfg Config
 	// mu serialises passes and routine commands, so one process never
@@ -85,8 +99,34 @@ func (s *Scheduler) Bind(e Engine) {
 	s.eng = e
 }
 
-// Run passes over every channel each Tick until ctx ends.
+// Run passes over every channel each Tick until ctx ends; with a Lease,
+// only while holding it.
 func (s *Scheduler) Run(ctx context.Context) error {
+	if s.cfg.Lease == nil {
+		return s.loop(ctx)
+	}
+	for ctx.Err() == nil {
+		held, release, err := s.cfg.Lease.Acquire(ctx, leaseName)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.cfg.Logger.Warn("routine lease unavailable; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(s.cfg.Tick):
+			}
+			continue
+		}
+		s.cfg.Logger.Info("routine lease held: this replica fires routines")
+		_ = s.loop(held)
+		release()
+	}
+	return nil
+}
+
+func (s *Scheduler) loop(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.Tick)
 	defer t.Stop()
 	for {

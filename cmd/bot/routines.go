@@ -10,13 +10,19 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/scheduler"
+	redisstore "github.com/marlowe-bot/marlowe/store/redis"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // newScheduler reads the routine settings (MARLOWE_ROUTINE_MIN_INTERVAL,
 // MARLOWE_ROUTINE_GRACE, MARLOWE_ROUTINE_TICK; Go durations) and builds the
 // scheduler. Its tool joins the registry; Bind it to the engine once built.
-func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, log *slog.Logger) (*scheduler.Scheduler, error) {
+// With Redis, replicas elect the one that fires routines by a lease.
+func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, rdb *goredis.Client, log *slog.Logger) (*scheduler.Scheduler, error) {
 	cfg := scheduler.Config{Journal: j, Boundary: b, Logger: log}
+	if rdb != nil {
+		cfg.Lease = redisstore.NewLease(rdb, "marlowe:routines:", 15*time.Second)
+	}
 	for name, dst := range map[string]*time.Duration{
 		"MARLOWE_ROUTINE_MIN_INTERVAL": &cfg.MinInterval,
 		"MARLOWE_ROUTINE_GRACE":        &cfg.Grace,
@@ -36,9 +42,9 @@ func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, 
 }
 
 // runScheduler binds the scheduler to the engine and fires routines until
-// ctx ends. One process only: there is no scheduler lease yet (issue 11).
+// ctx ends (with Redis, while this replica holds the routine lease).
 func runScheduler(ctx context.Context, s *scheduler.Scheduler, e *core.Engine, log *slog.Logger) {
 	s.Bind(e)
-	log.Info("routines scheduler running (single replica: no lease yet)")
+	log.Info("routines scheduler running")
 	_ = s.Run(ctx)
 }

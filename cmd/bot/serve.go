@@ -84,7 +84,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	// One egress client for every tool: public addresses only, no proxy.
-	sched, err := newScheduler(cfg.Getenv, st.Journal, boundary, log)
+	sched, err := newScheduler(cfg.Getenv, st.Journal, boundary, rdb, log)
 	if err != nil {
 		return fmt.Errorf("routines: %w", err)
 	}
