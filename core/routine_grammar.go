@@ -42,7 +42,8 @@ const RoutineUsageText = "Usage: `routine add <spec> [tz <zone>]: <instruction>`
 	"`routines` (list), `routine pause|resume|delete|run <id>`."
 
 // ParseRoutineCommand reads a mention-stripped message; ok is false when it
-// is not a routine command at all.
+// is not a routine command at all (a known verb with bad arguments is a
+// command: its answer is the usage).
 func ParseRoutineCommand(text string) (RoutineCommand, bool) {
 	t := strings.TrimSpace(text)
 	word, rest, _ := strings.Cut(t, " ")
@@ -52,10 +53,13 @@ func ParseRoutineCommand(text string) (RoutineCommand, bool) {
 		if rest == "" || strings.EqualFold(rest, "list") {
 			return RoutineCommand{Op: RoutineList}, true
 		}
-		return RoutineCommand{Op: RoutineUsage}, true
+		return RoutineCommand{}, false
 	case "routine":
 	default:
 		return RoutineCommand{}, false
+	}
+	if rest == "" {
+		return RoutineCommand{Op: RoutineUsage}, true
 	}
 	verb, arg, _ := strings.Cut(rest, " ")
 	arg = strings.TrimSpace(arg)
@@ -85,6 +89,10 @@ func ParseRoutineCommand(text string) (RoutineCommand, bool) {
 			break
 		}
 		return c, true
+	default:
+		// "routine maintenance is due…" is not a command: leave it to the
+		// model (or the usual offline answer).
+		return RoutineCommand{}, false
 	}
 	return RoutineCommand{Op: RoutineUsage}, true
 }
