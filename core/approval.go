@@ -37,6 +37,7 @@ const (
 const (
 	actionApprove = 'a'
 	actionDecline = 'd'
+	actionAlways  = 'A' // approve and keep a consent for the tool and destination
 )
 
 // cardToken signs (approval id, action): HMAC-SHA256 truncated to 128 bits,
@@ -91,12 +92,21 @@ type approvalView struct {
 	Options     []string
 	Destination string
 	ExpiresAt   time.Time
+	Notify      []string
+	Unattended  bool
+	RequestedAt time.Time
+	Summary     string
+	Reason      string
 	Decision    string // "" while pending
 	By          Person
 	At          time.Time
 }
 
 func (a *approvalView) pending() bool { return a.Decision == "" }
+
+// consentable reports whether "Always allow" is offered: consents never
+// cover irreversible actions or questions.
+func (a *approvalView) consentable() bool { return a.Question == "" && a.Consequence != Irreversible }
 
 // authorizeClick decides whether by may take action on a. It returns a
 // reason for a refusal, "" when allowed. The card is a view; this check,
@@ -107,7 +117,7 @@ func authorizeClick(p Policy, a *approvalView, by Person, action byte) string {
 	}
 	isApprover := len(p.Approvers) == 0 || slices.Contains(p.Approvers, by.ID)
 	if a.Question != "" {
-		if isApprover || by.ID == a.Requester {
+		if isApprover || by.ID == a.Requester || slices.Contains(a.Notify, by.ID) {
 			return ""
 		}
 		return fmt.Sprintf("only %s or the channel's approvers (%s) can answer this", mentionOf(a.Requester), mentionList(p.Approvers))
@@ -118,7 +128,14 @@ func authorizeClick(p Policy, a *approvalView, by Person, action byte) string {
 			return ""
 		}
 		return fmt.Sprintf("only the requester or the channel's approvers (%s) can decline this", mentionList(p.Approvers))
-	case actionApprove:
+	case actionApprove, actionAlways:
+		if a.Unattended && a.Consequence != Irreversible {
+			// Consent for a run done on the owner's behalf is the owner's.
+			if by.ID == a.Requester || len(p.Approvers) > 0 && slices.Contains(p.Approvers, by.ID) {
+				return ""
+			}
+			return "only " + mentionOf(a.Requester) + ", on whose behalf this runs, can allow it"
+		}
 		if !isApprover {
 			return fmt.Sprintf("only the channel's approvers (%s) can approve this", mentionList(p.Approvers))
 		}
@@ -191,6 +208,19 @@ func approvalCard(key []byte, ar *ApprovalRequested, res *ApprovalResolved, resA
 		c.Actions = []CardAction{
 			{ID: "approve", Label: "Approve", Token: approve, Style: "primary"},
 			{ID: "decline", Label: "Decline", Token: decline, Style: "danger"},
+		}
+		if Consequence(ar.Consequence) != Irreversible {
+			// Consent, asked once per scope: Allow once / Always allow / Deny.
+			always, err := cardToken(key, ar.ApprovalID, actionAlways)
+			if err != nil {
+				return nil, err
+			}
+			c.Actions = []CardAction{
+				{ID: "approve", Label: "Allow once", Token: approve, Style: "primary"},
+				{ID: "always", Label: "Always allow", Token: always},
+				{ID: "decline", Label: "Deny", Token: decline, Style: "danger"},
+			}
+			c.Fields = append(c.Fields, CardField{Label: "Always allow covers", Value: consentScope(ar.Tool, ar.Destination)})
 		}
 	}
 	if res != nil {

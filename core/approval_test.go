@@ -21,10 +21,21 @@ func wipeHarness(t *testing.T, opts ...func(*core.EngineConfig)) (*harness, *too
 	ev := h.mention(alice, "C1", "wipe record 42")
 	h.deliver(ev)
 	h.idle()
-	if len(h.s.Cards()) != 1 {
+	if len(threadCards(h, "C1")) != 1 {
 		t.Fatalf("no approval card: %+v", h.s.Posts())
 	}
 	return h, log, ev
+}
+
+// threadCards are the cards posted in channel ch (not in DM inboxes).
+func threadCards(h *harness, ch string) []coretest.Post {
+	var out []coretest.Post
+	for _, p := range h.s.Cards() {
+		if p.Ref.Scope.Channel == ch {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func cardOf(h *harness) (*core.Card, coretest.Post) {
@@ -187,20 +198,35 @@ func TestNonApproverClickIsRefused(t *testing.T) {
 }
 
 func TestApproverWhoIsTheRequesterCannotApproveIrreversible(t *testing.T) {
-	h, log, ev := wipeHarness(t, func(c *core.EngineConfig) {
+	// Alice is the channel's only approver and asks for an irreversible
+	// action: nobody can approve it, and the thread says so at once instead
+	// of showing a card nobody may click.
+	log := &toolLog{}
+	m := coretest.NewScriptedModel(
+		coretest.Calls(coretest.Call("c1", "wipe", `{"id":"42"}`)),
+		func(v core.View) (core.Reply, error) { return core.Reply{Text: "result: " + lastText(v)}, nil },
+	)
+	h := newHarness(t, m, []core.Tool{wipeTool(log)}, func(c *core.EngineConfig) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{alice.ID}}
 	})
-	card, _ := cardOf(h)
-	h.click(alice, token(card, "approve"), threadOf(ev))
+	h.deliver(h.mention(alice, "C1", "wipe record 42"))
 	h.idle()
 	if len(log.get()) != 0 {
-		t.Fatalf("requester approved her own irreversible action")
+		t.Fatalf("requester's irreversible action ran")
 	}
-	// She may still decline her own request.
-	h.click(alice, token(card, "decline"), threadOf(ev))
-	h.idle()
-	if n := h.count("C1", core.KindApprovalResolved); n != 1 {
-		t.Errorf("decline by requester not accepted")
+	if n := len(h.s.Cards()); n != 0 {
+		t.Fatalf("%d cards posted for a request nobody can approve", n)
+	}
+	if n := h.count("C1", core.KindApprovalRequested); n != 0 {
+		t.Errorf("approval.requested = %d, want none", n)
+	}
+	if _, ok := h.s.Find("nobody can approve this here"); !ok {
+		t.Errorf("the thread was not told: %+v", h.s.Posts())
+	}
+	for _, r := range h.runs("C1") {
+		if r.Status != core.RunDone {
+			t.Errorf("run %s, want done (the model was told)", r.Status)
+		}
 	}
 }
 

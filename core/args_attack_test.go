@@ -42,9 +42,9 @@ func (rt *recordingTransport) got() []string {
 func TestToolArgumentsTheGateDidNotSeeNeverReachTheTool(t *testing.T) {
 	rt := &recordingTransport{}
 	builtins := tools.Builtins(tools.Options{HTTPClient: &http.Client{Transport: rt}})
-	trusted := map[string]string{"channel": "C1", "user": "UBOB", "url": "https://good.example/page"}
-	evil := map[string]string{"channel": "C9", "user": "UEVIL", "url": "https://evil.example/steal"}
-	extra := map[string]string{"post_to_channel": `,"text":"hi"`, "dm_person": `,"text":"hi"`, "fetch_url": ``}
+	trusted := map[string]string{"channel": "C1", "user": "UBOB", "url": "https://good.example/page", "ask": "UBOB"}
+	evil := map[string]string{"channel": "C9", "user": "UEVIL", "url": "https://evil.example/steal", "ask": "UEVIL"}
+	extra := map[string]string{"post_to_channel": `,"text":"hi"`, "dm_person": `,"text":"hi"`, "fetch_url": ``, "ask_human": `,"question":"q"`}
 	var withTargets int
 	for _, tl := range builtins {
 		if len(tl.Targets) == 0 {

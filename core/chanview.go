@@ -25,12 +25,14 @@ type chanView struct {
 	seq       uint64
 	policy    Policy
 	policySet bool
-	consents  map[string]bool // tool|destination
-	approvals map[string]*approvalView
-	runs      map[string]*chanRun
-	threads   map[string]string   // thread root → latest run id
-	seen      map[string]struct{} // delivered message ids (redelivery dedupe)
-	dayTokens map[string]int      // UTC date → tokens spent
+	consents  map[string]*consentGrant // by consent id (see consent.go)
+	// revokedConsents are the ids of revoked grants (a repeated revoke says so).
+	revokedConsents map[string]bool
+	approvals       map[string]*approvalView
+	runs            map[string]*chanRun
+	threads         map[string]string   // thread root → latest run id
+	seen            map[string]struct{} // delivered message ids (redelivery dedupe)
+	dayTokens       map[string]int      // UTC date → tokens spent
 	// history keeps each thread's recent conversation (routed messages and
 	// the bot's answers) so a new run in a thread knows what came before.
 	history      map[string][]ThreadTurn
@@ -79,7 +81,7 @@ type chanRun struct {
 
 func newChanView(key ChannelKey, j Journal) *chanView {
 	return &chanView{
-		key: key, j: j, consents: map[string]bool{}, approvals: map[string]*approvalView{},
+		key: key, j: j, consents: map[string]*consentGrant{}, approvals: map[string]*approvalView{},
 		runs: map[string]*chanRun{}, threads: map[string]string{}, seen: map[string]struct{}{},
 		dayTokens: map[string]int{}, history: map[string][]ThreadTurn{},
 	}
@@ -222,18 +224,19 @@ func (v *chanView) apply(c Command) error {
 			ID: p.ApprovalID, Run: c.Run(), Scope: c.Scope(), CallID: p.CallID, Tool: p.Tool,
 			Consequence: Consequence(p.Consequence), Requester: p.Requester, Question: p.Question,
 			Options: p.Options, Destination: p.Destination, ExpiresAt: p.ExpiresAt,
+			Notify: p.Notify, Unattended: p.Unattended, RequestedAt: c.At(), Summary: p.Summary, Reason: p.Reason,
 		}
 	case *ApprovalResolved:
 		if a := v.approvals[p.ApprovalID]; a != nil && a.pending() {
 			a.Decision, a.By, a.At = p.Decision, p.By, c.At()
-			if r := v.runs[a.Run]; r != nil && r.status == RunWaitingApproval && !v.hasPending(a.Run) {
+			if r := v.runs[a.Run]; r != nil && (r.status == RunWaitingApproval || r.status == RunNeedsPermission) && !v.hasPending(a.Run) {
 				r.status = RunWorking
 			}
 		}
 	case *ConsentGranted:
-		v.consents[p.Tool+"|"+p.Destination] = true
+		v.grantConsent(c, p)
 	case *ConsentRevoked:
-		delete(v.consents, p.Tool+"|"+p.Destination)
+		v.revokeConsent(p)
 	case *RunPaused:
 		v.run(c.Run()).status = p.Status
 	case *RunCompleted:
@@ -291,5 +294,3 @@ func (v *chanView) liveRun(thread string) (*chanRun, *chanRun) {
 	}
 	panic(fmt.Sprintf("core: unhandled run status %q", r.status))
 }
-
-func (v *chanView) consented(tool, dest string) bool { return v.consents[tool+"|"+dest] }

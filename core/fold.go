@@ -132,7 +132,7 @@ func (s *ChannelState) Apply(c Command) error {
 			a.Decision, a.By = p.Decision, p.By.ID
 			// A decided card hands the run back to the loop (an expired one
 			// ends it with run.failed right after).
-			if r := s.Runs[a.Run]; r != nil && r.Status == RunWaitingApproval {
+			if r := s.Runs[a.Run]; r != nil && (r.Status == RunWaitingApproval || r.Status == RunNeedsPermission) {
 				r.Status = RunWorking
 			}
 		}

@@ -142,7 +142,7 @@ func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, gov *governance, 
 	}
 	switch cmd.kind {
 	case gHelp:
-		return text(helpText)
+		return text(helpText + inboxHelpText)
 	case gRoutine:
 		return routineGrammarStep(reg, cmd.arg)
 	case gRemember:

@@ -271,7 +271,7 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 				return []Draft{clicked}, nil
 			}
 			res.Decision, res.Choice = "answered", opts[i]
-		case action == actionApprove:
+		case action == actionApprove || action == actionAlways && a.consentable():
 			res.Decision = "approved"
 		case action == actionDecline:
 			res.Decision = "declined"
@@ -284,10 +284,11 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 			return nil, err
 		}
 		drafts := []Draft{clicked, rd}
-		if res.Decision == "approved" && a.Consequence != Irreversible && a.Destination != "" {
-			// Asked once: the same tool to the same destination is free from now on.
+		if res.Decision == "approved" && action == actionAlways {
+			// Asked once: the same tool to the same destination is free from
+			// now on, in this channel, until the grant is revoked.
 			cd, err := e.b.Human(click.By, a.Scope, Meta{Run: a.Run, Cause: rd.ID()},
-				&ConsentGranted{Tool: a.Tool, Destination: a.Destination, Owner: click.By.ID})
+				&ConsentGranted{ConsentID: e.b.NewID(), Tool: a.Tool, Destination: a.Destination, Owner: click.By.ID})
 			if err != nil {
 				return nil, err
 			}
@@ -301,7 +302,13 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 	}
 	k := threadKey{scope.Key(), scope.Thread}
 	if refusal != "" && len(cmds) > 0 {
-		e.enqueue(k, job{notice: &notice{key: EffectID(scope.Key(), cmds[0].Seq(), 0), scope: scope, text: refusal, run: run, cause: clickedID}})
+		// The refusal goes where the click was made: a stale DM card is
+		// answered in the DM, a thread card in the thread.
+		at := scope
+		if click.Scope.Validate() == nil && click.Scope.Key() != scope.Key() {
+			at = click.Scope
+		}
+		e.enqueue(threadKey{at.Key(), at.Thread}, job{notice: &notice{key: EffectID(scope.Key(), cmds[0].Seq(), 0), scope: at, text: refusal, run: run, cause: clickedID}})
 	}
 	if outcome == clickAccepted || outcome == clickExpired {
 		e.disarmExpiry(id)
@@ -317,6 +324,12 @@ func (e *Engine) findApproval(ctx context.Context, sc Scope, id string) (*chanVi
 	look := func(v *chanView) *approvalView {
 		var a *approvalView
 		_ = v.with(ctx, func() {
+			if v.approvals[id] == nil {
+				// Another replica may have appended it since this one folded.
+				if err := v.catchUp(ctx); err != nil {
+					e.log.Warn("catch up channel for a click", "channel", string(v.key), "error", err)
+				}
+			}
 			if x := v.approvals[id]; x != nil {
 				cp := *x
 				a = &cp
@@ -340,6 +353,27 @@ func (e *Engine) findApproval(ctx context.Context, sc Scope, id string) (*chanVi
 	}
 	e.chMu.Unlock()
 	for _, v := range views {
+		if a := look(v); a != nil {
+			return v, a, nil
+		}
+	}
+	// A click from a DM inbox names no channel; the approval may live in a
+	// channel this replica has not loaded yet (another replica started it).
+	chs, err := e.j.Channels(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("find approval %s: %w", id, err)
+	}
+	for _, ch := range chs {
+		e.chMu.Lock()
+		_, loaded := e.channels[ch]
+		e.chMu.Unlock()
+		if loaded {
+			continue
+		}
+		v, err := e.channel(ctx, ch)
+		if err != nil {
+			return nil, nil, err
+		}
 		if a := look(v); a != nil {
 			return v, a, nil
 		}

@@ -103,6 +103,9 @@ type RunStarted struct {
 	// model sees in this run (0: all, as in runs recorded before the limit).
 	// Recorded so a replay builds the same view whatever its configuration.
 	InputLimit int `json:"input_limit,omitempty"`
+	// Owner is the person an unattended run works for (a routine's owner):
+	// its requester, whose inbox gets its consent requests.
+	Owner *Person `json:"owner,omitempty"`
 }
 
 // ThreadTurn is one earlier message of a thread: a person's or the bot's.
@@ -170,6 +173,14 @@ type ApprovalRequested struct {
 	Reason      string   `json:"reason,omitempty"`      // why the gate asked
 	Destination string   `json:"destination,omitempty"` // the target the decision is about
 	Options     []string `json:"options,omitempty"`     // question choices
+	// Notify are the people whose DM inbox gets the card (eligible
+	// approvers other than the requester, a question's addressees, an
+	// unattended run's owner), fixed when the request is made so every
+	// replica and restart renders the same cards.
+	Notify []string `json:"notify,omitempty"`
+	// Unattended marks a consent request of a run nobody watches: the run
+	// waits as needs-permission and the card goes only to its owner.
+	Unattended bool `json:"unattended,omitempty"`
 }
 
 type ApprovalResolved struct {
@@ -182,12 +193,16 @@ type ApprovalResolved struct {
 }
 
 type ConsentGranted struct {
+	// ConsentID names the grant for `consent revoke` ("" in grants made
+	// before ids existed: the command id stands in).
+	ConsentID   string `json:"consent_id,omitempty"`
 	Tool        string `json:"tool"`
 	Destination string `json:"destination,omitempty"`
 	Owner       string `json:"owner"`
 }
 
 type ConsentRevoked struct {
+	ConsentID   string `json:"consent_id,omitempty"`
 	Tool        string `json:"tool"`
 	Destination string `json:"destination,omitempty"`
 	Owner       string `json:"owner"`

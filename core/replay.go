@@ -51,6 +51,7 @@ type RunReplay struct {
 	policySet     bool
 	autoCalls     map[string][]string // automatic recall call id → the messages it serves
 	notesInjected bool                // an automatic recall put notes into the view
+	unattended    bool                // nobody watches: grants are asked of the owner (unattended.go)
 }
 
 type humanMsg struct {
@@ -204,6 +205,9 @@ func (rs *RunReplay) unrecalled() []*humanMsg {
 // tool target may come from without an approval.
 func (rs *RunReplay) trustedTexts() []string {
 	var out []string
+	if rs.unattended {
+		out = append(out, rs.Instruction) // the owner's own words
+	}
 	for _, h := range rs.humans {
 		if h.author.ID == rs.Requester.ID {
 			out = append(out, h.text)
@@ -287,6 +291,9 @@ func (rs *RunReplay) apply(c Command) error {
 		rs.resume(c.At())
 		if len(p.History) > 0 {
 			rs.Messages = append(rs.Messages, historyMessage(p.History))
+		}
+		if p.Owner != nil {
+			rs.startUnattended(p)
 		}
 		for _, h := range rs.humans {
 			if h.cmdID == c.Cause() || h.msgID == p.Trigger {

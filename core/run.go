@@ -53,7 +53,7 @@ func (e *Engine) drive(ctx context.Context, runID string, resume bool) error {
 	}
 	rs.resumed = resume
 	d := &driver{e: e, rs: rs, v: v, s: s}
-	d.grammar = e.offline || parseGrammar(rs.Instruction).deterministic()
+	d.grammar = e.offline || parseGrammar(rs.Instruction).deterministic() || parseInboxCmd(rs.Instruction).kind != inboxNone
 	if err := d.run(ctx, resume); err != nil {
 		return fmt.Errorf("drive run %s: %w", runID, err)
 	}
@@ -256,6 +256,13 @@ func (d *driver) modelStep(ctx context.Context) error {
 			gov = &g
 		}
 		gr := grammarStep(rs, pol, d.e.tools, gov, h)
+		if ic := parseInboxCmd(h.text); ic.kind != inboxNone && !(rs.step != nil && !rs.step.final && len(rs.step.calls) > 0) {
+			r, err := d.inboxCommand(ctx, h, ic)
+			if err != nil {
+				return err
+			}
+			gr = grammarReply{reply: r}
+		}
 		reply, newPolicy, by = gr.reply, gr.policy, h.author
 	} else {
 		var err error
@@ -596,7 +603,10 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 			return false, d.complete(ctx, cs, &ToolCompleted{OK: true, Trust: string(Trusted),
 				Result: fmt.Sprintf("%s answered: %s", who, res.Choice)})
 		case "declined":
-			return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "declined", Error: "declined by " + who + "; do not retry this action"})
+			if err := d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "declined", Error: "declined by " + who + "; do not retry this action"}); err != nil || !rs.unattended {
+				return false, err
+			}
+			return false, d.fail(ctx, RunCancelled, who+" declined "+tool.Name+", so nothing was done")
 		case "superseded":
 			return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "superseded",
 				Error: "not executed: a newer message arrived in the thread before anyone decided; read it and ask again only if it still applies"})
@@ -665,6 +675,14 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 			Summary: callSummary(tool, args), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
 			Reason: dec.Reason, Destination: dec.Destination,
 		}
+		if rs.unattended {
+			return d.askOwner(ctx, cs, tool, req, pd, ar)
+		}
+		aud := d.e.approvalAudience(rs.Scope, pol, rs.Requester.ID, tool.Consequence, rs.inDM())
+		if !aud.eligible {
+			return d.noApprover(ctx, cs, tool, req, aud.why)
+		}
+		ar.Notify = aud.notify
 		ad, err := d.agent(Meta{Cause: req.ID()}, ar)
 		if err != nil {
 			return false, err
@@ -762,6 +780,7 @@ func (d *driver) escalate(ctx context.Context, cs *callState, tool Tool, esc *Es
 		Summary: truncate(esc.Context, 1500), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
 		Question: truncate(q, 300), Options: opts, Reason: "the assistant asked for a decision",
 	}
+	d.addressEscalation(ctx, ar, esc)
 	ad, err := d.agent(Meta{Cause: cs.reqID}, ar)
 	if err != nil {
 		return false, err
@@ -801,6 +820,9 @@ func (d *driver) cardEffect(a *runApproval) string { return EffectID(a.scope.Key
 // showCard posts the approval's card unless it is already posted, and
 // shows the wait on the checklist.
 func (d *driver) showCard(ctx context.Context, a *runApproval) error {
+	if a.req.Unattended {
+		return d.showInbox(ctx, a) // nobody watches the thread: the owner's inbox only
+	}
 	card, err := approvalCard(d.e.cfg.CardKey, a.req, nil, time.Time{})
 	if err != nil {
 		return err
@@ -809,23 +831,43 @@ func (d *driver) showCard(ctx context.Context, a *runApproval) error {
 	if _, err := d.e.post(ctx, d.s, d.rs, out, postRecord{run: d.rs.ID, cause: a.req.ApprovalID, role: RoleCard, answering: d.rs.latestHuman()}); err != nil {
 		return err
 	}
+	if err := d.showInbox(ctx, a); err != nil {
+		return err
+	}
 	return d.syncChecklist(ctx, d.rs.Status)
 }
 
-// showResolution edits a decided card in place: who decided, and when.
+// showResolution edits every rendering of a decided card in place (the
+// thread's and each DM inbox's): who decided, and when.
 func (d *driver) showResolution(ctx context.Context, a *runApproval) error {
-	if a.res == nil || a.cardShown >= a.resSeq {
+	if a.res == nil {
 		return nil
 	}
-	ref, ok := d.rs.Effects[d.cardEffect(a)]
-	if !ok {
-		return nil // never posted (superseded before it went out)
+	homes := false
+	for _, eff := range d.renderings(a) {
+		if eff == d.cardEffect(a) && a.cardShown >= a.resSeq {
+			continue
+		}
+		ref, ok := d.rs.Effects[eff]
+		if !ok {
+			continue // never posted (superseded before it went out)
+		}
+		card, err := d.renderingCard(a, eff)
+		if err != nil {
+			return err
+		}
+		if d.rs.shown[eff] == card.Resolution {
+			continue
+		}
+		if err := d.e.cosmetic(ctx, d.e.edit(ctx, d.s, d.rs, eff, ref, Outbound{Text: card.Title + "\n" + card.Resolution, Card: card, Priority: PriorityHigh})); err != nil {
+			return err
+		}
+		homes = homes || eff != d.cardEffect(a)
 	}
-	card, err := approvalCard(d.e.cfg.CardKey, a.req, a.res, a.resAt)
-	if err != nil {
-		return err
+	if homes {
+		d.refreshHomes(ctx, a)
 	}
-	return d.e.cosmetic(ctx, d.e.edit(ctx, d.s, d.rs, d.cardEffect(a), ref, Outbound{Text: card.Title + "\n" + card.Resolution, Card: card, Priority: PriorityHigh}))
+	return nil
 }
 
 func (d *driver) expire(ctx context.Context, a *runApproval) error {
@@ -893,8 +935,8 @@ func (d *driver) reissueEdits(ctx context.Context) error {
 		}
 		out := Outbound{Key: EffectID(u.ch, u.seq, 0), Scope: ref.Scope, Text: u.text, Priority: PriorityEdit}
 		for _, a := range rs.approvals {
-			if d.cardEffect(a) == eff && a.res != nil {
-				card, err := approvalCard(d.e.cfg.CardKey, a.req, a.res, a.resAt)
+			if a.res != nil && slices.Contains(d.renderings(a), eff) {
+				card, err := d.renderingCard(a, eff)
 				if err != nil {
 					return err
 				}
@@ -969,6 +1011,9 @@ func (d *driver) reconcilePause(ctx context.Context) error {
 	p := rs.pause
 	if p == nil {
 		return nil
+	}
+	if p.status == RunNeedsPermission {
+		return d.reconcileNeedsPermission(ctx)
 	}
 	if err := d.syncChecklist(ctx, rs.Status); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // Trust classifies where content came from. Untrusted content may fill
@@ -39,6 +40,13 @@ type Escalation struct {
 	Question string   `json:"question"`
 	Context  string   `json:"context,omitempty"`
 	Options  []string `json:"options,omitempty"` // empty: yes / no
+	// To names the people asked (platform user ids); ToAdmins asks the
+	// channel's admins. Either puts the question in their DM inboxes.
+	To       []string `json:"to,omitempty"`
+	ToAdmins bool     `json:"to_admins,omitempty"`
+	// Deadline is how long the run waits for the answer (0: the approval
+	// TTL); past it the run ends visibly.
+	Deadline time.Duration `json:"deadline,omitempty"`
 }
 
 // ToolContext is what a tool may use while running: the run's scope and the

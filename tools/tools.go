@@ -324,22 +324,31 @@ func DMPerson() core.Tool {
 }
 
 // AskHuman escalates a decision to people: the harness posts a card with
-// the options in the thread and parks the run until someone answers.
+// the options in the thread and parks the run until someone answers. Named
+// people (ask) or the channel's admins also get it in their DM inbox, with
+// its deadline. Whom to ask is a target: a name that did not come from the
+// requester needs approval, so fetched content cannot page people.
 func AskHuman() core.Tool {
 	return core.Tool{
-		Name:        "ask_human",
-		Description: "Ask the people in the thread to decide something you should not decide alone. Give the question, the options and the context they need; the run waits for the answer.",
+		Name: "ask_human",
+		Description: "Ask people to decide something you should not decide alone. Give the question, the options and the context they need; " +
+			"name who should answer in ask (user ids, or \"admins\" for the channel's admins) and, if it matters, a deadline in minutes. The run waits for the answer or the deadline.",
 		Consequence: core.Write,
+		Targets:     []string{"ask"},
 		Schema: json.RawMessage(`{"type":"object","properties":{
 			"question":{"type":"string"},
 			"options":{"type":"array","items":{"type":"string"},"description":"2 to 5 short choices (default yes / no)"},
-			"context":{"type":"string","description":"what they need to know to decide"}},
+			"context":{"type":"string","description":"what they need to know to decide"},
+			"ask":{"type":"array","items":{"type":"string"},"description":"who should answer: user ids, or admins (default: the people in the thread)"},
+			"deadline_minutes":{"type":"integer","description":"how long to wait for the answer"}},
 			"required":["question"]}`),
 		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
 			var a struct {
-				Question string
-				Options  []string
-				Context  string
+				Question        string
+				Options         []string
+				Context         string
+				Ask             []string
+				DeadlineMinutes int `json:"deadline_minutes"`
 			}
 			if err := decode(args, &a); err != nil {
 				return core.Observation{}, err
@@ -356,7 +365,19 @@ func AskHuman() core.Tool {
 			if len(opts) > 5 {
 				return core.Observation{}, errors.New("at most 5 options")
 			}
-			return core.Observation{Escalate: &core.Escalation{Question: a.Question, Options: opts, Context: a.Context}}, nil
+			if a.DeadlineMinutes < 0 {
+				return core.Observation{}, errors.New("deadline_minutes must be positive")
+			}
+			esc := &core.Escalation{Question: a.Question, Options: opts, Context: a.Context, Deadline: time.Duration(a.DeadlineMinutes) * time.Minute}
+			for _, who := range a.Ask {
+				switch w := strings.TrimSpace(who); {
+				case strings.EqualFold(strings.TrimLeft(w, "@"), "admins"):
+					esc.ToAdmins = true
+				case w != "":
+					esc.To = append(esc.To, w)
+				}
+			}
+			return core.Observation{Escalate: esc}, nil
 		},
 	}
 }

@@ -46,7 +46,7 @@ func scriptedTeammate(v core.View) (core.Reply, error) {
 // composition root does: an in-memory journal, the intent filter as the
 // router (reporting each decision to the sandbox), the filter's windows fed
 // by the bot's posts, a scripted model and one irreversible tool.
-func engineDeliver(t *testing.T, sb *Sandbox) func(context.Context, core.Inbound) error {
+func engineDeliver(t *testing.T, sb *Sandbox, opts ...func(*core.EngineConfig)) func(context.Context, core.Inbound) error {
 	t.Helper()
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
 	router := core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
@@ -74,7 +74,7 @@ func engineDeliver(t *testing.T, sb *Sandbox) func(context.Context, core.Inbound
 	if tools, err = tools.WithDefault("deploy"); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := core.NewEngine(core.EngineConfig{
+	cfg := core.EngineConfig{
 		Journal:      coretest.NewMemJournal(coretest.NewSigner(t)),
 		Boundary:     core.NewBoundary(nil),
 		Model:        scripted.New().Otherwise(scriptedTeammate),
@@ -84,7 +84,11 @@ func engineDeliver(t *testing.T, sb *Sandbox) func(context.Context, core.Inbound
 		PostObserver: filter,
 		CardKey:      []byte("sandbox-test-card-key-0123456789"),
 		Logger:       testLogger(t),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	eng, err := core.NewEngine(cfg)
 	if err != nil {
 		t.Fatalf("new engine: %v", err)
 	}

@@ -52,6 +52,7 @@ type Adapter struct {
 
 	ready  readiness   // see Ready
 	admins *adminCache // see IsAdmin
+	home   homeHook    // see SetHomeOpened
 
 	// run state: the deliver func of the active Run (HTTP mode serves
 	// requests through it) and its background work.

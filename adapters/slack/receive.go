@@ -80,6 +80,9 @@ func (a *Adapter) fromEventsAPI(ctx context.Context, ev slackevents.EventsAPIEve
 				m.botID = e.Message.BotID
 			}
 		}
+	case *slackevents.AppHomeOpenedEvent:
+		a.homeOpened(ctx, e)
+		return nil
 	default:
 		a.log.Debug("slack: event type not handled", "type", ev.InnerEvent.Type)
 		return nil

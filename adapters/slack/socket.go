@@ -227,6 +227,8 @@ func channelOfEvent(ev slackevents.EventsAPIEvent) string {
 		return e.Channel
 	case *slackevents.MessageEvent:
 		return e.Channel
+	case *slackevents.AppHomeOpenedEvent:
+		return e.Channel // the Home tab is published before the ack (home.go)
 	}
 	return ""
 }

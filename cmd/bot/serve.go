@@ -127,6 +127,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	// A surface with a home page (Slack's App Home) shows the person's inbox when opened.
+	for name, s := range surfaces.byName {
+		if h, ok := s.(interface {
+			SetHomeOpened(func(context.Context, string) error)
+		}); ok {
+			h.SetHomeOpened(func(ctx context.Context, user string) error { return engine.PublishHome(ctx, name, user) })
+		}
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))

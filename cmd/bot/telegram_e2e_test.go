@@ -137,7 +137,8 @@ func TestServeTelegramPolling(t *testing.T) {
 			if len(b.CallbackData) > 64 {
 				t.Fatalf("callback_data %d bytes", len(b.CallbackData))
 			}
-			if strings.Contains(strings.ToLower(b.Text), "approve") {
+			// "Allow once" on a consent card (a send), "Approve" on an irreversible one.
+			if l := strings.ToLower(b.Text); strings.Contains(l, "approve") || l == "allow once" {
 				approve = b.CallbackData
 			}
 		}

@@ -53,6 +53,9 @@ type FakeSurface struct {
 	FailPost func(out core.Outbound) error
 	// FailUpdate, when set, can fail an Update before it takes effect.
 	FailUpdate func(ref core.MessageRef, out core.Outbound) error
+	// FailOpenDM, when set, can refuse to open a person's DM (a Telegram
+	// user who never started the bot).
+	FailOpenDM func(userID string) error
 }
 
 var _ core.Surface = (*FakeSurface)(nil)
@@ -136,6 +139,11 @@ func (s *FakeSurface) React(ctx context.Context, ref core.MessageRef, emoji stri
 func (s *FakeSurface) OpenDM(ctx context.Context, userID string) (core.Scope, error) {
 	if userID == "" {
 		return core.Scope{}, errors.New("fake surface: open DM: empty user id")
+	}
+	if s.FailOpenDM != nil {
+		if err := s.FailOpenDM(userID); err != nil {
+			return core.Scope{}, err
+		}
 	}
 	return core.Scope{Platform: s.name, Workspace: "W1", Channel: "D-" + userID}, nil
 }

@@ -61,7 +61,7 @@
   function renderText(text) {
     const parts = [];
     let last = 0;
-    const re = /<(@[\w.-]+|!here|!channel|!everyone|!subteam\^[\w.-]+)>/g;
+    const re = /<(@[\w.-]+|#[\w.-]+|!here|!channel|!everyone|!subteam\^[\w.-]+)>/g;
     let m;
     while ((m = re.exec(text))) {
       parts.push(inline(text.slice(last, m.index)));
@@ -70,6 +70,9 @@
         const who = member(body.slice(1));
         const cls = "mention" + (body.slice(1) === state.me ? " me" : "");
         parts.push(`<span class="${cls}" data-mention="${esc(body.slice(1))}">@${esc(who ? who.name : body.slice(1))}</span>`);
+      } else if (body[0] === "#") {
+        const ch = channel(body.slice(1));
+        parts.push(`<span class="chanlink" data-channel="${esc(body.slice(1))}">#${esc(ch ? ch.name : body.slice(1))}</span>`);
       } else if (body.startsWith("!subteam^")) {
         parts.push(`<span class="mention">@${esc(body.slice(9))}</span>`);
       } else {

@@ -18,6 +18,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -162,6 +163,7 @@ type Server struct {
 	closed     bool
 	done       chan struct{}
 	wg         sync.WaitGroup
+	home       homeViews // views.publish (home.go)
 }
 
 type limit struct {
@@ -286,6 +288,7 @@ type apiReq struct {
 	method string
 	form   url.Values
 	token  string
+	json   []byte // the body of a JSON-bodied method (views.publish)
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
@@ -295,6 +298,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := apiReq{method: method, form: r.Form, token: r.Form.Get("token")}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		req.json = b
+	}
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		req.token = strings.TrimPrefix(h, "Bearer ")
 	}
@@ -362,6 +373,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			resp = s.usersInfo(req)
 		case "chat.postEphemeral":
 			resp = s.postEphemeral(req)
+		case "views.publish":
+			resp = s.viewsPublish(req)
 		default:
 			resp = fail("unknown_method")
 		}

@@ -1,0 +1,166 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// TestBrowserDMInbox drives the DM inbox in headless Chromium against the
+// real engine: Bob asks the bot to deploy in #general; Alice (an approver)
+// finds the card in her DM with Marlowe, asks for her `inbox` there, and
+// approves from the DM; the thread card in #general shows her decision and
+// the result. With MARLOWE_UPDATE_SCREENSHOT=1 it refreshes docs/inbox.png.
+func TestBrowserDMInbox(t *testing.T) {
+	chrome := chromium(t)
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	sb := newSandbox(t, Config{Clock: time.Now, DataFile: filepath.Join(t.TempDir(), "sandbox.jsonl")})
+	base := run(t, sb, engineDeliver(t, sb, withApprovers))
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("lang", "en-GB"), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1440, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1440, 940), chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	var (
+		mu         sync.Mutex
+		exceptions []string
+		wg         sync.WaitGroup
+	)
+	consoleCtx, stopConsole := context.WithCancel(ctx)
+	wg.Go(func() {
+		for m, err := range chromedp.Console(consoleCtx) {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == "error" {
+				mu.Lock()
+				exceptions = append(exceptions, m.String())
+				mu.Unlock()
+			}
+		}
+	})
+	defer func() { stopConsole(); wg.Wait() }()
+
+	shot := func() []byte {
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Logf("screenshot: %v", err)
+		}
+		return png
+	}
+	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			if png := shot(); png != nil {
+				p := filepath.Join(os.TempDir(), "marlowe-inbox-failed.png")
+				if os.WriteFile(p, png, 0o644) == nil {
+					t.Logf("failure screenshot: %s", p)
+				}
+			}
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	until := func(name, js string) {
+		t.Helper()
+		step(name, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			_, err := chromedp.Poll[bool](js, chromedp.WithPollingTimeout(15*time.Second))(ctx, tg)
+			return chromedp.Void{}, err
+		})
+	}
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	be := func(person string) {
+		t.Helper()
+		step("be "+person, chromedp.Click(css(`.person-btn[data-person="`+person+`"]`)),
+			chromedp.WaitVisible(css(`.person-btn[data-person="`+person+`"][aria-checked="true"]`)))
+	}
+	has := func(sel, text string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.textContent.includes(%q))`, sel, text)
+	}
+	mainBox := css("#composer-main textarea")
+
+	step("open the workspace", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css(`.person-btn[data-person="alice"]`)),
+		chromedp.WaitVisible(css(`#conn.live`)))
+
+	// Bob asks for an irreversible deploy in #general.
+	be("bob")
+	step("bob mentions the bot", chromedp.Click(mainBox), chromedp.SendKeys(mainBox, "@Mar"),
+		chromedp.WaitVisible(css(`#composer-main .ac-item[data-key="Marlowe"]`)),
+		chromedp.SendKeys(mainBox, kb.Enter+"please deploy release 1.4 to staging"+kb.Enter))
+	until("the request routes", `!!document.querySelector('#messages .msg[data-author="bob"] .why[data-reason="mention"]')`)
+
+	// Alice finds the card in her DM with Marlowe and asks for her inbox there.
+	be("alice")
+	step("open Alice's DM", chromedp.Click(css(`#dms .chan[data-channel="dm-alice"]`)))
+	until("the approval card is in Alice's DM", `!!document.querySelector('#messages .card button[data-action="approve"]')`)
+	until("the DM card says where it was asked", has(`#messages .card`, "#general"))
+	step("alice asks for her inbox", chromedp.Click(mainBox), chromedp.SendKeys(mainBox, "inbox"+kb.Enter))
+	until("the inbox answers in the DM", has(`#messages .msg[data-author="marlowe"] .text`, "Your inbox — 1 waiting"))
+	step("settle", chromedp.Sleep(300*time.Millisecond))
+	png := shot()
+	if png == nil {
+		t.Fatal("no screenshot")
+	}
+	if os.Getenv("MARLOWE_UPDATE_SCREENSHOT") == "1" {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "inbox.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// She approves from the DM: her card shows it, and so does the thread's.
+	step("alice approves in her DM", chromedp.Click(css(`#messages .card button[data-action="approve"]`)))
+	until("the DM card shows the decision", has(`#messages .card-resolution`, "Approved by Alice"))
+	step("open #general", chromedp.Click(css(`#channels .chan[data-channel="general"]`)))
+	step("open the thread", chromedp.Click(css(`#messages .msg[data-author="bob"] .text`)), chromedp.WaitVisible(css(`#thread`)))
+	until("the thread card shows Alice's decision", has(`#thread-messages .card-resolution`, "Approved by Alice"))
+	until("the result is in the thread", has(`#thread-messages .msg[data-author="marlowe"] .text`, deployResult))
+
+	// Server side: each card was posted once; Bob, the requester, got none in his DM.
+	sb.mu.Lock()
+	keys := map[string]int{}
+	bobCards := 0
+	for _, m := range sb.msgs {
+		if m.Bot {
+			keys[m.Key]++
+		}
+		if m.Channel == "dm-bob" && m.Card != nil {
+			bobCards++
+		}
+	}
+	sb.mu.Unlock()
+	for k, n := range keys {
+		if n != 1 || k == "" {
+			t.Errorf("key %q posted %d times", k, n)
+		}
+	}
+	if bobCards != 0 {
+		t.Errorf("the requester got %d DM cards", bobCards)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(exceptions) > 0 {
+		t.Errorf("page errors:\n%s", strings.Join(exceptions, "\n"))
+	}
+}

@@ -1,0 +1,123 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Unattended runs (a routine firing, a task nobody watches) never block on
+// a person. A call the gate would ask about ends the run's turn as
+// needs-permission and puts a consent card in the owner's DM inbox, and
+// nowhere else: Allow once or Always allow resumes the run with the grant
+// (the same run, from its journal), Deny closes the card and the run ends
+// with nothing done.
+
+// UnattendedRun is what starts a run nobody watches.
+type UnattendedRun struct {
+	Scope       Scope  // where it posts (a channel; Thread "" = top level)
+	Owner       Person // on whose behalf it works: its requester
+	Instruction string
+	Trigger     string // the routine id or task id that fired it
+}
+
+// StartUnattended journals run.started (system actor, unattended) and
+// drives the run. It returns the run id.
+func (e *Engine) StartUnattended(ctx context.Context, u UnattendedRun) (string, error) {
+	if err := u.Scope.Validate(); err != nil {
+		return "", fmt.Errorf("start unattended run: %w", err)
+	}
+	if u.Owner.ID == "" || strings.TrimSpace(u.Instruction) == "" || u.Trigger == "" {
+		return "", errors.New("start unattended run: owner, instruction and trigger are required")
+	}
+	if _, err := e.surface(u.Scope.Platform); err != nil {
+		return "", fmt.Errorf("start unattended run: %w", err)
+	}
+	v, err := e.channel(ctx, u.Scope.Key())
+	if err != nil {
+		return "", fmt.Errorf("start unattended run: %w", err)
+	}
+	runID := e.b.NewID()
+	owner := u.Owner
+	d, err := e.b.System("scheduler", u.Scope, Meta{Run: runID}, &RunStarted{
+		Trigger: u.Trigger, Instruction: u.Instruction, Unattended: true, Owner: &owner, InputLimit: e.cfg.MaxInputChars,
+	})
+	if err != nil {
+		return "", err
+	}
+	if _, err := v.append(ctx, nil, d); err != nil {
+		return "", fmt.Errorf("start unattended run: %w", err)
+	}
+	e.enqueue(threadKey{u.Scope.Key(), u.Scope.Thread}, job{run: runID})
+	e.log.Info("unattended run started", "run", runID, "channel", string(u.Scope.Key()), "owner", owner.ID)
+	return runID, nil
+}
+
+// startUnattended folds the run.started of an unattended run: the owner is
+// the requester and the instruction is the first message of the view.
+func (rs *RunReplay) startUnattended(p *RunStarted) {
+	rs.unattended = p.Unattended
+	rs.Requester, rs.Instruction = *p.Owner, p.Instruction
+	name := p.Owner.Name
+	if name == "" {
+		name = p.Owner.ID
+	}
+	rs.Messages = append(rs.Messages, Message{Role: RoleUser,
+		Text: fmt.Sprintf("Scheduled task (unattended: nobody is watching) for %s (<@%s>): %s", name, p.Owner.ID, boundInput(p.Instruction, p.InputLimit))})
+}
+
+// askOwner parks an unattended run on a consent request to its owner:
+// approval.requested (unattended, notifying the owner) and run.paused
+// needs-permission, then the card in the owner's inbox.
+func (d *driver) askOwner(ctx context.Context, cs *callState, tool Tool, req, pd Draft, ar *ApprovalRequested) (bool, error) {
+	rs := d.rs
+	ar.Unattended = true
+	notify := []string{rs.Requester.ID}
+	if tool.Consequence == Irreversible {
+		// The owner alone never approves an irreversible action.
+		var pol Policy
+		_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
+		for _, id := range d.e.approvalAudience(rs.Scope, pol, rs.Requester.ID, tool.Consequence, false).notify {
+			notify = append(notify, id)
+		}
+	}
+	ar.Notify = notify
+	ad, err := d.agent(Meta{Cause: req.ID()}, ar)
+	if err != nil {
+		return false, err
+	}
+	why := "I need " + mentionOf(rs.Requester.ID) + "'s permission to run " + tool.Name
+	if ar.Destination != "" {
+		why += " to " + ar.Destination
+	}
+	pause, err := d.agent(Meta{Cause: ad.ID()}, &RunPaused{Status: RunNeedsPermission, Reason: why})
+	if err != nil {
+		return false, err
+	}
+	if _, err := d.appendRun(ctx, nil, req, pd, ad, pause); err != nil {
+		return false, err
+	}
+	d.e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
+	d.e.log.Info("unattended run needs permission", "run", rs.ID, "tool", tool.Name, "owner", rs.Requester.ID)
+	return true, d.reconcilePause(ctx)
+}
+
+// reconcileNeedsPermission makes a needs-permission park visible (idempotent):
+// the consent card in the owner's inbox, and one line where the run posts.
+func (d *driver) reconcileNeedsPermission(ctx context.Context) error {
+	rs := d.rs
+	if a := rs.pendingApproval(); a != nil {
+		if err := d.showInbox(ctx, a); err != nil {
+			return err
+		}
+	}
+	if err := d.syncChecklist(ctx, rs.Status); err != nil {
+		return err
+	}
+	p := rs.pause
+	text := "🟠 Needs permission: " + p.reason + ". I asked in their DM inbox; nothing runs until they answer."
+	out := Outbound{Key: EffectID(p.ch, p.seq, 0), Scope: rs.Scope, Text: text, Priority: PriorityNormal}
+	_, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: RoleNotice})
+	return err
+}
