@@ -47,6 +47,7 @@ type RoutineState struct {
 	Armed       bool      `json:"armed"`
 	Fired       int       `json:"fired"`
 	LastSlot    time.Time `json:"last_slot,omitempty"`
+	Deleted     bool      `json:"deleted,omitempty"`
 }
 
 // ChannelState is everything derived from one channel's journal. It is a
@@ -173,11 +174,18 @@ func (s *ChannelState) Apply(c Command) error {
 				r.Instruction = p.Instruction
 			}
 			r.Armed = p.Armed
+			if p.Deleted {
+				r.Deleted, r.Armed = true, false
+			}
 		}
 	case *RoutineFired:
 		if r := s.Routines[p.RoutineID]; r != nil {
-			r.Fired++
-			r.LastSlot = p.Slot
+			if p.Outcome != "skipped" {
+				r.Fired++
+			}
+			if p.Slot.After(r.LastSlot) {
+				r.LastSlot = p.Slot
+			}
 		}
 	case *RunPaused:
 		r := s.run(c)

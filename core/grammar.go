@@ -33,6 +33,7 @@ const (
 	gStatus
 	gCancel
 	gApprovals
+	gRoutine // routine_grammar.go
 )
 
 type grammarCmd struct {
@@ -48,6 +49,9 @@ func parseGrammar(text string) grammarCmd {
 	t := strings.TrimSpace(text)
 	word, rest, _ := strings.Cut(t, " ")
 	rest = strings.TrimSpace(rest)
+	if _, ok := ParseRoutineCommand(t); ok {
+		return grammarCmd{kind: gRoutine, arg: t}
+	}
 	switch strings.ToLower(strings.TrimRight(word, ":,")) {
 	case "help", "?":
 		if rest == "" {
@@ -115,7 +119,7 @@ func parseGrammar(text string) grammarCmd {
 // when a model is configured.
 func (g grammarCmd) deterministic() bool {
 	switch g.kind {
-	case gHelp, gPolicyShow, gPolicySet, gMemories, gDeleteMemory, gDeleteUsage, gStatus, gCancel, gApprovals:
+	case gHelp, gPolicyShow, gPolicySet, gMemories, gDeleteMemory, gDeleteUsage, gStatus, gCancel, gApprovals, gRoutine:
 		return true
 	}
 	return false
@@ -145,7 +149,8 @@ const helpText = "Here is what I understand without a model:\n" +
 	"• `policy` — show this channel's rules; admins: `policy set approvers U1,U2`, " +
 	"`policy set admins U1`, `policy set tools a,b`, `policy set window thread 30m`, " +
 	"`policy set window toplevel 6m`, `policy set budget 100000`, `policy set approval send,irreversible` " +
-	"(or `+write` / `-send` to add or remove one level)"
+	"(or `+write` / `-send` to add or remove one level)\n" +
+	"• `routine add <spec> [tz <zone>]: <instruction>`, `routines`, `routine pause|resume|delete|run <id>` — scheduled digests"
 
 const needModelText = "I need a language model for that. Configure one with " +
 	"`MARLOWE_MODEL_PROVIDER=openai` and `MARLOWE_MODEL_BASE_URL` pointing at any OpenAI-compatible " +
@@ -202,6 +207,8 @@ func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, gov *governance, 
 	switch cmd.kind {
 	case gHelp:
 		return text(helpText + inboxHelpText)
+	case gRoutine:
+		return routineGrammarStep(reg, cmd.arg)
 	case gRemember:
 		return call("remember", map[string]any{"text": cmd.arg})
 	case gRecall:

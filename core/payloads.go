@@ -284,11 +284,19 @@ type RoutineChanged struct {
 	TZ          string `json:"tz,omitempty"`
 	Instruction string `json:"instruction,omitempty"`
 	Armed       bool   `json:"armed"`
+	// Deleted ends the routine for good (routine delete).
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 type RoutineFired struct {
 	RoutineID string    `json:"routine_id"`
 	Slot      time.Time `json:"slot"`
+	// Outcome is "fired" (the default when absent), "skipped" (the slot was
+	// missed by more than the grace window) or "manual" (routine run).
+	Outcome string `json:"outcome,omitempty"`
+	// Missed counts earlier slots passed over without firing (downtime).
+	Missed int    `json:"missed,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 type RunPaused struct {

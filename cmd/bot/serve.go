@@ -84,7 +84,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	// One egress client for every tool: public addresses only, no proxy.
-	registry, err := core.NewToolRegistry(tools.Builtins(tools.Options{HTTPClient: egress.NewClient()})...)
+	sched, err := newScheduler(cfg.Getenv, st.Journal, boundary, rdb, log)
+	if err != nil {
+		return fmt.Errorf("routines: %w", err)
+	}
+	registry, err := core.NewToolRegistry(append(tools.Builtins(tools.Options{HTTPClient: egress.NewClient()}), sched.Tool())...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
@@ -181,6 +185,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		}()
 		log.Info("surface running", "platform", name)
 	}
+
+	wg.Add(1)
+	go func() { defer wg.Done(); runScheduler(runCtx, sched, engine, log) }()
 
 	if rdb != nil {
 		wg.Add(1)

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	_ "time/tzdata" // zones in the binary: distroless images have no zoneinfo
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/scheduler"
+	redisstore "github.com/marlowe-bot/marlowe/store/redis"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// newScheduler reads the routine settings (MARLOWE_ROUTINE_MIN_INTERVAL,
+// MARLOWE_ROUTINE_GRACE, MARLOWE_ROUTINE_TICK; Go durations) and builds the
+// scheduler. Its tool joins the registry; Bind it to the engine once built.
+// With Redis, replicas elect the one that fires routines by a lease.
+func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, rdb *goredis.Client, log *slog.Logger) (*scheduler.Scheduler, error) {
+	cfg := scheduler.Config{Journal: j, Boundary: b, Logger: log}
+	if rdb != nil {
+		cfg.Lease = redisstore.NewLease(rdb, "marlowe:routines:", 15*time.Second)
+	}
+	for name, dst := range map[string]*time.Duration{
+		"MARLOWE_ROUTINE_MIN_INTERVAL": &cfg.MinInterval,
+		"MARLOWE_ROUTINE_GRACE":        &cfg.Grace,
+		"MARLOWE_ROUTINE_TICK":         &cfg.Tick,
+	} {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s=%q: want a positive duration such as 5m", name, v)
+		}
+		*dst = d
+	}
+	return scheduler.New(cfg)
+}
+
+// runScheduler binds the scheduler to the engine and fires routines until
+// ctx ends (with Redis, while this replica holds the routine lease).
+func runScheduler(ctx context.Context, s *scheduler.Scheduler, e *core.Engine, log *slog.Logger) {
+	s.Bind(e)
+	log.Info("routines scheduler running")
+	_ = s.Run(ctx)
+}

@@ -1,0 +1,138 @@
+package core
+
+import (
+	"context"
+	"strings"
+)
+
+// Routine commands (ARCHITECTURE.md section 8) are typed by a person and
+// arm directly. The grammar turns them into one call of the routine tool
+// (registered by scheduler/), which re-reads the person's own message from
+// the journal before acting: a model calling that tool cannot arm anything
+// the person did not type word for word.
+
+// RoutineToolName is the tool the grammar calls for routine commands.
+const RoutineToolName = "routine"
+
+// RoutineOp is one routine command.
+type RoutineOp string
+
+const (
+	RoutineAdd    RoutineOp = "add"
+	RoutineList   RoutineOp = "list"
+	RoutinePause  RoutineOp = "pause"
+	RoutineResume RoutineOp = "resume"
+	RoutineDelete RoutineOp = "delete"
+	RoutineRun    RoutineOp = "run"
+	RoutineUsage  RoutineOp = "usage" // a routine command that did not parse
+)
+
+// RoutineCommand is a parsed routine command.
+type RoutineCommand struct {
+	Op          RoutineOp
+	Spec        string // add: cron spec, descriptor or "@every <d>"
+	TZ          string // add: IANA zone ("" = UTC)
+	Instruction string // add
+	ID          string // pause, resume, delete, run
+}
+
+// RoutineUsageText is the reply to a routine command that did not parse.
+const RoutineUsageText = "Usage: `routine add <spec> [tz <zone>]: <instruction>` " +
+	"(spec: 5-field cron like `0 9 * * 1-5`, `@hourly`, `@daily`, `@weekly` or `@every 30m`), " +
+	"`routines` (list), `routine pause|resume|delete|run <id>`."
+
+// ParseRoutineCommand reads a mention-stripped message; ok is false when it
+// is not a routine command at all (a known verb with bad arguments is a
+// command: its answer is the usage).
+func ParseRoutineCommand(text string) (RoutineCommand, bool) {
+	t := strings.TrimSpace(text)
+	word, rest, _ := strings.Cut(t, " ")
+	rest = strings.TrimSpace(rest)
+	switch strings.ToLower(strings.TrimRight(word, ":,")) {
+	case "routines":
+		if rest == "" || strings.EqualFold(rest, "list") {
+			return RoutineCommand{Op: RoutineList}, true
+		}
+		return RoutineCommand{}, false
+	case "routine":
+	default:
+		return RoutineCommand{}, false
+	}
+	if rest == "" {
+		return RoutineCommand{Op: RoutineUsage}, true
+	}
+	verb, arg, _ := strings.Cut(rest, " ")
+	arg = strings.TrimSpace(arg)
+	switch op := RoutineOp(strings.ToLower(verb)); op {
+	case RoutineList:
+		if arg == "" {
+			return RoutineCommand{Op: RoutineList}, true
+		}
+	case RoutinePause, RoutineResume, RoutineDelete, RoutineRun:
+		if arg != "" && !strings.ContainsAny(arg, " \t\n") {
+			return RoutineCommand{Op: op, ID: arg}, true
+		}
+	case RoutineAdd:
+		// The first ':' ends the schedule: cron specs and zones have none.
+		sched, instr, ok := strings.Cut(arg, ":")
+		instr = strings.TrimSpace(instr)
+		if !ok || instr == "" {
+			break
+		}
+		c := RoutineCommand{Op: RoutineAdd, Instruction: instr}
+		f := strings.Fields(sched)
+		if n := len(f); n >= 3 && strings.EqualFold(f[n-2], "tz") {
+			c.TZ, f = f[n-1], f[:n-2]
+		}
+		c.Spec = strings.Join(f, " ")
+		if c.Spec == "" {
+			break
+		}
+		return c, true
+	default:
+		// "routine maintenance is due…" is not a command: leave it to the
+		// model (or the usual offline answer).
+		return RoutineCommand{}, false
+	}
+	return RoutineCommand{Op: RoutineUsage}, true
+}
+
+// routineGrammarStep is the grammar's answer to a routine command: one call
+// of the routine tool with the person's text, or a reason it cannot be.
+func routineGrammarStep(reg *ToolRegistry, text string) grammarReply {
+	reply := func(s string) grammarReply { return grammarReply{reply: Reply{Text: s, Provider: "grammar"}} }
+	if c, _ := ParseRoutineCommand(text); c.Op == RoutineUsage {
+		return reply(RoutineUsageText)
+	}
+	if _, ok := reg.Get(RoutineToolName); !ok {
+		return reply("Routines are not enabled on this bot.")
+	}
+	args := `{"text":` + jsonString(strings.TrimSpace(text)) + `}`
+	return grammarReply{reply: Reply{Provider: "grammar", ToolCalls: []ToolCall{{ID: "g1", Name: RoutineToolName, Args: args}}}}
+}
+
+func jsonString(s string) string {
+	b, _ := CanonicalJSON(s)
+	return string(b)
+}
+
+// IsAdmin reports whether p administers the channel of sc (an operator, a
+// channel admin set by policy, or a platform administrator): who may pause
+// or delete someone else's routine.
+func (e *Engine) IsAdmin(ctx context.Context, sc Scope, p Person) bool {
+	v, err := e.channel(ctx, sc.Key())
+	if err != nil {
+		return false
+	}
+	var pol Policy
+	if err := v.with(ctx, func() { pol = e.policyLocked(v) }); err != nil {
+		return false
+	}
+	return e.governs(ctx, sc, p, pol).admin
+}
+
+// StripLeadingMention is the message text as the grammar reads it: without
+// the leading mention of the bot.
+func StripLeadingMention(text string, mentions []Mention) string {
+	return stripLeadingMention(text, mentions)
+}

@@ -1,0 +1,274 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// Defaults.
+const (
+	DefaultGrace = time.Hour
+	DefaultTick  = 10 * time.Second
+	// maxSlotScan bounds how many missed slots one pass walks (a year of
+	// downtime under @every 5m is about 105k): beyond it the count is a floor.
+	maxSlotScan = 200_000
+)
+
+// Engine is what the scheduler needs of core.Engine: posting a digest
+// through the engine's post path, and asking who administers a channel.
+type Engine interface {
+	PostDigest(ctx context.Context, sc core.Scope, key, cause, text string) (core.MessageRef, error)
+	IsAdmin(ctx context.Context, sc core.Scope, p core.Person) bool
+}
+
+// Config wires a Scheduler. Journal and Boundary are required.
+type Config struct {
+	Journal  core.Journal
+	Boundary *core.Boundary
+	// Clock is what slots are judged by (default: the boundary clock).
+	Clock func() time.Time
+	// MinInterval is the shortest schedule accepted (default 5m).
+	MinInterval time.Duration
+	// Grace is how late a missed slot may still fire (default 1h); later
+	// ones are journaled as skipped.
+	Grace time.Duration
+	// Tick is how often Run looks for due slots (default 10s).
+	Tick   time.Duration
+	Logger *slog.Logger
+	// Lease, when set, elects the one replica that runs passes (Redis in
+	// multi-replica mode); nil means this process is the only scheduler.
+	Lease Lease
+}
+
+// Lease is a single-holder lease (store/redis.Lease): Acquire blocks until
+// the caller holds name; the returned context ends when the lease is lost.
+type Lease interface {
+	Acquire(ctx context.Context, name string) (held context.Context, release func(), err error)
+}
+
+// leaseName is the lease every replica's scheduler competes for.
+const leaseName = "scheduler"
+
+// Scheduler fires routines. Without a Lease only one process may run it;
+// with one, passes run only while the lease is held. Appends are not fenced
+// (the journal takes no expected head yet, issue 11): a holder that stalls
+// past its lease with an append in flight could still race its successor.
+type Scheduler struct {
+	cfg Config
+	// mu serialises passes and routine commands, so one process never
+	// decides a slot twice.
+	mu  sync.Mutex
+	eng Engine
+}
+
+// New validates cfg.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Journal == nil || cfg.Boundary == nil {
+		return nil, errors.New("scheduler: journal and boundary are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = cfg.Boundary.Now
+	}
+	if cfg.MinInterval <= 0 {
+		cfg.MinInterval = DefaultMinInterval
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = DefaultTick
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Scheduler{cfg: cfg}, nil
+}
+
+// Bind gives the scheduler the engine it posts through. The engine is built
+// after the tool registry that holds the scheduler's tool, so this comes
+// second; call it before Run or any routine command.
+func (s *Scheduler) Bind(e Engine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eng = e
+}
+
+// Run passes over every channel each Tick until ctx ends; with a Lease,
+// only while holding it.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if s.cfg.Lease == nil {
+		return s.loop(ctx)
+	}
+	for ctx.Err() == nil {
+		held, release, err := s.cfg.Lease.Acquire(ctx, leaseName)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.cfg.Logger.Warn("routine lease unavailable; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(s.cfg.Tick):
+			}
+			continue
+		}
+		s.cfg.Logger.Info("routine lease held: this replica fires routines")
+		_ = s.loop(held)
+		release()
+	}
+	return nil
+}
+
+func (s *Scheduler) loop(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.Tick)
+	defer t.Stop()
+	for {
+		if err := s.Tick(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("routine pass failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Tick is one pass: every armed routine's due slot is fired once (within
+// the grace window) or journaled as skipped, and digests whose post is not
+// journaled yet are posted again with the same idempotency key.
+func (s *Scheduler) Tick(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	chs, err := s.cfg.Journal.Channels(ctx)
+	if err != nil {
+		return fmt.Errorf("routine pass: channels: %w", err)
+	}
+	var errs []error
+	for _, ch := range chs {
+		if err := s.tickChannel(ctx, ch); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
+	cmds, err := s.cfg.Journal.Read(ctx, ch, 0, 0)
+	if err != nil {
+		return fmt.Errorf("routine pass %s: %w", ch, err)
+	}
+	now := s.cfg.Clock().UTC()
+	var errs []error
+	for _, r := range sorted(Fold(cmds)) {
+		if r.Deleted {
+			continue
+		}
+		// Deliver what was fired but not posted (a crash or a failed post).
+		for _, f := range r.Firings {
+			if f.Outcome != OutcomeSkipped && !f.Delivered && now.Sub(f.At) <= s.cfg.Grace {
+				if err := s.deliver(ctx, r, f, cmds); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if !r.Armed {
+			continue
+		}
+		sched, err := ParseSpec(r.Spec, r.TZ, 0)
+		if err != nil {
+			s.cfg.Logger.Warn("routine has a schedule that no longer parses", "routine", r.ID, "error", err)
+			continue
+		}
+		start := r.CreatedAt
+		if r.Cursor.After(start) {
+			start = r.Cursor
+		}
+		var last time.Time
+		n := 0
+		for t := sched.Next(start); !t.IsZero() && !t.After(now) && n < maxSlotScan; t = sched.Next(t) {
+			last, n = t, n+1
+		}
+		if n == 0 || r.Fired(last) {
+			continue
+		}
+		p := &core.RoutineFired{RoutineID: r.ID, Slot: last, Outcome: OutcomeFired, Missed: n - 1}
+		if late := now.Sub(last); late > s.cfg.Grace {
+			p.Outcome = OutcomeSkipped
+			p.Reason = fmt.Sprintf("missed by %s, more than the %s grace window", late.Round(time.Second), s.cfg.Grace)
+		}
+		f, err := s.fire(ctx, r, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if f.Outcome == OutcomeSkipped {
+			s.cfg.Logger.Warn("routine slot skipped", "routine", r.ID, "slot", last, "reason", p.Reason)
+			continue
+		}
+		// Re-read: the digest covers the journal up to the firing.
+		cmds, err = s.cfg.Journal.Read(ctx, ch, 0, 0)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := s.deliver(ctx, r, f, cmds); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fire journals routine.fired before anything is posted: the record is
+// what makes a slot fire once, across restarts.
+func (s *Scheduler) fire(ctx context.Context, r *Routine, p *core.RoutineFired) (*Firing, error) {
+	d, err := s.cfg.Boundary.System("scheduler", r.Scope, core.Meta{}, p)
+	if err != nil {
+		return nil, fmt.Errorf("routine %s: %w", r.ID, err)
+	}
+	cmds, err := s.cfg.Journal.Append(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("routine %s: journal firing: %w", r.ID, err)
+	}
+	c := cmds[0]
+	f := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot, Outcome: p.Outcome, Missed: p.Missed, At: c.At()}
+	r.Firings = append(r.Firings, f)
+	s.cfg.Logger.Info("routine fired", "routine", r.ID, "slot", p.Slot, "outcome", p.Outcome, "missed", p.Missed)
+	return f, nil
+}
+
+// deliver posts f's digest. The text is compiled from the journal before
+// the firing only, so a retry posts the same text under the same key.
+func (s *Scheduler) deliver(ctx context.Context, r *Routine, f *Firing, cmds []core.Command) error {
+	if s.eng == nil {
+		return errors.New("scheduler: no engine bound")
+	}
+	since, sinceAt := r.CreatedSeq, r.CreatedAt
+	for _, g := range r.Firings {
+		if g.Seq < f.Seq && g.Delivered {
+			since, sinceAt = g.Seq, g.At
+		}
+	}
+	var before []core.Command
+	for _, c := range cmds {
+		if c.Seq() < f.Seq {
+			before = append(before, c)
+		}
+	}
+	text := Digest(r, before, since, sinceAt, f.At)
+	if f.Missed > 0 {
+		text += fmt.Sprintf("\n_(%d earlier slot(s) were missed while the bot was down.)_", f.Missed)
+	}
+	if _, err := s.eng.PostDigest(ctx, r.Scope, "routine:"+r.ID+":"+f.CmdID, f.CmdID, text); err != nil {
+		return fmt.Errorf("routine %s: post digest: %w", r.ID, err)
+	}
+	f.Delivered = true
+	return nil
+}

@@ -1,0 +1,202 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// Tool is the routine tool the command grammar calls. It acts only on a
+// routine command that a person typed in the run, word for word, read back
+// from the signed journal: a model calling it cannot arm, pause or delete
+// anything the person did not ask for, and the command's author (not the
+// run) is the actor of routine.created / routine.changed.
+func (s *Scheduler) Tool() core.Tool {
+	return core.Tool{
+		Name: core.RoutineToolName,
+		Description: "Carry out a routine command exactly as the person typed it in this conversation " +
+			"(routine add <spec> [tz <zone>]: <instruction> | routines | routine pause|resume|delete|run <id>).",
+		Schema:      json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"the person's routine command, verbatim"}},"required":["text"],"additionalProperties":false}`),
+		Consequence: core.Write,
+		Run:         s.runTool,
+	}
+}
+
+func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.RawMessage) (core.Observation, error) {
+	var args struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return core.Observation{}, fmt.Errorf("routine: %w", err)
+	}
+	text := strings.TrimSpace(args.Text)
+	cmd, ok := core.ParseRoutineCommand(text)
+	if !ok || cmd.Op == core.RoutineUsage {
+		return core.Observation{}, errors.New(core.RoutineUsageText)
+	}
+	author, err := s.typedBy(ctx, tc.Run, text)
+	if err != nil {
+		return core.Observation{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := tc.Scope
+	sc.Thread = ""
+	reply, err := s.command(ctx, sc, author, cmd)
+	if err != nil {
+		return core.Observation{}, err
+	}
+	return core.Observation{Text: reply, Trust: core.Trusted}, nil
+}
+
+// typedBy finds the person who typed text in the run (a message.received
+// whose mention-stripped text is text) and returns them.
+func (s *Scheduler) typedBy(ctx context.Context, run, text string) (core.Person, error) {
+	cmds, err := s.cfg.Journal.ReadRun(ctx, run)
+	if err != nil {
+		return core.Person{}, fmt.Errorf("routine: read run: %w", err)
+	}
+	for i := len(cmds) - 1; i >= 0; i-- {
+		c := cmds[i]
+		if c.Kind() != core.KindMessageReceived || c.Actor().Type != core.ActorHuman || c.Redacted() {
+			continue
+		}
+		p, err := core.Decode[*core.MessageReceived](c)
+		if err != nil {
+			continue
+		}
+		if strings.TrimSpace(core.StripLeadingMention(p.Text, p.Mentions)) == text && p.Author.ID == c.Actor().ID {
+			return p.Author, nil
+		}
+	}
+	return core.Person{}, errors.New("routines are created and changed only by the command a person types; nobody typed this one")
+}
+
+func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, cmd core.RoutineCommand) (string, error) {
+	cmds, err := s.cfg.Journal.Read(ctx, sc.Key(), 0, 0)
+	if err != nil {
+		return "", fmt.Errorf("routine: read channel: %w", err)
+	}
+	routines := Fold(cmds)
+	if cmd.Op == core.RoutineAdd {
+		sched, err := ParseSpec(cmd.Spec, cmd.TZ, s.cfg.MinInterval)
+		if err != nil {
+			return "", err
+		}
+		tz := cmd.TZ
+		if tz == "" {
+			tz = "UTC"
+		}
+		id := "r" + strings.ToLower(s.cfg.Boundary.NewID()[20:])
+		p := &core.RoutineCreated{RoutineID: id, Cron: cmd.Spec, TZ: tz, Instruction: cmd.Instruction, Owner: by.ID, Armed: true}
+		if err := s.appendHuman(ctx, by, sc, p); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("✅ Routine %s armed: `%s` (%s) — %s\nNext: %s", id, cmd.Spec, tz, cmd.Instruction,
+			nextSlots(sched, s.cfg.Clock(), tz, 3)), nil
+	}
+	if cmd.Op == core.RoutineList {
+		return list(routines, s.cfg.Clock(), s.cfg.Grace), nil
+	}
+	r := routines[cmd.ID]
+	if r == nil || r.Deleted {
+		return "", fmt.Errorf("no routine %s in this channel (see `routines`)", cmd.ID)
+	}
+	if cmd.Op == core.RoutineRun {
+		if s.eng == nil {
+			return "", errors.New("scheduler: no engine bound")
+		}
+		f, err := s.fire(ctx, r, &core.RoutineFired{RoutineID: r.ID, Slot: s.cfg.Clock().UTC(), Outcome: OutcomeManual, Reason: "run by " + by.ID})
+		if err != nil {
+			return "", err
+		}
+		all, err := s.cfg.Journal.Read(ctx, sc.Key(), 0, 0)
+		if err != nil {
+			return "", err
+		}
+		if err := s.deliver(ctx, r, f, all); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("▶️ Routine %s ran; its digest is posted in the channel.", r.ID), nil
+	}
+	if r.Owner != by.ID && (s.eng == nil || !s.eng.IsAdmin(ctx, sc, by)) {
+		return "", fmt.Errorf("routine %s belongs to <@%s>: only its owner or an admin can %s it; nothing was changed", r.ID, r.Owner, cmd.Op)
+	}
+	p := &core.RoutineChanged{RoutineID: r.ID}
+	var done string
+	switch cmd.Op {
+	case core.RoutinePause:
+		done = "⏸️ Routine " + r.ID + " paused."
+	case core.RoutineResume:
+		p.Armed = true
+		done = "▶️ Routine " + r.ID + " resumed (slots missed while paused do not fire)."
+	case core.RoutineDelete:
+		p.Deleted = true
+		done = "🗑️ Routine " + r.ID + " deleted."
+	}
+	if err := s.appendHuman(ctx, by, sc, p); err != nil {
+		return "", err
+	}
+	return done, nil
+}
+
+func (s *Scheduler) appendHuman(ctx context.Context, by core.Person, sc core.Scope, p core.Payload) error {
+	d, err := s.cfg.Boundary.Human(by, sc, core.Meta{}, p)
+	if err != nil {
+		return fmt.Errorf("routine: %w", err)
+	}
+	if _, err := s.cfg.Journal.Append(ctx, d); err != nil {
+		return fmt.Errorf("routine: journal: %w", err)
+	}
+	return nil
+}
+
+func nextSlots(sched Schedule, now time.Time, tz string, n int) string {
+	loc, _ := time.LoadLocation(tz)
+	var out []string
+	t := now
+	for range n {
+		t = sched.Next(t)
+		out = append(out, t.In(loc).Format("Mon 2 Jan 15:04 MST"))
+	}
+	return strings.Join(out, ", ")
+}
+
+func list(routines map[string]*Routine, now time.Time, grace time.Duration) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range sorted(routines) {
+		if r.Deleted {
+			continue
+		}
+		n++
+		state := "armed"
+		if !r.Armed {
+			state = "paused"
+		}
+		fmt.Fprintf(&b, "• %s `%s` (%s) by <@%s>, %s — %s", r.ID, r.Spec, r.TZ, r.Owner, state, firstLine(r.Instruction, 120))
+		if len(r.Firings) > 0 {
+			f := r.Firings[len(r.Firings)-1]
+			status := "posted"
+			switch {
+			case f.Outcome == OutcomeSkipped:
+				status = "skipped (" + fmt.Sprint(f.Missed+1) + " slot(s) missed)"
+			case !f.Delivered && now.Sub(f.At) <= grace:
+				status = "fired, post not confirmed yet (retrying)"
+			case !f.Delivered:
+				status = "fired, post FAILED"
+			}
+			fmt.Fprintf(&b, "; last %s %s: %s", f.Outcome, f.Slot.Format("2006-01-02 15:04 MST"), status)
+		}
+		b.WriteString("\n")
+	}
+	if n == 0 {
+		return "No routines in this channel. Add one with `routine add <spec> [tz <zone>]: <instruction>`."
+	}
+	return "Routines in this channel:\n" + strings.TrimRight(b.String(), "\n")
+}
