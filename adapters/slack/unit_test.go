@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/marlowe-bot/marlowe/adapters/slack/dedupetest"
 	"github.com/marlowe-bot/marlowe/core"
 )
 
@@ -297,24 +296,6 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	if _, err := New(Config{BotToken: "xoxb-1", Mode: ModeHTTP, SigningSecret: "s"}); err != nil {
 		t.Fatalf("http mode without app token: %v", err)
-	}
-}
-
-func TestMemoryDeduperConformance(t *testing.T) {
-	dedupetest.Run(t, func(t *testing.T) dedupetest.Deduper { return NewMemoryDeduper(nil) })
-}
-
-func TestMemoryDeduperBounded(t *testing.T) {
-	now := time.Unix(0, 0)
-	d := NewMemoryDeduper(func() time.Time { return now })
-	for i := range 10000 {
-		tok, _, _ := d.Claim(t.Context(), strings.Repeat("k", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), time.Second)
-		_ = d.Commit(t.Context(), "x"+time.Duration(i).String(), tok, 10*time.Minute)
-		now = now.Add(time.Second)
-	}
-	// Everything older than 10 minutes (600 s) is gone.
-	if n := d.Len(); n > 1300 {
-		t.Fatalf("%d keys held after 10000 s of traffic", n)
 	}
 }
 

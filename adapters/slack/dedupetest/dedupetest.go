@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Deduper mirrors adapters/slack.Deduper (builtin types only, so any
-// implementation satisfies both).
+// Deduper mirrors adapters/slack.Deduper, which is internal/dedupe.Deduper
+// (builtin types only, so any implementation satisfies both).
 type Deduper interface {
 	Claim(ctx context.Context, key string, lease time.Duration) (token string, done bool, err error)
 	Commit(ctx context.Context, key, token string, ttl time.Duration) error
