@@ -129,38 +129,6 @@ func TestSplitUTF16AndCodeBlocks(t *testing.T) {
 	}
 }
 
-func TestSplitTextUnits(t *testing.T) {
-	for _, tc := range []struct {
-		text  string
-		limit int
-	}{
-		{strings.Repeat("😀", 5000), 4096},
-		{strings.Repeat("a", 4096), 4096},
-		{strings.Repeat("a", 4097), 4096},
-		{strings.Repeat("é", 9000), 4096},
-		{strings.Repeat("😀 x\n\n", 2000), 100},
-	} {
-		parts := splitText(tc.text, tc.limit)
-		total := 0
-		for _, p := range parts {
-			if n := u16len(p); n > tc.limit {
-				t.Errorf("part of %d units over %d", n, tc.limit)
-			}
-			if strings.ContainsRune(p, '\uFFFD') {
-				t.Error("a surrogate pair was cut")
-			}
-			total += strings.Count(p, "😀") + strings.Count(p, "a") + strings.Count(p, "é")
-		}
-		want := strings.Count(tc.text, "😀") + strings.Count(tc.text, "a") + strings.Count(tc.text, "é")
-		if total != want {
-			t.Errorf("lost characters: %d of %d", total, want)
-		}
-		if u16len(tc.text) <= tc.limit && len(parts) != 1 {
-			t.Errorf("a text that fits was split")
-		}
-	}
-}
-
 func approvalCard(tokens ...string) *core.Card {
 	c := &core.Card{ID: "01JAPPROVAL", Title: "Approve sending the report?", Body: "to ops@example.com",
 		Fields: []core.CardField{{Label: "Tool", Value: "send_email"}}}
