@@ -272,20 +272,11 @@ func TestFloodControlRetryAfterAndPriority(t *testing.T) {
 			}
 		})
 	}
-	// Wait until all three edits are queued (coalesced into one item).
+	// Wait until all three edits are queued (coalesced into one item, beside
+	// the refused post, whose zero Priority is PriorityEdit too).
 	eventually(t, "edits queued", func() bool {
-		a.pacer.mu.Lock()
-		defer a.pacer.mu.Unlock()
-		q := a.pacer.chans[group.ID]
-		if q == nil {
-			return false
-		}
-		for _, it := range q.items {
-			if it.prio == core.PriorityEdit && len(it.waiters) == 3 {
-				return true
-			}
-		}
-		return false
+		calls, callers := a.pacer.q.Queued(group.ID, core.PriorityEdit)
+		return calls == 2 && callers == 4
 	})
 	wg.Go(func() {
 		if _, err := a.Post(ctx, core.Outbound{Scope: scope("-1001", "160"), Text: "final answer", Priority: core.PriorityHigh}); err != nil {
