@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/postledger"
 )
 
 // postLedger records which idempotency keys were posted (key → message ref)
@@ -12,81 +13,34 @@ import (
 // age; after a restart the in-doubt check falls back to message metadata
 // (see Post).
 type postLedger struct {
-	now func() time.Time
-	ttl time.Duration
-	max int
+	posts *postledger.Ledger[core.MessageRef]
+	max   int
 
-	mu      sync.Mutex
-	posted  map[string]ledgerEntry
-	order   []string
-	doubt   map[string]time.Time // key → when the in-doubt attempt started
-	keyLock map[string]*keyMutex
-}
-
-type ledgerEntry struct {
-	ref core.MessageRef
-	at  time.Time
-}
-
-type keyMutex struct {
-	mu   sync.Mutex
-	refs int
+	mu    sync.Mutex
+	doubt map[string]time.Time // key → when the in-doubt attempt started
 }
 
 func newPostLedger(now func() time.Time, ttl time.Duration, max int) *postLedger {
 	return &postLedger{
-		now: now, ttl: ttl, max: max,
-		posted:  make(map[string]ledgerEntry),
-		doubt:   make(map[string]time.Time),
-		keyLock: make(map[string]*keyMutex),
+		posts: postledger.New[core.MessageRef](now, ttl, max),
+		max:   max,
+		doubt: make(map[string]time.Time),
 	}
 }
 
 // lock serialises work on one key (two concurrent Posts with the same key
 // produce one message); the returned func unlocks.
-func (l *postLedger) lock(key string) func() {
-	l.mu.Lock()
-	km := l.keyLock[key]
-	if km == nil {
-		km = &keyMutex{}
-		l.keyLock[key] = km
-	}
-	km.refs++
-	l.mu.Unlock()
-	km.mu.Lock()
-	return func() {
-		km.mu.Unlock()
-		l.mu.Lock()
-		km.refs--
-		if km.refs == 0 {
-			delete(l.keyLock, key)
-		}
-		l.mu.Unlock()
-	}
-}
+func (l *postLedger) lock(key string) func() { return l.posts.Lock(key) }
 
-func (l *postLedger) get(key string) (core.MessageRef, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.posted[key]
-	if !ok || l.now().Sub(e.at) > l.ttl {
-		return core.MessageRef{}, false
-	}
-	return e.ref, true
-}
+func (l *postLedger) get(key string) (core.MessageRef, bool) { return l.posts.Get(key) }
 
+// put records the post and settles any doubt about it. The ref is recorded
+// before the doubt is dropped, so a key is never seen as neither.
 func (l *postLedger) put(key string, ref core.MessageRef) {
+	l.posts.Put(key, ref)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.doubt, key)
-	if _, ok := l.posted[key]; !ok {
-		l.order = append(l.order, key)
-	}
-	l.posted[key] = ledgerEntry{ref: ref, at: l.now()}
-	for len(l.order) > 0 && (len(l.posted) > l.max || l.now().Sub(l.posted[l.order[0]].at) > l.ttl) {
-		delete(l.posted, l.order[0])
-		l.order = l.order[1:]
-	}
 	if len(l.doubt) > l.max {
 		clear(l.doubt)
 	}

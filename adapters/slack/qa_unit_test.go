@@ -5,34 +5,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/core"
 )
-
-// A hard-split piece of an over-long line that happens to begin with ```
-// is mid-line to Slack: it must not flip the splitter's idea of being in a
-// code block (which would add closers and reopeners around plain text).
-func TestSplitTextHardSplitPieceDoesNotToggleFence(t *testing.T) {
-	const limit = 3500
-	lineMax := limit - 2*(len("```")+1) - 32
-	long := strings.Repeat("a", lineMax) + "```" + strings.Repeat("b", 100) + "\n"
-	var sb strings.Builder
-	sb.WriteString(long)
-	for range 80 {
-		sb.WriteString("plain prose line that is not code at all\n")
-	}
-	parts := splitText(sb.String(), limit)
-	if len(parts) < 2 {
-		t.Fatalf("%d parts", len(parts))
-	}
-	if n := strings.Count(strings.Join(parts, "\n"), "```"); n != 1 {
-		t.Fatalf("%d fence markers in the output, want only the original one:\n%q", n, parts)
-	}
-}
 
 // An edit that fails transiently (Slack's internal_error) is sent again: an
 // edit is idempotent, and a finished run's checklist must not keep saying

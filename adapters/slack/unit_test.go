@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/marlowe-bot/marlowe/adapters/slack/dedupetest"
 	"github.com/marlowe-bot/marlowe/core"
 )
 
@@ -102,75 +101,6 @@ func TestParseTS(t *testing.T) {
 	}
 	if !parseTS("garbage").IsZero() || !parseTS("").IsZero() {
 		t.Fatal("garbage parsed")
-	}
-}
-
-func TestSplitTextProperties(t *testing.T) {
-	para := strings.Repeat("word ", 60) + "\n"
-	var b strings.Builder
-	for i := range 12 {
-		b.WriteString(para)
-		b.WriteString("\n")
-		if i%4 == 1 {
-			b.WriteString("```python\n")
-			for j := range 25 {
-				b.WriteString("print('line " + strings.Repeat("x", j%7) + "')\n")
-			}
-			b.WriteString("```\n\n")
-		}
-	}
-	b.WriteString(strings.Repeat("y", 2500)) // one very long line
-	text := b.String()
-	for _, limit := range []int{200, 500, 1000, 3500} {
-		parts := splitText(text, limit)
-		if len(parts) < 2 {
-			t.Fatalf("limit %d: %d parts", limit, len(parts))
-		}
-		var rebuilt strings.Builder
-		for i, p := range parts {
-			if n := utf8.RuneCountInString(p); n > limit {
-				t.Fatalf("limit %d: part %d has %d runes", limit, i, n)
-			}
-			if strings.Count(p, "```")%2 != 0 {
-				t.Fatalf("limit %d: part %d unbalanced fence:\n%s", limit, i, p)
-			}
-			rebuilt.WriteString(p)
-		}
-		// Nothing but whitespace and fence markers is added or lost.
-		strip := func(s string) string {
-			s = strings.ReplaceAll(s, "```python", "")
-			s = strings.ReplaceAll(s, "```", "")
-			return strings.Join(strings.Fields(s), "")
-		}
-		if strip(rebuilt.String()) != strip(text) {
-			t.Fatalf("limit %d: content changed", limit)
-		}
-	}
-	if got := splitText("short", 3500); len(got) != 1 || got[0] != "short" {
-		t.Fatalf("short text: %q", got)
-	}
-}
-
-func TestSplitTextPrefersParagraphs(t *testing.T) {
-	p1 := strings.Repeat("a", 150)
-	p2 := strings.Repeat("b", 150)
-	parts := splitText(p1+"\n\n"+p2+"\nmore", 200)
-	if len(parts) != 2 || parts[0] != p1 || !strings.HasPrefix(parts[1], p2) {
-		t.Fatalf("parts = %q", parts)
-	}
-	// Code fence reopened with its info string.
-	code := "intro\n```go\n" + strings.Repeat("x := 1\n", 60) + "```\nafter"
-	parts = splitText(code, 120)
-	for i, p := range parts[1:] {
-		if strings.Contains(p, "x := 1") && !strings.HasPrefix(p, "```go\n") {
-			t.Fatalf("part %d does not reopen the fence: %q", i+1, p)
-		}
-	}
-	// Multi-byte text is cut at rune boundaries.
-	for _, p := range splitText(strings.Repeat("é漢🙂", 500), 100) {
-		if !utf8.ValidString(p) || utf8.RuneCountInString(p) > 100 {
-			t.Fatalf("bad part %q", p)
-		}
 	}
 }
 
@@ -297,24 +227,6 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	if _, err := New(Config{BotToken: "xoxb-1", Mode: ModeHTTP, SigningSecret: "s"}); err != nil {
 		t.Fatalf("http mode without app token: %v", err)
-	}
-}
-
-func TestMemoryDeduperConformance(t *testing.T) {
-	dedupetest.Run(t, func(t *testing.T) dedupetest.Deduper { return NewMemoryDeduper(nil) })
-}
-
-func TestMemoryDeduperBounded(t *testing.T) {
-	now := time.Unix(0, 0)
-	d := NewMemoryDeduper(func() time.Time { return now })
-	for i := range 10000 {
-		tok, _, _ := d.Claim(t.Context(), strings.Repeat("k", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), time.Second)
-		_ = d.Commit(t.Context(), "x"+time.Duration(i).String(), tok, 10*time.Minute)
-		now = now.Add(time.Second)
-	}
-	// Everything older than 10 minutes (600 s) is gone.
-	if n := d.Len(); n > 1300 {
-		t.Fatalf("%d keys held after 10000 s of traffic", n)
 	}
 }
 

@@ -129,38 +129,6 @@ func TestSplitUTF16AndCodeBlocks(t *testing.T) {
 	}
 }
 
-func TestSplitTextUnits(t *testing.T) {
-	for _, tc := range []struct {
-		text  string
-		limit int
-	}{
-		{strings.Repeat("😀", 5000), 4096},
-		{strings.Repeat("a", 4096), 4096},
-		{strings.Repeat("a", 4097), 4096},
-		{strings.Repeat("é", 9000), 4096},
-		{strings.Repeat("😀 x\n\n", 2000), 100},
-	} {
-		parts := splitText(tc.text, tc.limit)
-		total := 0
-		for _, p := range parts {
-			if n := u16len(p); n > tc.limit {
-				t.Errorf("part of %d units over %d", n, tc.limit)
-			}
-			if strings.ContainsRune(p, '\uFFFD') {
-				t.Error("a surrogate pair was cut")
-			}
-			total += strings.Count(p, "😀") + strings.Count(p, "a") + strings.Count(p, "é")
-		}
-		want := strings.Count(tc.text, "😀") + strings.Count(tc.text, "a") + strings.Count(tc.text, "é")
-		if total != want {
-			t.Errorf("lost characters: %d of %d", total, want)
-		}
-		if u16len(tc.text) <= tc.limit && len(parts) != 1 {
-			t.Errorf("a text that fits was split")
-		}
-	}
-}
-
 func approvalCard(tokens ...string) *core.Card {
 	c := &core.Card{ID: "01JAPPROVAL", Title: "Approve sending the report?", Body: "to ops@example.com",
 		Fields: []core.CardField{{Label: "Tool", Value: "send_email"}}}
@@ -304,20 +272,11 @@ func TestFloodControlRetryAfterAndPriority(t *testing.T) {
 			}
 		})
 	}
-	// Wait until all three edits are queued (coalesced into one item).
+	// Wait until all three edits are queued (coalesced into one item, beside
+	// the refused post, whose zero Priority is PriorityEdit too).
 	eventually(t, "edits queued", func() bool {
-		a.pacer.mu.Lock()
-		defer a.pacer.mu.Unlock()
-		q := a.pacer.chans[group.ID]
-		if q == nil {
-			return false
-		}
-		for _, it := range q.items {
-			if it.prio == core.PriorityEdit && len(it.waiters) == 3 {
-				return true
-			}
-		}
-		return false
+		calls, callers := a.pacer.q.Queued(group.ID, core.PriorityEdit)
+		return calls == 2 && callers == 4
 	})
 	wg.Go(func() {
 		if _, err := a.Post(ctx, core.Outbound{Scope: scope("-1001", "160"), Text: "final answer", Priority: core.PriorityHigh}); err != nil {

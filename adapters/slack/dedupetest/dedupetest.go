@@ -1,5 +1,5 @@
 // Package dedupetest is a conformance suite for implementations of the
-// Slack adapter's Deduper (the in-process one and store/redis's).
+// adapters' Deduper (internal/dedupe's in-process one and store/redis's).
 package dedupetest
 
 import (
@@ -9,15 +9,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/marlowe-bot/marlowe/internal/dedupe"
 )
 
-// Deduper mirrors adapters/slack.Deduper (builtin types only, so any
-// implementation satisfies both).
-type Deduper interface {
-	Claim(ctx context.Context, key string, lease time.Duration) (token string, done bool, err error)
-	Commit(ctx context.Context, key, token string, ttl time.Duration) error
-	Release(ctx context.Context, key, token string) error
-}
+// Deduper is the protocol under test, internal/dedupe.Deduper (which
+// adapters/slack.Deduper and the other adapters' Deduper alias).
+type Deduper = dedupe.Deduper
 
 // Run checks the claim → commit / release protocol. newDeduper returns a
 // fresh, empty deduper (its keys must not collide with other tests').
