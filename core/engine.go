@@ -44,6 +44,15 @@ type PostObserver interface {
 	ObservePost(ctx context.Context, p PostedMessage) error
 }
 
+// PostIntentObserver is a PostObserver that also hears about a post just
+// before it is sent (Command nil, MessageID empty): the intent filter opens
+// the windows the post will open, so a reply the instant it appears is not
+// missed.
+type PostIntentObserver interface {
+	PostObserver
+	ObservePostIntent(ctx context.Context, p PostedMessage) error
+}
+
 // PostObserverFunc adapts a function to PostObserver.
 type PostObserverFunc func(ctx context.Context, p PostedMessage) error
 

@@ -98,6 +98,13 @@ func (f *Filter) ObservePost(ctx context.Context, p core.PostedMessage) error {
 	}, p.Policy)
 }
 
+// ObservePostIntent implements core.PostIntentObserver: the windows a post
+// will open are opened just before it is sent (no message id yet: a
+// top-level post's own thread opens when it is recorded).
+func (f *Filter) ObservePostIntent(ctx context.Context, p core.PostedMessage) error {
+	return f.ObservePost(ctx, p)
+}
+
 // Counts returns a snapshot of the decision counters.
 func (f *Filter) Counts() Counts {
 	var c Counts
