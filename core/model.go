@@ -82,10 +82,33 @@ type ModelError struct {
 	Failure    ModelFailure
 	RetryAfter time.Duration
 	Err        error
+	// Status is the HTTP status the server answered with (0: no answer).
+	Status int
+	// Host is the base URL's host[:port], so an operator sees which
+	// endpoint failed; Hint the likely cause and the setting to check.
+	// Both are optional and never hold secrets.
+	Host string
+	Hint string
 }
 
 func (e *ModelError) Error() string {
-	return fmt.Sprintf("model %s: %s: %v", e.Provider, e.Failure, e.Err)
+	s := fmt.Sprintf("model %s: %s: %v", e.Source(), e.Failure, e.Err)
+	if e.Hint != "" {
+		s += "; likely cause: " + e.Hint
+	}
+	return s
+}
+
+// Source names the failed endpoint for people: "openai at 127.0.0.1:11434".
+func (e *ModelError) Source() string {
+	p := e.Provider
+	if p == "" {
+		p = "the model provider"
+	}
+	if e.Host != "" {
+		p += " at " + e.Host
+	}
+	return p
 }
 func (e *ModelError) Unwrap() error { return e.Err }
 
