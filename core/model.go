@@ -92,11 +92,16 @@ type ModelError struct {
 }
 
 func (e *ModelError) Error() string {
-	s := fmt.Sprintf("model %s: %s: %v", e.Source(), e.Failure, e.Err)
-	if e.Hint != "" {
-		s += "; likely cause: " + e.Hint
+	return fmt.Sprintf("model %s: %s: %v", e.Source(), e.Failure, e.Err) + e.LikelyCause()
+}
+
+// LikelyCause is "; likely cause: <hint>", or "" without a hint, to end a
+// sentence shown to people.
+func (e *ModelError) LikelyCause() string {
+	if e.Hint == "" {
+		return ""
 	}
-	return s
+	return "; likely cause: " + e.Hint
 }
 
 // Source names the failed endpoint for people: "openai at 127.0.0.1:11434".
