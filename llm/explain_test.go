@@ -167,9 +167,16 @@ func TestProbeEnv(t *testing.T) {
 	if r := res[2]; r.Role != "embeddings" || !r.OK() || !strings.Contains(r.Answer, "-dimensional vector") {
 		t.Errorf("embeddings = %+v", r)
 	}
-	reqs := good.Requests()
-	if len(reqs) != 2 {
-		t.Errorf("requests to the primary's server = %d, want 2 (one chat, one embedding)", len(reqs))
+	// The probes are marked, so the fake keeps them out of a scripted conversation.
+	if probes := good.Probes(); len(probes) != 2 || probes[0].Header.Get(llm.ProbeHeader) != "1" || len(good.Requests()) != 0 {
+		t.Errorf("probes to the primary's server = %d (want one chat, one embedding), other requests %d", len(probes), len(good.Requests()))
+	}
+
+	ant := llmtest.NewAnthropicServer(t)
+	ant.Enqueue(llmtest.Error(500, "scripted for the conversation"))
+	res, err = llm.ProbeEnv(context.Background(), env(map[string]string{"MARLOWE_MODEL_PROVIDER": "anthropic", "MARLOWE_MODEL": "claude-x", "MARLOWE_MODEL_BASE_URL": ant.URL}))
+	if err != nil || len(res) != 1 || !res[0].OK() || len(ant.Probes()) != 1 || ant.Pending() != 1 {
+		t.Errorf("anthropic probe: %+v, %v; probes %d, still queued %d", res, err, len(ant.Probes()), ant.Pending())
 	}
 
 	none, err := llm.ProbeEnv(context.Background(), env(nil))

@@ -129,11 +129,11 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 	}
 	info := Info{Timeout: timeout}
 
-	primary, primaryEP, err := buildModel(get, "", timeout, retries)
+	primary, primaryEP, err := buildModel(get, "", timeout, retries, nil)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
-	secondary, fallbackEP, err := buildModel(get, FallbackSuffix, timeout, retries)
+	secondary, fallbackEP, err := buildModel(get, FallbackSuffix, timeout, retries, nil)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
@@ -159,7 +159,7 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 		}
 	}
 
-	embedder, embedEP, err := buildEmbedder(get, primaryEP, timeout, retries)
+	embedder, embedEP, err := buildEmbedder(get, primaryEP, timeout, retries, nil)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
@@ -170,7 +170,7 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 
 // buildModel builds the model named by the variables with the given suffix;
 // (nil, nil, nil) when its provider is empty.
-func buildModel(get func(string) string, suffix string, timeout time.Duration, retries int) (core.Model, *Endpoint, error) {
+func buildModel(get func(string) string, suffix string, timeout time.Duration, retries int, hdr map[string]string) (core.Model, *Endpoint, error) {
 	providerVar, modelVar, baseVar := EnvProvider+suffix, EnvModel+suffix, EnvBaseURL+suffix
 	prov := strings.ToLower(get(providerVar))
 	name := get(modelVar)
@@ -202,7 +202,7 @@ func buildModel(get func(string) string, suffix string, timeout time.Duration, r
 		key := keyFor(get, EnvOpenAIKey, suffix)
 		m, err := openai.New(openai.Config{
 			BaseURL: base, APIKey: key, Model: name,
-			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(),
+			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm: %s: %w", providerVar, err)
@@ -217,7 +217,7 @@ func buildModel(get func(string) string, suffix string, timeout time.Duration, r
 		key := keyFor(get, EnvAnthropicKey, suffix)
 		m, err := anthropic.New(anthropic.Config{
 			BaseURL: base, APIKey: key, Model: name,
-			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(),
+			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm: %s: %w", providerVar, err)
@@ -244,7 +244,7 @@ func keyVarFor(get func(string) string, key, suffix string) string {
 	return key
 }
 
-func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Duration, retries int) (core.Embedder, *Endpoint, error) {
+func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Duration, retries int, hdr map[string]string) (core.Embedder, *Endpoint, error) {
 	name := get(EnvEmbeddingModel)
 	base := get(EnvEmbeddingBaseURL)
 	if name == "" {
@@ -267,7 +267,7 @@ func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Dura
 	key := get(EnvOpenAIKey)
 	e, err := openai.NewEmbedder(openai.Config{
 		BaseURL: base, APIKey: key, Model: name,
-		Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(),
+		Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("llm: %s: %w", EnvEmbeddingModel, err)

@@ -12,6 +12,12 @@ import (
 	"github.com/marlowe-bot/marlowe/llm/openai"
 )
 
+// ProbeHeader is sent with every probe call (value "1"): a server, a proxy's
+// log or a test fake can tell probes from conversation calls.
+const ProbeHeader = provider.ProbeHeader
+
+func probeHeaders() map[string]string { return map[string]string{ProbeHeader: "1"} }
+
 // ProbeResult is what one configured endpoint answered to a minimal call.
 type ProbeResult struct {
 	Role     string // "model", "fallback" or "embeddings"
@@ -52,7 +58,7 @@ func ProbeEnv(ctx context.Context, getenv func(string) string) ([]ProbeResult, e
 	var out []ProbeResult
 	var primaryEP *Endpoint
 	for _, suffix := range []string{"", FallbackSuffix} {
-		m, ep, err := buildModel(get, suffix, timeout, retries)
+		m, ep, err := buildModel(get, suffix, timeout, retries, probeHeaders())
 		if err != nil {
 			return out, err
 		}
@@ -77,7 +83,7 @@ func ProbeEnv(ctx context.Context, getenv func(string) string) ([]ProbeResult, e
 		}
 		out = append(out, r)
 	}
-	e, ep, err := buildEmbedder(get, primaryEP, timeout, retries)
+	e, ep, err := buildEmbedder(get, primaryEP, timeout, retries, probeHeaders())
 	if err != nil {
 		return out, err
 	}

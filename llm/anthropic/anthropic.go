@@ -58,6 +58,8 @@ type Config struct {
 	// Explain, when set, sees every *core.ModelError before Step returns it
 	// (llm fills in the endpoint and the likely cause).
 	Explain func(*core.ModelError)
+	// Headers are added to every request.
+	Headers map[string]string
 }
 
 // Model is a core.Model over the Messages API. It is safe for concurrent use.
@@ -90,6 +92,9 @@ func New(cfg Config) (*Model, error) {
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	for k, v := range cfg.Headers {
+		opts = append(opts, option.WithHeader(k, v))
 	}
 	client := sdk.NewClient(opts...)
 	name := cfg.Provider

@@ -28,6 +28,10 @@ const (
 	DefaultMaxRetryDelay = 2 * time.Second
 )
 
+// ProbeHeader marks the start-up and doctor probes (a minimal real call), so
+// a server or a test fake can tell them from conversation calls.
+const ProbeHeader = "X-Marlowe-Probe"
+
 // NoRetries, as a provider Config.MaxRetries, disables the SDK's own retries.
 const NoRetries = -1
 
