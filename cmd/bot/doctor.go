@@ -274,7 +274,7 @@ func doctorRedis(ctx context.Context, d *doctor, cfg config) {
 func doctorModel(ctx context.Context, d *doctor, cfg config) {
 	_, _, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
-		d.add(fail("model", err.Error(), "README.md → Configuration lists the model variables"))
+		d.add(fail("model", err.Error(), ".env.example explains each model variable; docs/troubleshooting.md → The model"))
 		return
 	}
 	if !info.Configured {

@@ -434,3 +434,16 @@ func dbName(t *testing.T, dsn string) string {
 	}
 	return strings.TrimPrefix(u.Path, "/")
 }
+
+// TestServeUnknownProviderSaysSoFirst: serve reports an unknown provider
+// before asking for anything else and before creating anything on disk.
+func TestServeUnknownProviderSaysSoFirst(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	_, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": dir, "MARLOWE_MODEL_PROVIDER": "ollama", "MARLOWE_HTTP_ADDR": "127.0.0.1:0"}), "", "serve")
+	if err == nil || !strings.Contains(err.Error(), `MARLOWE_MODEL_PROVIDER="ollama" is not a known provider`) || strings.Contains(err.Error(), "MARLOWE_MODEL is required") {
+		t.Fatalf("serve with provider ollama: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("serve created the data directory before reporting the configuration error: %v", err)
+	}
+}

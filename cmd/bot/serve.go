@@ -33,6 +33,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return usageErr("serve takes no arguments (configuration is by environment)")
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	// Configuration errors first, before anything is created on disk.
+	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("model configuration: %w", err)
+	}
 	st, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
@@ -65,10 +70,6 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return err
 	}
 
-	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
-	if err != nil {
-		return fmt.Errorf("model configuration: %w", err)
-	}
 	if info.Configured {
 		log.Info("model configured", "model", info.Description)
 	} else {
