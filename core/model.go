@@ -82,10 +82,38 @@ type ModelError struct {
 	Failure    ModelFailure
 	RetryAfter time.Duration
 	Err        error
+	// Status is the HTTP status the server answered with (0: no answer).
+	Status int
+	// Host is the base URL's host[:port], so an operator sees which
+	// endpoint failed; Hint the likely cause and the setting to check.
+	// Both are optional and never hold secrets.
+	Host string
+	Hint string
 }
 
 func (e *ModelError) Error() string {
-	return fmt.Sprintf("model %s: %s: %v", e.Provider, e.Failure, e.Err)
+	return fmt.Sprintf("model %s: %s: %v", e.Source(), e.Failure, e.Err) + e.LikelyCause()
+}
+
+// LikelyCause is "; likely cause: <hint>", or "" without a hint, to end a
+// sentence shown to people.
+func (e *ModelError) LikelyCause() string {
+	if e.Hint == "" {
+		return ""
+	}
+	return "; likely cause: " + e.Hint
+}
+
+// Source names the failed endpoint for people: "openai at 127.0.0.1:11434".
+func (e *ModelError) Source() string {
+	p := e.Provider
+	if p == "" {
+		p = "the model provider"
+	}
+	if e.Host != "" {
+		p += " at " + e.Host
+	}
+	return p
 }
 func (e *ModelError) Unwrap() error { return e.Err }
 

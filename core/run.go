@@ -580,10 +580,7 @@ func (d *driver) modelFailed(ctx context.Context, err error) error {
 	if !ok {
 		return d.fail(ctx, RunBroken, "the model call failed: "+truncate(err.Error(), 200))
 	}
-	prov := me.Provider
-	if prov == "" {
-		prov = "the model provider"
-	}
+	prov := me.Source() // "openai at 127.0.0.1:11434"
 	switch me.Failure {
 	case FailRateLimited:
 		why := prov + " is rate limiting requests"
@@ -592,11 +589,11 @@ func (d *driver) modelFailed(ctx context.Context, err error) error {
 		}
 		return d.pause(ctx, RunBlocked, why)
 	case FailUnavailable, FailTimeout:
-		return d.pause(ctx, RunBlocked, prov+" is unavailable ("+string(me.Failure)+")")
+		return d.pause(ctx, RunBlocked, prov+" is unavailable ("+string(me.Failure)+")"+me.LikelyCause())
 	case FailAuth:
-		return d.fail(ctx, RunBroken, prov+" rejected the credentials; check the model configuration")
+		return d.fail(ctx, RunBroken, prov+" rejected the credentials; check the model configuration"+me.LikelyCause())
 	case FailBadRequest:
-		return d.fail(ctx, RunBroken, prov+" refused the request (bad-request)")
+		return d.fail(ctx, RunBroken, prov+" refused the request (bad-request)"+me.LikelyCause())
 	case FailBadResponse:
 		return d.fail(ctx, RunBroken, prov+" returned an unusable response after retries")
 	}

@@ -129,11 +129,11 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 	}
 	info := Info{Timeout: timeout}
 
-	primary, primaryEP, err := buildModel(get, "", timeout, retries)
+	primary, primaryEP, err := buildModel(get, "", timeout, retries, nil)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
-	secondary, fallbackEP, err := buildModel(get, FallbackSuffix, timeout, retries)
+	secondary, fallbackEP, err := buildModel(get, FallbackSuffix, timeout, retries, nil)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
@@ -159,7 +159,7 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 		}
 	}
 
-	embedder, embedEP, err := buildEmbedder(get, primaryEP, timeout, retries)
+	embedder, embedEP, err := buildEmbedder(get, primaryEP, timeout, retries, nil)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
@@ -170,7 +170,7 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 
 // buildModel builds the model named by the variables with the given suffix;
 // (nil, nil, nil) when its provider is empty.
-func buildModel(get func(string) string, suffix string, timeout time.Duration, retries int) (core.Model, *Endpoint, error) {
+func buildModel(get func(string) string, suffix string, timeout time.Duration, retries int, hdr map[string]string) (core.Model, *Endpoint, error) {
 	providerVar, modelVar, baseVar := EnvProvider+suffix, EnvModel+suffix, EnvBaseURL+suffix
 	prov := strings.ToLower(get(providerVar))
 	name := get(modelVar)
@@ -182,39 +182,48 @@ func buildModel(get func(string) string, suffix string, timeout time.Duration, r
 		}
 		return nil, nil, nil
 	}
+	// An unknown provider is the first thing to say: asking for a model
+	// name first sends people down the wrong path (ollama is "openai" here).
+	if prov != ProviderOpenAI && prov != ProviderAnthropic {
+		return nil, nil, fmt.Errorf("llm: %s=%q is not a known provider: want %q for any OpenAI-compatible endpoint (Ollama, vLLM, llama.cpp, OpenRouter: set %s to its /v1 URL), or %q",
+			providerVar, prov, ProviderOpenAI, baseVar, ProviderAnthropic)
+	}
 	if name == "" {
 		return nil, nil, fmt.Errorf("llm: %s is required when %s=%s", modelVar, providerVar, prov)
 	}
+	ev := endpointVars{provider: prov, model: name, timeout: timeout, providerVar: providerVar, modelVar: modelVar, baseVar: baseVar}
 	switch prov {
 	case ProviderOpenAI:
 		if base == "" {
 			base = openai.DefaultBaseURL
 		}
+		ev.base, ev.path = base, "/chat/completions"
+		ev.keyVar = keyVarFor(get, EnvOpenAIKey, suffix)
 		key := keyFor(get, EnvOpenAIKey, suffix)
 		m, err := openai.New(openai.Config{
 			BaseURL: base, APIKey: key, Model: name,
-			Timeout: timeout, MaxRetries: retries,
+			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm: %s: %w", providerVar, err)
 		}
 		return m, &Endpoint{Provider: prov, Model: name, Host: host(base), HasKey: key != ""}, nil
-	case ProviderAnthropic:
+	default: // ProviderAnthropic
 		if base == "" {
 			base = anthropic.DefaultBaseURL
 		}
+		ev.base, ev.path = base, "/v1/messages"
+		ev.keyVar = keyVarFor(get, EnvAnthropicKey, suffix)
 		key := keyFor(get, EnvAnthropicKey, suffix)
 		m, err := anthropic.New(anthropic.Config{
 			BaseURL: base, APIKey: key, Model: name,
-			Timeout: timeout, MaxRetries: retries,
+			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm: %s: %w", providerVar, err)
 		}
 		return m, &Endpoint{Provider: prov, Model: name, Host: host(base), HasKey: key != ""}, nil
 	}
-	return nil, nil, fmt.Errorf("llm: %s=%q is not a known provider (want %q for any OpenAI-compatible endpoint, or %q)",
-		providerVar, prov, ProviderOpenAI, ProviderAnthropic)
 }
 
 // keyFor reads KEY_FALLBACK for the fallback, falling back to KEY.
@@ -227,7 +236,15 @@ func keyFor(get func(string) string, key, suffix string) string {
 	return get(key)
 }
 
-func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Duration, retries int) (core.Embedder, *Endpoint, error) {
+// keyVarFor names the variable keyFor read (for error hints).
+func keyVarFor(get func(string) string, key, suffix string) string {
+	if suffix != "" && get(key+suffix) != "" {
+		return key + suffix
+	}
+	return key
+}
+
+func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Duration, retries int, hdr map[string]string) (core.Embedder, *Endpoint, error) {
 	name := get(EnvEmbeddingModel)
 	base := get(EnvEmbeddingBaseURL)
 	if name == "" {
@@ -236,18 +253,21 @@ func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Dura
 		}
 		return nil, nil, nil
 	}
+	baseVar := EnvEmbeddingBaseURL
 	if base == "" {
 		base = openai.DefaultBaseURL
 		if primary != nil && primary.Provider == ProviderOpenAI {
 			if b := get(EnvBaseURL); b != "" {
-				base = b
+				base, baseVar = b, EnvBaseURL
 			}
 		}
 	}
+	ev := endpointVars{provider: ProviderOpenAI, model: name, base: base, timeout: timeout, path: "/embeddings",
+		modelVar: EnvEmbeddingModel, baseVar: baseVar, keyVar: EnvOpenAIKey}
 	key := get(EnvOpenAIKey)
 	e, err := openai.NewEmbedder(openai.Config{
 		BaseURL: base, APIKey: key, Model: name,
-		Timeout: timeout, MaxRetries: retries,
+		Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("llm: %s: %w", EnvEmbeddingModel, err)

@@ -1,49 +1,169 @@
 package main
 
 import (
-	"bufio"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
+
+type composeFile struct {
+	Services map[string]struct {
+		EnvFile     any               `yaml:"env_file"`
+		Environment map[string]string `yaml:"environment"`
+		Ports       []string          `yaml:"ports"`
+		ExtraHosts  []string          `yaml:"extra_hosts"`
+		Healthcheck struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
+	} `yaml:"services"`
+}
+
+func readCompose(t *testing.T) composeFile {
+	t.Helper()
+	b, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // TestComposePublishesOnLoopbackOnly: every port docker-compose.yml
 // publishes is bound to the host's 127.0.0.1 (the sandbox has no login;
 // metrics are not for the internet).
 func TestComposePublishesOnLoopbackOnly(t *testing.T) {
-	f, err := os.Open("../../docker-compose.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	inPorts, indent, seen := false, 0, 0
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		trim := strings.TrimSpace(line)
-		if trim == "" || strings.HasPrefix(trim, "#") {
-			continue
-		}
-		lead := len(line) - len(strings.TrimLeft(line, " "))
-		if inPorts && lead <= indent {
-			inPorts = false
-		}
-		if trim == "ports:" {
-			inPorts, indent = true, lead
-			continue
-		}
-		if inPorts {
-			item := strings.Trim(strings.TrimSpace(strings.TrimPrefix(trim, "-")), `"'`)
+	seen := 0
+	for name, s := range readCompose(t).Services {
+		for _, p := range s.Ports {
 			seen++
-			if !strings.HasPrefix(item, "127.0.0.1:") {
-				t.Errorf("docker-compose.yml:%d publishes %q beyond the host's loopback", n, item)
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("service %s publishes %q beyond the host's loopback", name, p)
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if seen == 0 {
+		t.Fatal("no published ports found")
+	}
+}
+
+// TestComposeBotService: the bot takes all of .env (env_file), checks its
+// own readiness with the binary (distroless has no curl), and reaches a
+// model on the host as host.docker.internal.
+func TestComposeBotService(t *testing.T) {
+	bot, ok := readCompose(t).Services["bot"]
+	if !ok {
+		t.Fatal("no bot service")
+	}
+	var files []string
+	switch v := bot.EnvFile.(type) {
+	case string:
+		files = []string{v}
+	case []any:
+		for _, f := range v {
+			if s, ok := f.(string); ok {
+				files = append(files, s)
+			}
+		}
+	}
+	if !slices.Contains(files, ".env") {
+		t.Errorf("env_file = %v, want .env", bot.EnvFile)
+	}
+	if !slices.Equal(bot.Healthcheck.Test, []string{"CMD", "/bot", "healthcheck"}) {
+		t.Errorf("healthcheck = %v, want [CMD /bot healthcheck]", bot.Healthcheck.Test)
+	}
+	if !slices.Contains(bot.ExtraHosts, "host.docker.internal:host-gateway") {
+		t.Errorf("extra_hosts = %v, want host.docker.internal:host-gateway", bot.ExtraHosts)
+	}
+	// Each wiring variable can be overridden from .env: ${VAR:-default}.
+	for k, v := range bot.Environment {
+		if !strings.HasPrefix(v, "${"+k+":-") {
+			t.Errorf("environment %s=%q hides .env's value (want ${%s:-default})", k, v, k)
+		}
+	}
+	// The healthcheck asks MARLOWE_HTTP_ADDR, which must be the published port.
+	addr := strings.TrimSuffix(strings.TrimPrefix(bot.Environment["MARLOWE_HTTP_ADDR"], "${MARLOWE_HTTP_ADDR:-"), "}")
+	if _, err := readyURL(addr); err != nil || !slices.Contains(bot.Ports, "127.0.0.1:8081"+addr) {
+		t.Errorf("MARLOWE_HTTP_ADDR default %q is not the published 8081 (%v)", addr, err)
+	}
+	df, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if seen == 0 {
-		t.Fatal("no published ports found: the parser no longer matches the file")
+	if !strings.Contains(string(df), `ENTRYPOINT ["/bot"]`) || !strings.Contains(string(df), "COPY --from=build /bot /bot") {
+		t.Error("the image no longer has /bot, which the healthcheck runs")
+	}
+}
+
+// envName matches a configuration variable named in Go source.
+var envName = regexp.MustCompile(`"((?:MARLOWE|SLACK|DISCORD|TELEGRAM|OPENAI|ANTHROPIC)_[A-Z0-9_]+)"`)
+
+// testOnlyVar: variables only tests and benchmarks read.
+func testOnlyVar(v string) bool {
+	for _, p := range []string{"MARLOWE_TEST_", "MARLOWE_BENCH_", "MARLOWE_SQLITE_CHILD_", "MARLOWE_REQUIRE_SERVICES", "MARLOWE_CHROMIUM", "MARLOWE_UPDATE_SCREENSHOT"} {
+		if strings.HasPrefix(v, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEnvExampleListsEveryVariable: every variable the bot's code names
+// (outside tests) appears in .env.example, so a new setting cannot ship
+// undocumented, and with env_file it works under compose.
+func TestEnvExampleListsEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "#"))
+		if k, _, ok := strings.Cut(line, "="); ok && regexp.MustCompile(`^[A-Z][A-Z0-9_]+$`).MatchString(strings.TrimSpace(k)) {
+			listed[strings.TrimSpace(k)] = true
+		}
+	}
+	found := map[string]string{}
+	err = filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "../..") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range envName.FindAllStringSubmatch(string(src), -1) {
+			found[m[1]] = path
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Composed in code from a base name and a suffix.
+	for _, v := range []string{"MARLOWE_MODEL_PROVIDER_FALLBACK", "MARLOWE_MODEL_FALLBACK", "MARLOWE_MODEL_BASE_URL_FALLBACK", "OPENAI_API_KEY_FALLBACK", "ANTHROPIC_API_KEY_FALLBACK"} {
+		found[v] = "llm/llm.go"
+	}
+	if len(found) < 20 {
+		t.Fatalf("found only %d variables: the scan no longer matches the code", len(found))
+	}
+	for v, path := range found {
+		if !testOnlyVar(v) && !listed[v] {
+			t.Errorf("%s (read in %s) is not in .env.example", v, path)
+		}
 	}
 }

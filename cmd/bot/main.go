@@ -37,7 +37,13 @@ Commands:
                    (--channel platform/workspace/channel or --all)
   intent replay    run an intent scenario file (FILE or - for stdin) through
                    the real filter and print one decision per message
+  doctor           check configuration, keys, store, Redis, the model (one
+                   real call), embeddings and each platform; exit 1 on any ✗
+  healthcheck      GET /readyz on MARLOWE_HTTP_ADDR; exit 0 when ready
+                   (the container healthcheck: the image has no curl)
   version          print the version
+
+Every command answers --help (bot COMMAND --help, or bot help COMMAND).
 
 Configuration comes from MARLOWE_* environment variables and, optionally, a
 KEY=VALUE file named by MARLOWE_CONFIG (environment wins). See README.md.
@@ -78,13 +84,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	switch cmd {
 	case "-h", "--help", "help":
+		if len(args) > 0 && printHelp(stdout, args[0]) {
+			return nil
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
+	}
+	if wantsHelp(args) && printHelp(stdout, cmd) {
+		return nil
+	}
+	switch cmd {
 	case "version", "--version":
 		fmt.Fprintf(stdout, "marlowe %s\n", version)
 		return nil
 	case "intent":
 		return cmdIntent(ctx, args, stdin, stdout)
+	case "doctor":
+		return cmdDoctor(ctx, getenv, args, stdout)
+	case "healthcheck":
+		return cmdHealthcheck(ctx, getenv, args, stdout)
 	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {

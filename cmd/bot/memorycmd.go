@@ -34,15 +34,19 @@ func cmdMemory(ctx context.Context, cfg config, args []string, stdout, stderr io
 		}
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	_, emb, _, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	if a.Reembed && emb == nil {
+		return usageErr("memory rebuild: --reembed needs an embedding model: set %s (and %s when it is not the model's endpoint)",
+			llm.EnvEmbeddingModel, llm.EnvEmbeddingBaseURL)
+	}
 	st, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	_, emb, _, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
-	if err != nil {
-		return err
-	}
 	mem, err := newMemory(st, core.NewBoundary(nil), emb, core.Policy{}, log)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -68,5 +69,40 @@ func replayRun(ctx context.Context, cfg config, id string, enc *json.Encoder) er
 	if err != nil {
 		return fmt.Errorf("replay run %s: %w", id, err)
 	}
-	return enc.Encode(rs)
+	return enc.Encode(runJSON(rs))
+}
+
+// runReplayJSON is core.RunReplay in the snake_case every other command
+// prints (the core type carries no JSON tags: it is never stored).
+type runReplayJSON struct {
+	ID          string                 `json:"id"`
+	Scope       core.Scope             `json:"scope"`
+	Status      core.RunStatus         `json:"status"`
+	Reason      string                 `json:"reason,omitempty"`
+	Requester   core.Person            `json:"requester"`
+	Trigger     string                 `json:"trigger"`
+	Instruction string                 `json:"instruction"`
+	StartedAt   time.Time              `json:"started_at"`
+	Steps       int                    `json:"steps"`
+	Tokens      int                    `json:"tokens"`
+	Messages    []core.Message         `json:"messages"`
+	Effects     map[string]messageJSON `json:"effects"`
+}
+
+type messageJSON struct {
+	Scope core.Scope `json:"scope"`
+	ID    string     `json:"id"`
+	At    time.Time  `json:"at"`
+}
+
+func runJSON(rs *core.RunReplay) runReplayJSON {
+	out := runReplayJSON{
+		ID: rs.ID, Scope: rs.Scope, Status: rs.Status, Reason: rs.Reason, Requester: rs.Requester,
+		Trigger: rs.Trigger, Instruction: rs.Instruction, StartedAt: rs.StartedAt, Steps: rs.Steps, Tokens: rs.Tokens,
+		Messages: rs.Messages, Effects: make(map[string]messageJSON, len(rs.Effects)),
+	}
+	for k, ref := range rs.Effects {
+		out.Effects[k] = messageJSON{Scope: ref.Scope, ID: ref.ID, At: ref.At}
+	}
+	return out
 }

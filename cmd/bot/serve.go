@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +33,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return usageErr("serve takes no arguments (configuration is by environment)")
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	// Configuration errors first, before anything is created on disk.
+	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("model configuration: %w", err)
+	}
 	st, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
@@ -63,10 +70,6 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return err
 	}
 
-	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
-	if err != nil {
-		return fmt.Errorf("model configuration: %w", err)
-	}
 	if info.Configured {
 		log.Info("model configured", "model", info.Description)
 	} else {
@@ -138,6 +141,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
+	mux.Handle("GET /readyz", readyHandler(readyChecks(st.Journal, rdb, surfaces.byName)))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(filter, mem), promhttp.HandlerOpts{}))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
@@ -152,7 +156,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	log.Info("http listening", "health", "http://"+addr+"/healthz", "metrics", "http://"+addr+"/metrics")
+	log.Info("http listening", "health", "http://"+addr+"/healthz", "ready", "http://"+addr+"/readyz", "metrics", "http://"+addr+"/metrics")
 
 	runCtx, stopRuns := context.WithCancel(ctx)
 	defer stopRuns()
@@ -168,6 +172,10 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 			return fmt.Errorf("sandbox: %w", err)
 		}
 		log.Info("sandbox ready: open this in a browser to talk to Marlowe", "url", url)
+	}
+	waitProbe := func() {}
+	if info.Configured || info.Embedding != nil {
+		waitProbe = probeModels(runCtx, cfg, log)
 	}
 
 	// Each surface runs until the context ends; one failing stops the bot
@@ -201,6 +209,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	log.Info("shutting down")
 	stopRuns()
 	wg.Wait()
+	waitProbe()
 	engErr := engine.Close()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -246,10 +255,36 @@ type surfaceSet struct {
 	telegramHTTP http.Handler
 }
 
-// newSurfaces starts Slack when any of its settings is given (so a missing
-// token is reported, not silently replaced by the sandbox), and the sandbox
-// when no platform is configured or MARLOWE_SANDBOX=1.
+// newSurfaces starts the configured platforms, and the sandbox when no
+// platform is configured or MARLOWE_SANDBOX=1.
 func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet, error) {
+	set, err := newPlatforms(cfg, rdb, log)
+	if err != nil {
+		return set, err
+	}
+	if len(set.byName) > 0 && cfg.Getenv("MARLOWE_SANDBOX") != "1" {
+		log.Info("sandbox off: a platform is configured", "platforms", slices.Sorted(maps.Keys(set.byName)), "enable", "MARLOWE_SANDBOX=1 runs it alongside")
+	}
+	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
+		sb, err := sandbox.New(sandbox.Config{
+			Addr:     cfg.Getenv("MARLOWE_SANDBOX_ADDR"),
+			Hosts:    strings.Split(cfg.Getenv("MARLOWE_SANDBOX_HOSTS"), ","), // besides loopback names
+			Logger:   log,
+			DataFile: filepath.Join(cfg.DataDir, "sandbox.jsonl"),
+		})
+		if err != nil {
+			return set, fmt.Errorf("sandbox: %w", err)
+		}
+		set.byName[sb.Name()] = sb
+		set.sandbox = sb
+	}
+	return set, nil
+}
+
+// newPlatforms builds each platform whose settings are given: Slack when any
+// of its settings is (so a missing token is reported, not silently replaced
+// by the sandbox). It connects to nothing; bot doctor uses it too.
+func newPlatforms(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet, error) {
 	set := surfaceSet{byName: map[string]core.Surface{}}
 	if slackConfigured(cfg.Getenv) {
 		scfg, err := slack.ConfigFromEnv(cfg.Getenv)
@@ -275,19 +310,6 @@ func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 	}
 	if err := addTelegram(&set, cfg, rdb, log); err != nil {
 		return set, err
-	}
-	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
-		sb, err := sandbox.New(sandbox.Config{
-			Addr:     cfg.Getenv("MARLOWE_SANDBOX_ADDR"),
-			Hosts:    strings.Split(cfg.Getenv("MARLOWE_SANDBOX_HOSTS"), ","), // besides loopback names
-			Logger:   log,
-			DataFile: filepath.Join(cfg.DataDir, "sandbox.jsonl"),
-		})
-		if err != nil {
-			return set, fmt.Errorf("sandbox: %w", err)
-		}
-		set.byName[sb.Name()] = sb
-		set.sandbox = sb
 	}
 	return set, nil
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,11 @@ func cmdVerify(ctx context.Context, cfg config, args []string, stdout io.Writer)
 		return err
 	}
 	defer closeJournal()
+	if *channel != "" {
+		if err := knownChannel(ctx, j, core.ChannelKey(*channel)); err != nil {
+			return exitError{code: 1, err: fmt.Errorf("verify: %w", err)}
+		}
+	}
 	start := time.Now()
 	var n int
 	if *channel != "" {
@@ -67,4 +73,28 @@ func cmdVerify(ctx context.Context, cfg config, args []string, stdout io.Writer)
 	}
 	fmt.Fprintf(stdout, "ok: %d commands verified in %s with key(s) %s\n", n, time.Since(start).Round(time.Millisecond), strings.Join(v.KeyIDs(), ", "))
 	return nil
+}
+
+// knownChannel reports a channel the journal has no command in: a typo must
+// not pass as "ok: 0 commands".
+func knownChannel(ctx context.Context, j core.Journal, ch core.ChannelKey) error {
+	chs, err := j.Channels(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(chs, ch) {
+		return nil
+	}
+	names := make([]string, 0, min(len(chs), 5))
+	for _, c := range chs[:min(len(chs), 5)] {
+		names = append(names, string(c))
+	}
+	known := "the journal is empty"
+	if len(chs) > 0 {
+		known = fmt.Sprintf("it has %d channel(s): %s", len(chs), strings.Join(names, ", "))
+		if len(chs) > len(names) {
+			known += ", …"
+		}
+	}
+	return fmt.Errorf("no channel %s in the journal (%s)", ch, known)
 }

@@ -55,6 +55,11 @@ type Config struct {
 	HTTPClient *http.Client
 	// Provider overrides ProviderName in replies and errors.
 	Provider string
+	// Explain, when set, sees every *core.ModelError before Step returns it
+	// (llm fills in the endpoint and the likely cause).
+	Explain func(*core.ModelError)
+	// Headers are added to every request.
+	Headers map[string]string
 }
 
 // Model is a core.Model over the Messages API. It is safe for concurrent use.
@@ -64,6 +69,7 @@ type Model struct {
 	name      string
 	timeout   time.Duration
 	maxTokens int
+	explain   func(*core.ModelError)
 }
 
 var _ core.Model = (*Model)(nil)
@@ -87,6 +93,9 @@ func New(cfg Config) (*Model, error) {
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
+	for k, v := range cfg.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
 	client := sdk.NewClient(opts...)
 	name := cfg.Provider
 	if name == "" {
@@ -102,6 +111,7 @@ func New(cfg Config) (*Model, error) {
 		name:      name,
 		timeout:   provider.Or(cfg.Timeout, provider.DefaultTimeout),
 		maxTokens: maxTokens,
+		explain:   cfg.Explain,
 	}, nil
 }
 
@@ -115,7 +125,7 @@ func (m *Model) ModelName() string { return m.model }
 func (m *Model) Step(ctx context.Context, v core.View) (core.Reply, error) {
 	params, err := m.request(v)
 	if err != nil {
-		return core.Reply{}, provider.BadRequest(m.name, err)
+		return core.Reply{}, provider.Explain(provider.BadRequest(m.name, err), m.explain)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
@@ -124,9 +134,10 @@ func (m *Model) Step(ctx context.Context, v core.View) (core.Reply, error) {
 	// max_tokens and refuses large values outright ("streaming is required").
 	res, err := m.msgs.New(callCtx, params, option.WithResponseInto(&raw), option.WithRequestTimeout(m.timeout))
 	if err != nil {
-		return core.Reply{}, classify(m.name, ctx, callCtx, err, raw)
+		return core.Reply{}, provider.Explain(classify(m.name, ctx, callCtx, err, raw), m.explain)
 	}
-	return m.reply(res)
+	r, err := m.reply(res)
+	return r, provider.Explain(err, m.explain)
 }
 
 // classify maps an SDK error onto the core failure kinds.

@@ -65,7 +65,7 @@ func (f *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		anthropicError(w, http.StatusBadRequest, nil, "the fake does not stream")
 		return
 	}
-	resp, ok := f.pop(anthropicMessages)
+	resp, ok := f.next(r, anthropicMessages)
 	if !ok {
 		resp = Text(defaultAnthropicText(in))
 	}

@@ -4,7 +4,10 @@
 //
 // A fake answers each request with the next queued Response; with nothing
 // queued it answers deterministically (an echo of the last message, hashed
-// embedding vectors). Every request is recorded, body and all.
+// embedding vectors). Every request is recorded, body and all. A probe (a
+// request with the X-Marlowe-Probe header: bot doctor, serve's start-up
+// check) gets the default answer, consumes nothing queued and is recorded
+// apart (Probes), so a scripted conversation is not disturbed by it.
 package llmtest
 
 import (
@@ -20,6 +23,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/marlowe-bot/marlowe/llm/internal/provider"
 )
 
 // Response is one scripted answer of a fake server.
@@ -117,6 +122,7 @@ type fake struct {
 	mu       sync.Mutex
 	queues   map[string][]Response
 	requests []Request
+	probes   []Request // requests carrying provider.ProbeHeader
 	calls    int
 	dims     int
 	done     chan struct{}
@@ -134,6 +140,18 @@ func (f *fake) enqueue(endpoint string, rs []Response) {
 	defer f.mu.Unlock()
 	f.queues[endpoint] = append(f.queues[endpoint], rs...)
 }
+
+// next is the response for r: the next queued one, except for a probe,
+// which always gets the default answer and leaves the queue to the
+// conversation a test scripted.
+func (f *fake) next(r *http.Request, endpoint string) (Response, bool) {
+	if isProbe(r) {
+		return Response{}, false
+	}
+	return f.pop(endpoint)
+}
+
+func isProbe(r *http.Request) bool { return r.Header.Get(provider.ProbeHeader) != "" }
 
 func (f *fake) pop(endpoint string) (Response, bool) {
 	f.mu.Lock()
@@ -159,12 +177,24 @@ func (f *fake) record(r *http.Request) (Request, error) {
 	}
 	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	f.mu.Lock()
-	f.requests = append(f.requests, req)
+	if isProbe(r) {
+		f.probes = append(f.probes, req)
+	} else {
+		f.requests = append(f.requests, req)
+	}
 	f.mu.Unlock()
 	return req, nil
 }
 
-// Requests returns every request received so far, in order.
+// Probes returns the probe requests received so far (bot doctor's and
+// serve's start-up check), which Requests leaves out.
+func (f *fake) Probes() []Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Request(nil), f.probes...)
+}
+
+// Requests returns every request received so far, in order, probes aside.
 func (f *fake) Requests() []Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()

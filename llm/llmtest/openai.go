@@ -89,7 +89,7 @@ func (f *OpenAI) chat(w http.ResponseWriter, r *http.Request, req Request) {
 		openAIError(w, http.StatusBadRequest, nil, "the fake does not stream")
 		return
 	}
-	resp, ok := f.pop(openAIChat)
+	resp, ok := f.next(r, openAIChat)
 	if !ok {
 		resp = Text(defaultChatText(in))
 	}
@@ -172,7 +172,7 @@ func (f *OpenAI) embed(w http.ResponseWriter, r *http.Request, req Request) {
 		}
 		texts = []string{one}
 	}
-	resp, ok := f.pop(openAIEmbed)
+	resp, ok := f.next(r, openAIEmbed)
 	if !f.wait(r, resp) {
 		openAIError(w, http.StatusServiceUnavailable, nil, "gave up")
 		return

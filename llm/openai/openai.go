@@ -66,6 +66,9 @@ type Config struct {
 	Provider string
 	// Headers are added to every request (e.g. OpenRouter's HTTP-Referer).
 	Headers map[string]string
+	// Explain, when set, sees every *core.ModelError before Step or Embed
+	// returns it (llm fills in the endpoint and the likely cause).
+	Explain func(*core.ModelError)
 }
 
 // Model is a core.Model over the chat completions endpoint. It is safe for
@@ -76,6 +79,7 @@ type Model struct {
 	name      string
 	timeout   time.Duration
 	maxTokens string
+	explain   func(*core.ModelError)
 }
 
 var _ core.Model = (*Model)(nil)
@@ -92,6 +96,7 @@ func New(cfg Config) (*Model, error) {
 		name:      name(cfg),
 		timeout:   provider.Or(cfg.Timeout, provider.DefaultTimeout),
 		maxTokens: cfg.MaxTokensField,
+		explain:   cfg.Explain,
 	}
 	switch m.maxTokens {
 	case MaxTokensField, MaxCompletionTokensField:
@@ -116,16 +121,17 @@ func (m *Model) ModelName() string { return m.model }
 func (m *Model) Step(ctx context.Context, v core.View) (core.Reply, error) {
 	params, err := m.request(v)
 	if err != nil {
-		return core.Reply{}, provider.BadRequest(m.name, err)
+		return core.Reply{}, provider.Explain(provider.BadRequest(m.name, err), m.explain)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	var raw *http.Response
 	res, err := m.chat.New(callCtx, params, option.WithResponseInto(&raw))
 	if err != nil {
-		return core.Reply{}, classify(m.name, ctx, callCtx, err, raw)
+		return core.Reply{}, provider.Explain(classify(m.name, ctx, callCtx, err, raw), m.explain)
 	}
-	return m.reply(res)
+	r, err := m.reply(res)
+	return r, provider.Explain(err, m.explain)
 }
 
 // Embedder is a core.Embedder over the embeddings endpoint. It is safe for
@@ -135,6 +141,7 @@ type Embedder struct {
 	model   string
 	name    string
 	timeout time.Duration
+	explain func(*core.ModelError)
 }
 
 var _ core.Embedder = (*Embedder)(nil)
@@ -150,6 +157,7 @@ func NewEmbedder(cfg Config) (*Embedder, error) {
 		model:   cfg.Model,
 		name:    name(cfg),
 		timeout: provider.Or(cfg.Timeout, provider.DefaultTimeout),
+		explain: cfg.Explain,
 	}, nil
 }
 
@@ -159,6 +167,11 @@ func (e *Embedder) ModelName() string { return e.model }
 // Embed returns one vector per text, in order, and the embedding model that
 // made them (as the server reports it, else as configured).
 func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, string, error) {
+	vecs, model, err := e.embed(ctx, texts)
+	return vecs, model, provider.Explain(err, e.explain)
+}
+
+func (e *Embedder) embed(ctx context.Context, texts []string) ([][]float32, string, error) {
 	if len(texts) == 0 {
 		return nil, e.model, nil
 	}

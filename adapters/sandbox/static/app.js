@@ -23,6 +23,20 @@
     "private-no-window": "In a private channel only DMs and @mentions reach Marlowe.",
     "no-window": "Nothing addressed Marlowe and no conversation window was open, so the message never reached it: not stored, not read.",
   };
+  // The verdict in a few words, shown on the page under each message (the
+  // badge's tooltip keeps the long form).
+  const SAYS = {
+    "dm": "Reached Marlowe: a direct message.",
+    "mention": "Reached Marlowe: it @mentions Marlowe.",
+    "reply-to-bot": "Reached Marlowe: a reply to Marlowe's message.",
+    "thread-window": "Reached Marlowe: Marlowe is in this thread (for 20 minutes after its last post).",
+    "toplevel-window": "Reached Marlowe: Marlowe just answered this person (6-minute window).",
+    "not-a-person-message": "Not for Marlowe: bots, edits and joins never are.",
+    "addressed-to-others": "Not for Marlowe: it addresses someone else, a group or everyone.",
+    "private-no-window": "Not for Marlowe: in a private channel only DMs and @mentions are.",
+    "no-window": "Not for Marlowe: nothing addressed it and no conversation was open. Not stored, not read.",
+  };
+  const DEGRADED = "degraded: memory was searched by keywords only (no embedding model is configured, or it failed), so notes worded differently can be missed.";
   const EMOJI = {
     eyes: "👀", white_check_mark: "✅", heavy_check_mark: "✔️", check: "✅", x: "❌", hourglass: "⏳",
     hourglass_flowing_sand: "⏳", thumbsup: "👍", "+1": "👍", thinking_face: "🤔", warning: "⚠️",
@@ -102,7 +116,7 @@
     if (m.decision) {
       const r = m.decision.reason || "";
       b.classList.add(m.decision.route ? "route" : "ignore");
-      b.textContent = (m.decision.route ? "routed · " : "ignored · ") + r;
+      b.textContent = (m.decision.route ? "routed" : "ignored") + " · " + r;
       b.title = (m.decision.route ? "Marlowe received this message. " : "Marlowe did not receive this message. ") + (REASONS[r] || r);
       b.dataset.route = String(m.decision.route);
       b.dataset.reason = r;
@@ -193,6 +207,13 @@
       tx.innerHTML = renderText(m.text);
       body.appendChild(tx);
     }
+    if (m.decision) {
+      const r = m.decision.reason || "";
+      const says = el("div", "why-text " + (m.decision.route ? "route" : "ignore"), SAYS[r] || REASONS[r] || r);
+      says.dataset.reason = r;
+      body.appendChild(says);
+    }
+    if (m.bot && /\(degraded\)/.test(m.text || "")) body.appendChild(el("div", "degraded-note", DEGRADED));
     if (m.card) body.appendChild(cardView(m));
     if (m.reactions && m.reactions.length) {
       const rs = el("div", "reactions");
@@ -358,7 +379,17 @@
     renderPeople();
     render();
   }
+  // Narrow screens: the channel list is a drawer.
+  function setNav(open) {
+    document.body.classList.toggle("nav-open", open);
+    $("#backdrop").hidden = !open;
+    $("#menu-btn").setAttribute("aria-expanded", String(open));
+  }
+  $("#menu-btn").onclick = () => setNav(!document.body.classList.contains("nav-open"));
+  $("#backdrop").onclick = () => setNav(false);
+
   function setChannel(id) {
+    setNav(false);
     if (state.channel !== id) state.thread = null;
     state.channel = id;
     localStorage.setItem("marlowe.channel", id);

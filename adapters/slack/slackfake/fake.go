@@ -64,6 +64,10 @@ type Config struct {
 	// EchoPosts sends the bot's own posts back as message events (with
 	// bot_id), as Slack does.
 	EchoPosts bool
+
+	// Scopes, when not nil, are listed in the X-OAuth-Scopes header of
+	// every answer to a bot-token call, as Slack lists the token's scopes.
+	Scopes []string
 }
 
 // User is a workspace member.
@@ -389,6 +393,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+	if s.cfg.Scopes != nil && method != "apps.connections.open" {
+		w.Header().Set("X-OAuth-Scopes", strings.Join(s.cfg.Scopes, ","))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)

@@ -28,6 +28,10 @@ const (
 	DefaultMaxRetryDelay = 2 * time.Second
 )
 
+// ProbeHeader marks the start-up and doctor probes (a minimal real call), so
+// a server or a test fake can tell them from conversation calls.
+const ProbeHeader = "X-Marlowe-Probe"
+
 // NoRetries, as a provider Config.MaxRetries, disables the SDK's own retries.
 const NoRetries = -1
 
@@ -119,7 +123,7 @@ func Classify(name string, callerCtx, callCtx context.Context, f HTTPFailure) er
 		}
 		return fmt.Errorf("model %s: call cancelled: %w", name, err)
 	}
-	me := &core.ModelError{Provider: name, Err: err}
+	me := &core.ModelError{Provider: name, Err: err, Status: f.Status}
 	switch {
 	case callCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || isNetTimeout(err):
 		me.Failure = core.FailTimeout
@@ -160,6 +164,18 @@ func StatusFailure(status int) core.ModelFailure {
 func isNetTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Explain lets fn add what a person needs (the endpoint, the likely cause)
+// to err when it is a *core.ModelError; fn may be nil. It returns err.
+func Explain(err error, fn func(*core.ModelError)) error {
+	if fn == nil || err == nil {
+		return err
+	}
+	if me, ok := core.AsModelError(err); ok {
+		fn(me)
+	}
+	return err
 }
 
 // BadResponse is the error for an answer that parsed but cannot be used.
