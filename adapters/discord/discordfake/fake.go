@@ -88,6 +88,9 @@ type Config struct {
 	// ReplayOverlap replays this many events at or before the resumed
 	// sequence as well, so a client must drop what it already has.
 	ReplayOverlap int
+	// NoMessageContent makes applications/@me report the Message Content
+	// intent switched off in the developer portal.
+	NoMessageContent bool
 }
 
 // Message is a stored message.

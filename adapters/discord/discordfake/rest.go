@@ -103,6 +103,12 @@ func (s *Server) route(method, path string, q url.Values, body []byte) (int, any
 			"session_start_limit": map[string]int{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}}
 	case method == "GET" && path == "users/@me":
 		return 200, s.cfg.Bot
+	case method == "GET" && path == "applications/@me":
+		flags := 1 << 19 // GATEWAY_MESSAGE_CONTENT_LIMITED: on, for an unverified bot
+		if s.cfg.NoMessageContent {
+			flags = 0
+		}
+		return 200, map[string]any{"id": s.cfg.ApplicationID, "name": s.cfg.Bot.Username, "flags": flags, "bot_public": false}
 	case method == "POST" && path == "users/@me/channels":
 		var req struct {
 			RecipientID string `json:"recipient_id"`
