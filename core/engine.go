@@ -97,7 +97,7 @@ type EngineConfig struct {
 	Journal  Journal
 	Boundary *Boundary
 	// Model answers runs; nil means offline: only the deterministic command
-	// grammar (help, remember, recall, forget, policy) is served.
+	// grammar (help, memory, status, cancel, policy, routines, inbox…) is served.
 	Model Model
 	// Tools is the tool registry (nil: no tools).
 	Tools *ToolRegistry

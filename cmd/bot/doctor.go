@@ -278,7 +278,7 @@ func doctorModel(ctx context.Context, d *doctor, cfg config) {
 		return
 	}
 	if !info.Configured {
-		d.add(warn("model", "none configured: the bot answers only the offline command grammar (help, remember, recall, forget, policy)",
+		d.add(warn("model", "none configured: the bot answers only the offline command grammar (mention it with `help` for the list)",
 			"MARLOWE_MODEL_PROVIDER=openai MARLOWE_MODEL=<name> MARLOWE_MODEL_BASE_URL=<OpenAI-compatible URL ending in /v1> [OPENAI_API_KEY=...]"))
 	}
 	// Longer than one call's timeout is not useful; a minute at most.

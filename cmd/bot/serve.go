@@ -73,7 +73,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if info.Configured {
 		log.Info("model configured", "model", info.Description)
 	} else {
-		log.Warn("no model configured: serving the offline command grammar only (help, remember, recall, forget, policy)",
+		log.Warn("no model configured: serving the offline command grammar only (mention the bot with `help` for the list)",
 			"configure", "MARLOWE_MODEL_PROVIDER=openai MARLOWE_MODEL=<name> MARLOWE_MODEL_BASE_URL=<any OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama> [OPENAI_API_KEY=...]")
 	}
 
