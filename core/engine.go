@@ -173,7 +173,6 @@ type Engine struct {
 	stopLink func() bool
 	threads  map[threadKey]*mailbox
 	expiries map[string]*time.Timer             // approval id → deadline timer
-	blocked  map[string]blockedRun              // runs waiting out a journal outage
 	inflight map[string]context.CancelCauseFunc // run id → its model call (see interrupt)
 	wg       sync.WaitGroup
 	idle     *sync.Cond

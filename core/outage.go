@@ -49,63 +49,50 @@ func isJournalError(err error) bool {
 	return errors.As(err, &je)
 }
 
-// blockedRun is what the engine needs to tell people a run is blocked
-// without reading the journal: where its checklist is, or would be.
-type blockedRun struct {
+// outageView is where a run's checklist is, or would be, as of the last
+// state a drive of it loaded: all the retry loop needs to say the run is
+// blocked while the journal cannot be read.
+type outageView struct {
+	known    bool
 	platform string
 	key      string // the checklist's effect key
 	scope    Scope
 	ref      *MessageRef
 }
 
-// noteOutage remembers where run's checklist is, from the driver's last
-// good state, for showOutage.
-func (e *Engine) noteOutage(rs *RunReplay) {
-	if rs == nil || !rs.started {
+// note records rs's checklist; a nil view (a caller that does not retry
+// through outages) records nothing.
+func (o *outageView) note(rs *RunReplay) {
+	if o == nil || rs == nil || !rs.started {
 		return
 	}
-	b := blockedRun{platform: rs.Scope.Platform, key: rs.checklistEffect(), scope: rs.Scope}
-	if ref, ok := rs.Effects[b.key]; ok {
-		b.ref = &ref
+	*o = outageView{known: true, platform: rs.Scope.Platform, key: rs.checklistEffect(), scope: rs.Scope}
+	if ref, ok := rs.Effects[o.key]; ok {
+		o.ref = &ref
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.blocked == nil {
-		e.blocked = map[string]blockedRun{}
-	}
-	e.blocked[rs.ID] = b
-}
-
-func (e *Engine) forgetOutage(run string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.blocked, run)
 }
 
 // showOutage puts the blocked notice on the run's checklist: an edit of the
 // checklist, or — for a run that has none yet — the checklist itself, posted
 // under its own effect key so the run's later post of it is the same
 // message. Nothing is journaled: the journal is what is missing.
-func (e *Engine) showOutage(ctx context.Context, run string) error {
-	e.mu.Lock()
-	b, ok := e.blocked[run]
-	e.mu.Unlock()
-	if !ok {
-		return nil
+func (e *Engine) showOutage(ctx context.Context, o outageView) error {
+	if !o.known {
+		return errors.New("the run was never loaded")
 	}
-	s, err := e.surface(b.platform)
+	s, err := e.surface(o.platform)
 	if err != nil {
 		return err
 	}
-	out := Outbound{Key: b.key, Scope: b.scope, Text: blockedText, Priority: PriorityEdit}
-	if b.ref != nil {
-		if err := s.Update(ctx, *b.ref, out); err != nil {
-			return fmt.Errorf("show outage on the checklist of %s: %w", run, err)
+	out := Outbound{Key: o.key, Scope: o.scope, Text: blockedText, Priority: PriorityEdit}
+	if o.ref != nil {
+		if err := s.Update(ctx, *o.ref, out); err != nil {
+			return fmt.Errorf("show outage on the checklist: %w", err)
 		}
 		return nil
 	}
 	if _, err := s.Post(ctx, out); err != nil {
-		return fmt.Errorf("post outage notice for %s: %w", run, err)
+		return fmt.Errorf("post outage notice: %w", err)
 	}
 	return nil
 }
@@ -114,12 +101,12 @@ func (e *Engine) showOutage(ctx context.Context, run string) error {
 // the run's wall-time budget allows (telling people after OutageNotice),
 // any other failure driveAttempts times.
 func (e *Engine) driveThroughOutages(ctx context.Context, run string, resume bool) {
-	defer e.forgetOutage(run)
 	wait := e.cfg.RetryBackoff
+	var view outageView
 	var outageSince time.Time
 	shown := false
 	for attempt := 1; ; {
-		err := e.drive(ctx, run, resume || attempt > 1 || !outageSince.IsZero())
+		err := e.drive(ctx, run, resume || attempt > 1 || !outageSince.IsZero(), &view)
 		if err == nil || ctx.Err() != nil {
 			if !outageSince.IsZero() && err == nil {
 				e.log.Info("run continued after the journal came back", "run", run, "outage", time.Since(outageSince).Round(time.Millisecond))
@@ -138,13 +125,12 @@ func (e *Engine) driveThroughOutages(ctx context.Context, run string, resume boo
 				return
 			}
 			if !shown && out >= e.cfg.OutageNotice {
-				if serr := e.showOutage(ctx, run); serr != nil {
+				if serr := e.showOutage(ctx, view); serr != nil {
 					e.log.Warn("could not show the outage on the checklist", "run", run, "error", serr)
 				} else {
 					shown = true
 				}
 			}
-			wait = min(max(wait, e.cfg.RetryBackoff), maxOutageBackoff)
 		} else {
 			if attempt == driveAttempts {
 				// The run stays unfinished in the journal; the next message
@@ -162,9 +148,10 @@ func (e *Engine) driveThroughOutages(ctx context.Context, run string, resume boo
 			return
 		case <-t.C:
 		}
-		wait *= 2
 		if isJournalError(err) {
-			wait = min(wait, maxOutageBackoff)
+			wait = min(wait*2, maxOutageBackoff)
+		} else {
+			wait *= 4
 		}
 	}
 }

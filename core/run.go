@@ -27,15 +27,19 @@ type driver struct {
 	v       *chanView
 	s       Surface
 	grammar bool
+	// outage, when set, is kept up to date with where the checklist is, so
+	// a journal outage can be shown on it (see driveThroughOutages).
+	outage *outageView
 }
 
 // drive loads a run from the journal and carries it as far as it can go:
 // to a terminal state, or to a park (approval, budget), or until ctx ends.
 // Everything it knows comes from the journal, so the same call resumes a
 // run after a crash.
-func (e *Engine) drive(ctx context.Context, runID string, resume bool) error {
+// outage, when not nil, is told where the run's checklist is.
+func (e *Engine) drive(ctx context.Context, runID string, resume bool, outage *outageView) error {
 	for attempt := 1; ; attempt++ {
-		err := e.driveOnce(ctx, runID, resume)
+		err := e.driveOnce(ctx, runID, resume, outage)
 		if (errors.Is(err, errRunEnded) || errors.Is(err, errInterrupted)) && attempt < 3 {
 			// Cancelled while this drive held the run: start again from
 			// the journal, which now ends the run, and show that end.
@@ -48,7 +52,7 @@ func (e *Engine) drive(ctx context.Context, runID string, resume bool) error {
 	}
 }
 
-func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool) error {
+func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outage *outageView) error {
 	cmds, err := e.j.ReadRun(ctx, runID)
 	if err != nil {
 		return fmt.Errorf("read: %w", journalFailed(err))
@@ -61,13 +65,13 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool) error
 	if err != nil {
 		return err
 	}
-	e.noteOutage(rs)
+	outage.note(rs)
 	v, err := e.channel(ctx, rs.Scope.Key())
 	if err != nil {
 		return journalFailed(err)
 	}
 	rs.resumed = resume
-	d := &driver{e: e, rs: rs, v: v, s: s}
+	d := &driver{e: e, rs: rs, v: v, s: s, outage: outage}
 	d.grammar = e.offline || parseGrammar(rs.Instruction).deterministic() || parseInboxCmd(rs.Instruction).kind != inboxNone
 	return d.run(ctx, resume)
 }
@@ -201,7 +205,7 @@ func (d *driver) appendRun(ctx context.Context, check func() error, drafts ...Dr
 	cmds, err := d.v.append(ctx, guard, drafts...)
 	if err != nil {
 		if isJournalError(err) {
-			d.e.noteOutage(d.rs)
+			d.outage.note(d.rs) // the checklist may have been posted since the drive began
 		}
 		return nil, err
 	}
