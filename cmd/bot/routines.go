@@ -32,9 +32,9 @@ func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, 
 		if v == "" {
 			continue
 		}
-		d, err := time.ParseDuration(v)
+		d, err := parseDurationOrSeconds(v)
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%s=%q: want a positive duration such as 5m", name, v)
+			return nil, fmt.Errorf("%s=%q: want a positive Go duration (5m, 1h) or seconds", name, v)
 		}
 		*dst = d
 	}
