@@ -38,7 +38,26 @@ func (e *Engine) post(ctx context.Context, s Surface, rs *RunReplay, out Outboun
 	if rs != nil && rs.resumed {
 		out.Resumed = true
 	}
-	e.preopenWindows(ctx, out, rec)
+	v, err := e.channel(ctx, out.Scope.Key())
+	if err != nil {
+		return MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
+	}
+	pm := PostedMessage{Scope: out.Scope, Role: rec.role}
+	if h := rec.answering; h != nil {
+		pm.Answering, pm.AnsweringUser, pm.AnsweringTop, pm.AnsweringDM = h.msgID, h.author.ID, h.top, h.dm
+	}
+	if obs, ok := e.cfg.PostObserver.(PostIntentObserver); ok {
+		// Open the windows the post opens before the platform shows it, so
+		// a reply sent the instant it appears is routed. The observation
+		// after message.posted repeats it with the message id; a post that
+		// then fails leaves a window open for nothing, which is harmless.
+		pre := pm
+		pre.At = e.now()
+		_ = v.with(ctx, func() { pre.Policy = e.policyLocked(v) })
+		if err := obs.ObservePostIntent(ctx, pre); err != nil {
+			e.log.Warn("post observer failed", "channel", string(out.Scope.Key()), "error", err)
+		}
+	}
 	ref, err := s.Post(ctx, out)
 	if err != nil {
 		return MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
@@ -60,13 +79,8 @@ func (e *Engine) post(ctx context.Context, s Surface, rs *RunReplay, out Outboun
 	if err != nil {
 		return ref, fmt.Errorf("record post %s: %w", out.Key, err)
 	}
-	v, err := e.channel(ctx, out.Scope.Key())
-	if err != nil {
-		return ref, fmt.Errorf("record post %s: %w", out.Key, err)
-	}
-	var pol Policy
 	cmds, err := v.appendPlan(ctx, func() ([]Draft, error) {
-		pol = e.policyLocked(v)
+		pm.Policy = e.policyLocked(v)
 		return []Draft{d}, nil
 	})
 	if err != nil {
@@ -78,41 +92,12 @@ func (e *Engine) post(ctx context.Context, s Surface, rs *RunReplay, out Outboun
 		}
 	}
 	if obs := e.cfg.PostObserver; obs != nil {
-		pm := PostedMessage{Command: cmds[0], Scope: out.Scope, MessageID: ref.ID, At: cmds[0].At(), Role: rec.role, Policy: pol}
-		if h := rec.answering; h != nil {
-			pm.Answering, pm.AnsweringUser, pm.AnsweringTop, pm.AnsweringDM = h.msgID, h.author.ID, h.top, h.dm
-		}
+		pm.Command, pm.MessageID, pm.At = cmds[0], ref.ID, cmds[0].At()
 		if err := obs.ObservePost(ctx, pm); err != nil {
 			e.log.Warn("post observer failed", "channel", string(out.Scope.Key()), "error", err)
 		}
 	}
 	return ref, nil
-}
-
-// preopenWindows tells the observer about a post before the platform shows
-// it, so a reply sent the instant the answer appears finds its window open
-// (a thread's window, and the top-level window of the person answered).
-// The observation after message.posted repeats it with the message id; a
-// post that then fails leaves a window that routes a reply to a message the
-// bot meant to answer, which is harmless.
-func (e *Engine) preopenWindows(ctx context.Context, out Outbound, rec postRecord) {
-	obs, ok := e.cfg.PostObserver.(PostIntentObserver)
-	if !ok {
-		return
-	}
-	v, err := e.channel(ctx, out.Scope.Key())
-	if err != nil {
-		return // the post's own record will fail and say so
-	}
-	var pol Policy
-	_ = v.with(ctx, func() { pol = e.policyLocked(v) })
-	pm := PostedMessage{Scope: out.Scope, At: e.now(), Role: rec.role, Policy: pol}
-	if h := rec.answering; h != nil {
-		pm.Answering, pm.AnsweringUser, pm.AnsweringTop, pm.AnsweringDM = h.msgID, h.author.ID, h.top, h.dm
-	}
-	if err := obs.ObservePostIntent(ctx, pm); err != nil {
-		e.log.Warn("post observer failed", "channel", string(out.Scope.Key()), "error", err)
-	}
 }
 
 // edit journals message.updated for the message posted as effect, then
