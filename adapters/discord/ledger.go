@@ -31,10 +31,6 @@ func newPostLedger(now func() time.Time, ttl time.Duration, max int) *postLedger
 // produce one message); the returned func unlocks.
 func (l *postLedger) lock(key string) func() { return l.posts.Lock(key) }
 
-func (l *postLedger) get(key string) (core.MessageRef, bool) { return l.posts.Get(key) }
-
-func (l *postLedger) put(key string, ref core.MessageRef) { l.posts.Put(key, ref) }
-
 // ours records the id of a message the bot posted, so a reply to it is
 // known as a reply to the bot when Discord omits referenced_message.
 func (l *postLedger) ours(id string) {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -52,14 +51,6 @@ func nonceOf(key string) string {
 	}
 	h := sha256.Sum256([]byte("marlowe-nonce\x00" + key))
 	return base64.RawURLEncoding.EncodeToString(h[:])[:25]
-}
-
-// partKey is the idempotency key of part i of n.
-func partKey(key string, i, n int) string {
-	if key == "" || n == 1 || i == 0 {
-		return key
-	}
-	return key + "#" + strconv.Itoa(i)
 }
 
 func checkScope(s core.Scope) error {
@@ -117,40 +108,21 @@ func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef,
 	if err != nil {
 		return core.MessageRef{}, err
 	}
-	var first core.MessageRef
-	for i, part := range parts {
-		pk := partKey(out.Key, i, len(parts))
-		if pk != "" {
-			if ref, ok := a.ledger.get(pk); ok {
-				if i == 0 {
-					first = ref
-				}
-				continue
-			}
-		}
+	return a.ledger.posts.PostParts("discord", out.Key, len(parts), func(i int, pk string) (core.MessageRef, error) {
+		part := parts[i]
 		part.Nonce, part.EnforceNonce = nonceOf(pk), pk != ""
 		part.AllowedMentions = safeMentions()
 		m, err := a.create(ctx, target, out.Priority, part)
 		if err != nil {
-			if i > 0 {
-				return first, fmt.Errorf("discord: part %d of %d: %w", i+1, len(parts), err)
-			}
 			return core.MessageRef{}, err
 		}
 		at := m.Timestamp
 		if at.IsZero() {
 			at = snowflakeTime(m.ID)
 		}
-		ref := core.MessageRef{Scope: scope, ID: m.ID, At: at}
-		if pk != "" {
-			a.ledger.put(pk, ref)
-		}
 		a.ledger.ours(m.ID)
-		if i == 0 {
-			first = ref
-		}
-	}
-	return first, nil
+		return core.MessageRef{Scope: scope, ID: m.ID, At: at}, nil
+	})
 }
 
 // create sends one message, retrying a send whose answer was lost with the

@@ -32,25 +32,14 @@ func newPostLedger(now func() time.Time, ttl time.Duration, max int) *postLedger
 // produce one message); the returned func unlocks.
 func (l *postLedger) lock(key string) func() { return l.posts.Lock(key) }
 
-func (l *postLedger) get(key string) (core.MessageRef, bool) { return l.posts.Get(key) }
-
-// put records the post and settles any doubt about it. The ref is recorded
-// before the doubt is dropped, so a key is never seen as neither.
-func (l *postLedger) put(key string, ref core.MessageRef) {
-	l.posts.Put(key, ref)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.doubt, key)
-	if len(l.doubt) > l.max {
-		clear(l.doubt)
-	}
-}
-
 // markDoubt records that a post for key may have happened.
 func (l *postLedger) markDoubt(key string, since time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.doubt[key]; !ok {
+		if len(l.doubt) >= l.max {
+			clear(l.doubt) // bounded; only a flood of lost responses gets here
+		}
 		l.doubt[key] = since
 	}
 }
@@ -62,6 +51,7 @@ func (l *postLedger) inDoubt(key string) (time.Time, bool) {
 	return t, ok
 }
 
+// clearDoubt settles a post that landed (sent, or found by its key).
 func (l *postLedger) clearDoubt(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -48,14 +47,6 @@ func (a *Adapter) render(out core.Outbound) ([]outPart, error) {
 	return parts, nil
 }
 
-// partKey is the idempotency key of part i of n.
-func partKey(key string, i, n int) string {
-	if key == "" || n == 1 || i == 0 {
-		return key
-	}
-	return key + "#" + strconv.Itoa(i)
-}
-
 func checkScope(s core.Scope) error {
 	if s.Platform != "" && s.Platform != Platform {
 		return fmt.Errorf("slack: scope platform %q is not %q", s.Platform, Platform)
@@ -83,32 +74,9 @@ func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef,
 		unlock := a.ledger.lock(out.Key)
 		defer unlock()
 	}
-	var first core.MessageRef
-	for i, part := range parts {
-		pk := partKey(out.Key, i, len(parts))
-		if pk != "" {
-			if ref, ok := a.ledger.get(pk); ok {
-				if i == 0 {
-					first = ref
-				}
-				continue
-			}
-		}
-		ref, err := a.postPart(ctx, out, pk, part)
-		if err != nil {
-			if i > 0 {
-				return first, fmt.Errorf("slack: part %d of %d: %w", i+1, len(parts), err)
-			}
-			return core.MessageRef{}, err
-		}
-		if pk != "" {
-			a.ledger.put(pk, ref)
-		}
-		if i == 0 {
-			first = ref
-		}
-	}
-	return first, nil
+	return a.ledger.posts.PostParts("slack", out.Key, len(parts), func(i int, pk string) (core.MessageRef, error) {
+		return a.postPart(ctx, out, pk, parts[i])
+	})
 }
 
 // postPart sends one message, retrying an in-doubt send only after checking
@@ -147,6 +115,7 @@ func (a *Adapter) postPart(ctx context.Context, out core.Outbound, key string, p
 				}
 				if found {
 					a.log.Info("slack: in-doubt post found by its key; not posting again", "channel", scope.Channel, "ts", ref.ID)
+					a.ledger.clearDoubt(key)
 					return ref, nil
 				}
 			}

@@ -22,7 +22,3 @@ func newPostLedger(now func() time.Time, ttl time.Duration, max int) *postLedger
 
 // lock serialises work on one key; the returned func unlocks.
 func (l *postLedger) lock(key string) func() { return l.posts.Lock(key) }
-
-func (l *postLedger) get(key string) (core.MessageRef, bool) { return l.posts.Get(key) }
-
-func (l *postLedger) put(key string, ref core.MessageRef) { l.posts.Put(key, ref) }

@@ -40,14 +40,6 @@ func render(out core.Outbound) ([]outPart, error) {
 	return parts, nil
 }
 
-// partKey is the idempotency key of part i of n.
-func partKey(key string, i, n int) string {
-	if key == "" || n == 1 || i == 0 {
-		return key
-	}
-	return key + "#" + strconv.Itoa(i)
-}
-
 // Post implements core.Surface. The message goes to the scope's chat and,
 // for a forum topic, carries its message_thread_id (never 1, the General
 // topic, which is the chat itself). out.Scope.Thread, when set, is the
@@ -80,17 +72,8 @@ func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef,
 	}
 	scope := out.Scope
 	scope.Platform = Platform
-	var first core.MessageRef
-	for i, part := range parts {
-		pk := partKey(out.Key, i, len(parts))
-		if pk != "" {
-			if ref, ok := a.ledger.get(pk); ok {
-				if i == 0 {
-					first = ref
-				}
-				continue
-			}
-		}
+	return a.ledger.posts.PostParts("telegram", out.Key, len(parts), func(i int, _ string) (core.MessageRef, error) {
+		part := parts[i]
 		p := params("chat_id", itoa(chat), "text", part.text)
 		if topic > 1 {
 			p["message_thread_id"] = itoa(topic)
@@ -107,20 +90,10 @@ func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef,
 		})
 		if err != nil {
 			a.noteMigration(err, chat)
-			if i > 0 {
-				return first, fmt.Errorf("telegram: part %d of %d: %w", i+1, len(parts), err)
-			}
 			return core.MessageRef{}, err
 		}
-		ref := core.MessageRef{Scope: scope, ID: itoa(sent.MessageID), At: unixOr(sent.Date, a.now())}
-		if pk != "" {
-			a.ledger.put(pk, ref)
-		}
-		if i == 0 {
-			first = ref
-		}
-	}
-	return first, nil
+		return core.MessageRef{Scope: scope, ID: itoa(sent.MessageID), At: unixOr(sent.Date, a.now())}, nil
+	})
 }
 
 // noteMigration logs a group that became a supergroup: it has a new chat id

@@ -7,6 +7,8 @@
 package postledger
 
 import (
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -99,4 +101,48 @@ func (l *Ledger[Ref]) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.posted)
+}
+
+// PartKey is the idempotency key of part i of an n-part message posted
+// under key: the first part keeps the message's own key.
+func PartKey(key string, i, n int) string {
+	if key == "" || n == 1 || i == 0 {
+		return key
+	}
+	return key + "#" + strconv.Itoa(i)
+}
+
+// PostParts posts the n parts of one message under key, in order: a part
+// the ledger already holds is not posted again, each part posted is
+// recorded, and the first part's ref is returned. post sends part i under
+// its part key. A failure after the first part returns the first ref with
+// the error (the message is partly out), named "<name>: part i of n".
+// Callers hold Lock(key).
+func (l *Ledger[Ref]) PostParts(name, key string, n int, post func(i int, partKey string) (Ref, error)) (Ref, error) {
+	var first, zero Ref
+	for i := range n {
+		pk := PartKey(key, i, n)
+		if pk != "" {
+			if ref, ok := l.Get(pk); ok {
+				if i == 0 {
+					first = ref
+				}
+				continue
+			}
+		}
+		ref, err := post(i, pk)
+		if err != nil {
+			if i > 0 {
+				return first, fmt.Errorf("%s: part %d of %d: %w", name, i+1, n, err)
+			}
+			return zero, err
+		}
+		if pk != "" {
+			l.Put(pk, ref)
+		}
+		if i == 0 {
+			first = ref
+		}
+	}
+	return first, nil
 }

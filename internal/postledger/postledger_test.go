@@ -107,3 +107,37 @@ func TestLockDistinctKeysDoNotBlock(t *testing.T) {
 		t.Fatal("locking b waited for a")
 	}
 }
+
+// A message whose second part failed is retried: the first part is not
+// posted again, the second is, and the first part's ref comes back.
+func TestPostPartsResumesAfterAFailedPart(t *testing.T) {
+	l := New[string](time.Now, time.Hour, 10)
+	var posted []string
+	failSecond := true
+	post := func(i int, pk string) (string, error) {
+		if i == 1 && failSecond {
+			return "", fmt.Errorf("boom")
+		}
+		posted = append(posted, pk)
+		return fmt.Sprintf("ref%d", i), nil
+	}
+	first, err := l.PostParts("test", "k", 3, post)
+	if err == nil || err.Error() != "test: part 2 of 3: boom" || first != "ref0" {
+		t.Fatalf("first try = %q, %v", first, err)
+	}
+	failSecond = false
+	first, err = l.PostParts("test", "k", 3, post)
+	if err != nil || first != "ref0" {
+		t.Fatalf("retry = %q, %v", first, err)
+	}
+	if want := []string{"k", "k#1", "k#2"}; fmt.Sprint(posted) != fmt.Sprint(want) {
+		t.Errorf("posted %v, want %v (each part once)", posted, want)
+	}
+	// A failure of the first part returns no ref; no key: nothing recorded.
+	if ref, err := l.PostParts("test", "", 1, func(int, string) (string, error) { return "", fmt.Errorf("down") }); err == nil || ref != "" {
+		t.Errorf("first part failure = %q, %v", ref, err)
+	}
+	if got := PartKey("k", 0, 2) + "," + PartKey("k", 1, 2) + "," + PartKey("", 1, 2) + "," + PartKey("k", 0, 1); got != "k,k#1,,k" {
+		t.Errorf("part keys = %s", got)
+	}
+}
