@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,40 +38,8 @@ func narrowSession(t *testing.T, chrome string, width, height int) {
 	sb := newSandbox(t, Config{Clock: time.Now, DataFile: filepath.Join(t.TempDir(), "sandbox.jsonl")})
 	base := run(t, sb, engineDeliver(t, sb))
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("lang", "en-GB"), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(width, height),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height)), chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	var (
-		mu         sync.Mutex
-		exceptions []string
-		wg         sync.WaitGroup
-	)
-	consoleCtx, stopConsole := context.WithCancel(ctx)
-	wg.Go(func() {
-		for m, err := range chromedp.Console(consoleCtx) {
-			if err != nil {
-				return
-			}
-			if m.IsException() || m.Type == "error" {
-				mu.Lock()
-				exceptions = append(exceptions, m.String())
-				mu.Unlock()
-			}
-		}
-	})
-	defer func() { stopConsole(); wg.Wait() }()
+	br := startBrowser(t, chrome, width, height)
+	ctx := br.ctx
 
 	shot := func(name string) []byte {
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
@@ -174,9 +141,7 @@ func narrowSession(t *testing.T, chrome string, width, height int) {
 			` && document.querySelector('#messages .degraded-note').textContent.includes("searched by keywords only")`)
 	until("still nothing overflows sideways", noOverflow)
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(exceptions) > 0 {
-		t.Errorf("page errors:\n%s", strings.Join(exceptions, "\n"))
+	if errs := br.pageErrors(); len(errs) > 0 {
+		t.Errorf("page errors:\n%s", strings.Join(errs, "\n"))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,62 @@ func chromium(t *testing.T) string {
 // the thread untagged and is answered with an approval card, Bob's
 // top-level chatter is ignored (no-window), Alice approves and the result
 // appears. With MARLOWE_UPDATE_SCREENSHOT=1 it refreshes docs/sandbox.png.
+// browser is a headless Chromium for one test, started as DEVELOPERS.md
+// says, with the page's uncaught exceptions and console errors collected.
+type browser struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	errs []string
+}
+
+// startBrowser starts Chromium at chrome with a width×height viewport; it
+// stops when the test ends.
+func startBrowser(t *testing.T, chrome string, width, height int) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("lang", "en-GB"), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(width, height),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
+	b := &browser{ctx: ctx}
+	consoleCtx, stopConsole := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		stopConsole()
+		wg.Wait()
+		cancel()
+		cancelBrowser()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height)), chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	wg.Go(func() {
+		for m, err := range chromedp.Console(consoleCtx) {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == "error" {
+				b.mu.Lock()
+				b.errs = append(b.errs, m.String())
+				b.mu.Unlock()
+			}
+		}
+	})
+	return b
+}
+
+// pageErrors returns what the page threw or logged as an error so far.
+func (b *browser) pageErrors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.errs)
+}
+
 func TestBrowserEndToEnd(t *testing.T) {
 	chrome := chromium(t)
 	if testing.Short() {
@@ -49,50 +106,8 @@ func TestBrowserEndToEnd(t *testing.T) {
 	sb := newSandbox(t, Config{Clock: time.Now, DataFile: filepath.Join(t.TempDir(), "sandbox.jsonl")})
 	base := run(t, sb, engineDeliver(t, sb))
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("lang", "en-GB"),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 900),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
-
-	// Start the browser, then collect the page's uncaught exceptions.
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1440, 940), chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	var (
-		consoleMu  sync.Mutex
-		exceptions []string
-		consoleWG  sync.WaitGroup
-	)
-	consoleCtx, stopConsole := context.WithCancel(ctx)
-	consoleWG.Go(func() {
-		for m, err := range chromedp.Console(consoleCtx) {
-			if err != nil {
-				return
-			}
-			if m.IsException() || m.Type == "error" {
-				consoleMu.Lock()
-				exceptions = append(exceptions, m.String())
-				consoleMu.Unlock()
-			}
-		}
-	})
-	defer func() { stopConsole(); consoleWG.Wait() }()
+	br := startBrowser(t, chrome, 1440, 940)
+	ctx := br.ctx
 
 	shot := func(name string) []byte {
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
@@ -239,10 +254,8 @@ func TestBrowserEndToEnd(t *testing.T) {
 		t.Fatalf("duplicate messages after reload: %d (%v)", dups, err)
 	}
 
-	consoleMu.Lock()
-	defer consoleMu.Unlock()
-	if len(exceptions) > 0 {
-		t.Errorf("page errors:\n%s", strings.Join(exceptions, "\n"))
+	if errs := br.pageErrors(); len(errs) > 0 {
+		t.Errorf("page errors:\n%s", strings.Join(errs, "\n"))
 	}
 	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("browser test ran out of time")

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,40 +26,8 @@ func TestBrowserDMInbox(t *testing.T) {
 	sb := newSandbox(t, Config{Clock: time.Now, DataFile: filepath.Join(t.TempDir(), "sandbox.jsonl")})
 	base := run(t, sb, engineDeliver(t, sb, withApprovers))
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("lang", "en-GB"), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1440, 900),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1440, 940), chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	var (
-		mu         sync.Mutex
-		exceptions []string
-		wg         sync.WaitGroup
-	)
-	consoleCtx, stopConsole := context.WithCancel(ctx)
-	wg.Go(func() {
-		for m, err := range chromedp.Console(consoleCtx) {
-			if err != nil {
-				return
-			}
-			if m.IsException() || m.Type == "error" {
-				mu.Lock()
-				exceptions = append(exceptions, m.String())
-				mu.Unlock()
-			}
-		}
-	})
-	defer func() { stopConsole(); wg.Wait() }()
+	br := startBrowser(t, chrome, 1440, 940)
+	ctx := br.ctx
 
 	shot := func() []byte {
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
@@ -158,9 +125,7 @@ func TestBrowserDMInbox(t *testing.T) {
 	if bobCards != 0 {
 		t.Errorf("the requester got %d DM cards", bobCards)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(exceptions) > 0 {
-		t.Errorf("page errors:\n%s", strings.Join(exceptions, "\n"))
+	if errs := br.pageErrors(); len(errs) > 0 {
+		t.Errorf("page errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
