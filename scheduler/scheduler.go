@@ -65,6 +65,10 @@ type Scheduler struct {
 	// decides a slot twice.
 	mu  sync.Mutex
 	eng Engine
+	// quiet holds, for each channel found without routines, the seq it was
+	// read up to: later passes read only what came after it, not the whole
+	// journal again. Guarded by mu.
+	quiet map[core.ChannelKey]uint64
 }
 
 // New validates cfg.
@@ -87,7 +91,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{cfg: cfg}, nil
+	return &Scheduler{cfg: cfg, quiet: map[core.ChannelKey]uint64{}}, nil
 }
 
 // Bind gives the scheduler the engine it posts through. The engine is built
@@ -161,9 +165,28 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 }
 
 func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
+	if seen, ok := s.quiet[ch]; ok {
+		newer, err := s.cfg.Journal.Read(ctx, ch, seen+1, 0)
+		if err != nil {
+			return fmt.Errorf("routine pass %s: %w", ch, err)
+		}
+		if !hasRoutine(newer) {
+			if len(newer) > 0 {
+				s.quiet[ch] = newer[len(newer)-1].Seq()
+			}
+			return nil
+		}
+		delete(s.quiet, ch)
+	}
 	cmds, err := s.cfg.Journal.Read(ctx, ch, 0, 0)
 	if err != nil {
 		return fmt.Errorf("routine pass %s: %w", ch, err)
+	}
+	if !hasRoutine(cmds) {
+		if len(cmds) > 0 {
+			s.quiet[ch] = cmds[len(cmds)-1].Seq()
+		}
+		return nil
 	}
 	now := s.cfg.Clock().UTC()
 	var errs []error
@@ -224,6 +247,17 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasRoutine reports whether cmds hold a routine.created: a channel without
+// one has nothing to fire.
+func hasRoutine(cmds []core.Command) bool {
+	for _, c := range cmds {
+		if c.Kind() == core.KindRoutineCreated {
+			return true
+		}
+	}
+	return false
 }
 
 // fire journals routine.fired before anything is posted: the record is

@@ -256,3 +256,21 @@ func TestDigestPendingApprovalsAndMemories(t *testing.T) {
 		}
 	}
 }
+
+// A channel the scheduler already passed over as having no routines is
+// read incrementally afterwards; a routine added there later still fires.
+func TestRoutineAddedToAQuietChannelFires(t *testing.T) {
+	w := newWorld(t)
+	w.say(alice, "help")
+	w.tick() // the channel has no routine yet: remembered as quiet
+	w.tick()
+	id := routineID(t, w.say(alice, "routine add @every 10m: digest"))
+	w.clk.Advance(10 * time.Minute)
+	w.tick()
+	if f := w.fired(); len(f) != 1 || f[0].RoutineID != id {
+		t.Fatalf("fired: %+v", f)
+	}
+	if d := w.digests(); len(d) != 1 {
+		t.Fatalf("digests: %q", d)
+	}
+}
