@@ -150,22 +150,27 @@ func TestSlackApprovalDecidedFromTheDMInbox(t *testing.T) {
 	if !strings.Contains(string(dm.Blocks), "Where") || !strings.Contains(string(dm.Blocks), `\u003c#`+chPublic) {
 		t.Errorf("the DM card does not say where: %s", dm.Blocks)
 	}
-	waitUntil(t, 5*time.Second, "Bob's Home tab with the item", func() bool {
+	homeWith := func(user string) int {
+		n := 0
 		for _, v := range f.HomeViews() {
-			if v.User == bob && strings.Contains(string(v.View), "Approval needed: deploy") {
-				return true
+			if v.User == user && strings.Contains(string(v.View), "Approval needed: deploy") {
+				n++
 			}
 		}
-		return false
+		return n
+	}
+	// Both approvers' tabs are published when the approval appears; wait for
+	// both so the count below sees only what opening the tab publishes.
+	waitUntil(t, 5*time.Second, "Bob's and Carol's Home tabs with the item", func() bool {
+		return homeWith(bob) > 0 && homeWith(carol) > 0
 	})
 
 	// Opening the Home tab publishes it too.
-	before := len(f.HomeViews())
+	before := homeWith(carol)
 	ackAll(t, f, []string{f.PushEvent(f.AppHomeOpenedEvent(carol, "home"))})
-	hv := f.HomeViews()
-	if len(hv) != before+1 || hv[len(hv)-1].User != carol || !strings.Contains(string(hv[len(hv)-1].View), "Approval needed: deploy") {
-		t.Fatalf("app_home_opened published %+v\n%s", hv[before:], logs.String())
-	}
+	waitUntil(t, 5*time.Second, "Carol's Home tab republished on app_home_opened", func() bool {
+		return homeWith(carol) > before
+	})
 
 	tok := buttons(t, dm.Blocks)["approve"]
 	if tok == "" || tok != buttons(t, thread.Blocks)["approve"] {
