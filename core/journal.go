@@ -17,6 +17,14 @@ type Journal interface {
 	// head and chains prev; concurrent appenders (goroutines or processes)
 	// never fork the chain or duplicate a seq.
 	Append(ctx context.Context, drafts ...Draft) ([]Command, error)
+	// AppendAt appends like Append, but only when the channel's head is
+	// still exp.Head and, when exp.Fence is set, the fence's lease has not
+	// passed to another holder since. Otherwise it appends nothing and
+	// returns an error wrapping ErrHeadMoved or ErrFenced. This is what makes
+	// a decision taken on a folded view (is this approval still pending? is
+	// the run still live?) hold across replicas: a replica with a stale view
+	// or a lost lease cannot write.
+	AppendAt(ctx context.Context, exp Expect, drafts ...Draft) ([]Command, error)
 	// Read returns up to limit commands of a channel with seq >= from, in seq
 	// order (limit <= 0: all).
 	Read(ctx context.Context, ch ChannelKey, from uint64, limit int) ([]Command, error)
@@ -34,8 +42,23 @@ type Journal interface {
 	Redact(ctx context.Context, seq uint64, record Draft) (Command, error)
 }
 
+// Expect is what an AppendAt requires of the journal.
+type Expect struct {
+	// Head is the seq of the channel's last command the caller has folded
+	// (0: the channel is empty).
+	Head uint64
+	// Fence, when set, is the lease the writer drives the channel under.
+	Fence *Fence
+}
+
 // Errors shared by journal implementations.
 var (
+	// ErrHeadMoved: the channel's head is past the expected one; the writer
+	// catches up and decides again.
+	ErrHeadMoved = errors.New("journal: channel head moved")
+	// ErrFenced: the writer's lease has passed to another replica; it must
+	// stop driving the channel.
+	ErrFenced = errors.New("journal: lease fence is stale (another replica owns the channel)")
 	ErrMixedChannels = errors.New("journal: batch spans more than one channel")
 	ErrNotFound      = errors.New("not found")
 	// ErrReadOnly: the journal was opened without a signing key (to verify

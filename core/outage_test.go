@@ -29,6 +29,13 @@ func (j *downJournal) Append(ctx context.Context, d ...core.Draft) ([]core.Comma
 	return j.Journal.Append(ctx, d...)
 }
 
+func (j *downJournal) AppendAt(ctx context.Context, exp core.Expect, d ...core.Draft) ([]core.Command, error) {
+	if j.down.Load() {
+		return nil, errDBDown
+	}
+	return j.Journal.AppendAt(ctx, exp, d...)
+}
+
 func (j *downJournal) Read(ctx context.Context, ch core.ChannelKey, from uint64, limit int) ([]core.Command, error) {
 	if j.down.Load() {
 		return nil, errDBDown

@@ -489,15 +489,27 @@ type failRecallAppend struct {
 }
 
 func (f *failRecallAppend) Append(ctx context.Context, drafts ...core.Draft) ([]core.Command, error) {
-	f.mu.Lock()
-	fail := !f.failed && len(drafts) > 0 && drafts[0].Kind() == core.KindToolRequested && drafts[0].Actor().Type == core.ActorAgent &&
-		len(drafts) == 2 && drafts[1].Kind() == core.KindToolCompleted
-	f.failed = f.failed || fail
-	f.mu.Unlock()
-	if fail {
+	if f.fail(drafts) {
 		return nil, errors.New("store hiccup")
 	}
 	return f.Journal.Append(ctx, drafts...)
+}
+
+func (f *failRecallAppend) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
+	if f.fail(drafts) {
+		return nil, errors.New("store hiccup")
+	}
+	return f.Journal.AppendAt(ctx, exp, drafts...)
+}
+
+// fail reports whether this batch is the one to fail (the first recall append).
+func (f *failRecallAppend) fail(drafts []core.Draft) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fail := !f.failed && len(drafts) > 0 && drafts[0].Kind() == core.KindToolRequested && drafts[0].Actor().Type == core.ActorAgent &&
+		len(drafts) == 2 && drafts[1].Kind() == core.KindToolCompleted
+	f.failed = f.failed || fail
+	return fail
 }
 
 // A recall whose record failed to append is kept for the retried drive:

@@ -47,6 +47,8 @@ type memStore struct {
 	heads map[core.ChannelKey]memHead
 	ids   map[string]bool
 	runs  map[string][]runRef
+	// leases: name → holder, token, expiry (see lease.go)
+	leases map[string]*memLease
 }
 
 type memHead struct {
@@ -65,7 +67,7 @@ var _ core.Journal = (*MemJournal)(nil)
 func NewMemJournal(signer *core.Signer) *MemJournal {
 	return &MemJournal{signer: signer, st: &memStore{
 		rows: map[core.ChannelKey][]core.Record{}, heads: map[core.ChannelKey]memHead{},
-		ids: map[string]bool{}, runs: map[string][]runRef{},
+		ids: map[string]bool{}, runs: map[string][]runRef{}, leases: map[string]*memLease{},
 	}}
 }
 
@@ -88,6 +90,34 @@ func (j *MemJournal) Append(ctx context.Context, drafts ...core.Draft) ([]core.C
 	}
 	j.st.mu.Lock()
 	defer j.st.mu.Unlock()
+	return j.appendLocked(drafts)
+}
+
+// AppendAt implements core.Journal.
+func (j *MemJournal) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := core.CheckBatch(drafts); err != nil {
+		return nil, err
+	}
+	if j.signer == nil {
+		return nil, core.ErrReadOnly
+	}
+	j.st.mu.Lock()
+	defer j.st.mu.Unlock()
+	if h := j.st.heads[drafts[0].Channel()]; h.seq != exp.Head {
+		return nil, fmt.Errorf("mem journal: expected head %d, head is %d: %w", exp.Head, h.seq, core.ErrHeadMoved)
+	}
+	if f := exp.Fence; f != nil {
+		var token int64
+		if l := j.st.leases[f.Name]; l != nil {
+			token = l.token
+		}
+		if token != f.Token {
+			return nil, fmt.Errorf("mem journal: lease %s fence %d, current %d: %w", f.Name, f.Token, token, core.ErrFenced)
+		}
+	}
 	return j.appendLocked(drafts)
 }
 
@@ -365,6 +395,25 @@ func (c *CrashJournal) Append(ctx context.Context, drafts ...core.Draft) ([]core
 		return nil, ErrCrashed
 	}
 	cmds, err := c.Journal.Append(ctx, drafts...)
+	if err == nil {
+		c.n++
+	}
+	crash := c.after > 0 && c.n == c.after && err == nil
+	c.mu.Unlock()
+	if crash && c.OnCrash != nil {
+		c.OnCrash()
+	}
+	return cmds, err
+}
+
+// AppendAt implements core.Journal, crashing like Append.
+func (c *CrashJournal) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
+	c.mu.Lock()
+	if c.after > 0 && c.n >= c.after {
+		c.mu.Unlock()
+		return nil, ErrCrashed
+	}
+	cmds, err := c.Journal.AppendAt(ctx, exp, drafts...)
 	if err == nil {
 		c.n++
 	}

@@ -103,6 +103,10 @@ func Run(t *testing.T, open func(t *testing.T, signer *core.Signer) Harness) {
 		{"KeyTamper", testKeyTamper},
 		{"NewestSigners", testNewestSigners},
 		{"ReadOnly", testReadOnly},
+		{"AppendAtHead", testAppendAtHead},
+		{"AppendAtRace", testAppendAtRace},
+		{"AppendAtFence", testAppendAtFence},
+		{"Leases", testLeases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -50,12 +51,57 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 		}
 		// Another writer appended since: take the lock and read the head.
 	}
-	out, err := s.appendTx(ctx, ch, 0, func([]core.Command) (*pgx.Batch, error) { return &pgx.Batch{}, nil }, drafts)
+	out, err := s.appendTx(ctx, ch, 0, nil, noBefore, drafts)
 	if err != nil {
 		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
 	}
 	h.set(out[len(out)-1])
 	return out, nil
+}
+
+func noBefore([]core.Command) (*pgx.Batch, error) { return &pgx.Batch{}, nil }
+
+// AppendAt appends only at the expected head and, with a fence, only while
+// the fence's lease token is current. An unfenced append whose expected head
+// is the one this process last wrote takes the one-round-trip path.
+func (s *Store) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
+	ch, err := core.CheckBatch(drafts)
+	if err != nil {
+		return nil, fmt.Errorf("append: %w", err)
+	}
+	if s.signer == nil {
+		return nil, fmt.Errorf("append to %s: %w", ch, core.ErrReadOnly)
+	}
+	h := s.heads.get(ch)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.known && h.seq == exp.Head && exp.Fence == nil {
+		out, err := s.appendAfter(ctx, ch, h.seq, h.hash, drafts)
+		if err == nil {
+			h.set(out[len(out)-1])
+			return out, nil
+		}
+		h.known = false
+		if errors.Is(err, errHeadMoved) {
+			return nil, fmt.Errorf("append %d command(s) to %s at head %d: %w", len(drafts), ch, exp.Head, core.ErrHeadMoved)
+		}
+		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
+	}
+	out, err := s.appendTx(ctx, ch, 0, &exp, noBefore, drafts)
+	if err != nil {
+		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
+	}
+	h.set(out[len(out)-1])
+	return out, nil
+}
+
+// NotifyChannel is the LISTEN/NOTIFY channel every append notifies, with
+// "<seq> <channel key>" as payload, when it commits: how the replica that
+// owns a channel learns that another replica journaled something there.
+const NotifyChannel = "marlowe_journal"
+
+func queueNotify(b *pgx.Batch, ch core.ChannelKey, seq uint64) {
+	b.Queue(`SELECT pg_notify($1, $2)`, NotifyChannel, strconv.FormatUint(seq, 10)+" "+string(ch))
 }
 
 // errHeadMoved: the head this process last wrote is no longer the head.
@@ -94,6 +140,7 @@ func (s *Store) appendAfter(ctx context.Context, ch core.ChannelKey, head uint64
 	for _, c := range out {
 		queueInsert(b, ch, c.Record())
 	}
+	queueNotify(b, ch, seq)
 	b.Queue(`COMMIT`)
 	if err := execAll(conn.SendBatch(ctx, b), b.Len()); err != nil {
 		var pgErr *pgconn.PgError
@@ -148,7 +195,7 @@ func (h *cachedHead) set(last core.Command) {
 //     the head update and COMMIT.
 //
 // A failure anywhere leaves the transaction open and it is rolled back.
-func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64, before func(target []core.Command) (*pgx.Batch, error), drafts []core.Draft) (_ []core.Command, err error) {
+func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64, exp *core.Expect, before func(target []core.Command) (*pgx.Batch, error), drafts []core.Draft) (_ []core.Command, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("acquire connection: %w", err)
@@ -163,9 +210,21 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 	if target > 0 {
 		b.Queue(selectCommand+`WHERE channel = $1 AND seq = $2`, string(ch), clampSeq(target))
 	}
-	head, prev, targets, err := readLocked(conn.SendBatch(ctx, b), target > 0)
+	fenced := exp != nil && exp.Fence != nil
+	if fenced {
+		// FOR SHARE: a takeover of the lease waits for this append to end,
+		// so the new holder's first read sees it.
+		b.Queue(`SELECT coalesce((SELECT token FROM leases WHERE name = $1 FOR SHARE), 0)`, exp.Fence.Name)
+	}
+	head, prev, targets, token, err := readLocked(conn.SendBatch(ctx, b), target > 0, fenced)
 	if err != nil {
 		return nil, err
+	}
+	if exp != nil && head != exp.Head {
+		return nil, fmt.Errorf("expected head %d, journal head is %d: %w", exp.Head, head, core.ErrHeadMoved)
+	}
+	if fenced && token != exp.Fence.Token {
+		return nil, fmt.Errorf("lease %s: fence %d, current %d: %w", exp.Fence.Name, exp.Fence.Token, token, core.ErrFenced)
 	}
 
 	b, err = before(targets)
@@ -185,6 +244,7 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 		queueInsert(b, ch, c.Record())
 	}
 	b.Queue(`UPDATE channel_heads SET seq = $2, hash = $3 WHERE channel = $1`, string(ch), int64(seq), prev[:])
+	queueNotify(b, ch, seq)
 	b.Queue(`COMMIT`)
 	if err := execAll(conn.SendBatch(ctx, b), b.Len()); err != nil {
 		return nil, err
@@ -212,36 +272,41 @@ func queueInsert(b *pgx.Batch, ch core.ChannelKey, r core.Record) {
 }
 
 // readLocked reads the results of appendTx's first round trip.
-func readLocked(res pgx.BatchResults, withTarget bool) (seq uint64, prev core.Hash, targets []core.Command, err error) {
+func readLocked(res pgx.BatchResults, withTarget, withFence bool) (seq uint64, prev core.Hash, targets []core.Command, token int64, err error) {
 	defer func() {
 		if cerr := res.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("lock head: %w", cerr)
 		}
 	}()
 	if _, err := res.Exec(); err != nil {
-		return 0, prev, nil, fmt.Errorf("begin: %w", err)
+		return 0, prev, nil, 0, fmt.Errorf("begin: %w", err)
 	}
 	if _, err := res.Exec(); err != nil {
-		return 0, prev, nil, fmt.Errorf("create head: %w", err)
+		return 0, prev, nil, 0, fmt.Errorf("create head: %w", err)
 	}
 	var head int64
 	var hash []byte
 	if err := res.QueryRow().Scan(&head, &hash); err != nil {
-		return 0, prev, nil, fmt.Errorf("lock head: %w", err)
+		return 0, prev, nil, 0, fmt.Errorf("lock head: %w", err)
 	}
 	if prev, err = toHash(hash); err != nil || head < 0 {
-		return 0, prev, nil, fmt.Errorf("lock head: corrupt head row (seq %d)", head)
+		return 0, prev, nil, 0, fmt.Errorf("lock head: corrupt head row (seq %d)", head)
 	}
 	if withTarget {
 		rows, err := res.Query()
 		if err != nil {
-			return 0, prev, nil, fmt.Errorf("read target: %w", err)
+			return 0, prev, nil, 0, fmt.Errorf("read target: %w", err)
 		}
 		if targets, err = collect(rows); err != nil {
-			return 0, prev, nil, fmt.Errorf("read target: %w", err)
+			return 0, prev, nil, 0, fmt.Errorf("read target: %w", err)
 		}
 	}
-	return uint64(head), prev, targets, nil
+	if withFence {
+		if err := res.QueryRow().Scan(&token); err != nil {
+			return 0, prev, nil, 0, fmt.Errorf("read lease: %w", err)
+		}
+	}
+	return uint64(head), prev, targets, token, nil
 }
 
 // execAll reads n statement results and checks the last, COMMIT, really
@@ -381,7 +446,7 @@ func (s *Store) Redact(ctx context.Context, seq uint64, record core.Draft) (core
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.known = false // the redaction record moves the head; re-read it next time
-	out, err := s.appendTx(ctx, ch, seq, func(targets []core.Command) (*pgx.Batch, error) {
+	out, err := s.appendTx(ctx, ch, seq, nil, func(targets []core.Command) (*pgx.Batch, error) {
 		if len(targets) == 0 {
 			return nil, fmt.Errorf("target seq %d: %w", seq, core.ErrNotFound)
 		}

@@ -47,6 +47,45 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 	return out, nil
 }
 
+// AppendAt appends only at the expected head and, with a fence, only while
+// the fence's lease token is current; both are read inside the write
+// transaction, so nothing can move them before the insert.
+func (s *Store) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
+	ch, err := core.CheckBatch(drafts)
+	if err != nil {
+		return nil, fmt.Errorf("append: %w", err)
+	}
+	if s.signer == nil {
+		return nil, fmt.Errorf("append to %s: %w", ch, core.ErrReadOnly)
+	}
+	var out []core.Command
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		seq, prev, err := readHead(ctx, tx, ch)
+		if err != nil {
+			return err
+		}
+		if seq != exp.Head {
+			return fmt.Errorf("expected head %d, journal head is %d: %w", exp.Head, seq, core.ErrHeadMoved)
+		}
+		if exp.Fence != nil {
+			var token int64
+			err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT token FROM leases WHERE name = ?), 0)`, exp.Fence.Name).Scan(&token)
+			if err != nil {
+				return fmt.Errorf("read lease: %w", err)
+			}
+			if token != exp.Fence.Token {
+				return fmt.Errorf("lease %s: fence %d, current %d: %w", exp.Fence.Name, exp.Fence.Token, token, core.ErrFenced)
+			}
+		}
+		out, err = s.write(ctx, tx, ch, seq, prev, drafts)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
+	}
+	return out, nil
+}
+
 // inTx runs fn in a write transaction on the store's write connection.
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return writeTx(ctx, s.w, fn)
