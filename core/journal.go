@@ -58,7 +58,7 @@ var (
 	ErrHeadMoved = errors.New("journal: channel head moved")
 	// ErrFenced: the writer's lease has passed to another replica; it must
 	// stop driving the channel.
-	ErrFenced = errors.New("journal: lease fence is stale (another replica owns the channel)")
+	ErrFenced        = errors.New("journal: lease fence is stale (another replica owns the channel)")
 	ErrMixedChannels = errors.New("journal: batch spans more than one channel")
 	ErrNotFound      = errors.New("not found")
 	// ErrReadOnly: the journal was opened without a signing key (to verify
