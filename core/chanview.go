@@ -141,32 +141,47 @@ func (v *chanView) append(ctx context.Context, check func() error, drafts ...Dra
 }
 
 // appendPlan builds the drafts under the lock, from the current state, and
-// appends them atomically. plan returning no drafts appends nothing.
+// appends them atomically at the head that state was folded from. When
+// another replica appended in between, the append is refused; the view
+// folds what it missed and plans again, so every decision is taken on the
+// journal's current state. plan returning no drafts appends nothing. A ctx
+// that drives the channel under a lease (withFence) fences the append.
 func (v *chanView) appendPlan(ctx context.Context, plan func() ([]Draft, error)) ([]Command, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.load(ctx); err != nil {
 		return nil, journalFailed(err)
 	}
-	drafts, err := plan()
-	if err != nil || len(drafts) == 0 {
-		return nil, err
-	}
-	cmds, err := v.j.Append(ctx, drafts...)
-	if err != nil {
-		return nil, fmt.Errorf("append %s to %s: %w", drafts[0].Kind(), v.key, journalFailed(err))
-	}
-	if len(cmds) > 0 && cmds[0].Seq() != v.seq+1 {
-		// Someone else appended in between: fold their commands too.
-		return cmds, v.catchUp(ctx)
-	}
-	for _, c := range cmds {
-		if err := v.apply(c); err != nil {
-			return cmds, err
+	fence := fenceFor(ctx, v.key)
+	for attempt := 1; ; attempt++ {
+		drafts, err := plan()
+		if err != nil || len(drafts) == 0 {
+			return nil, err
 		}
+		cmds, err := v.j.AppendAt(ctx, Expect{Head: v.seq, Fence: fence}, drafts...)
+		switch {
+		case errors.Is(err, ErrHeadMoved) && attempt < maxReplans:
+			if err := v.catchUp(ctx); err != nil {
+				return nil, journalFailed(err)
+			}
+			continue
+		case errors.Is(err, ErrFenced):
+			return nil, fmt.Errorf("append %s to %s: %w: %w", drafts[0].Kind(), v.key, errLeaseLost, err)
+		case err != nil:
+			return nil, fmt.Errorf("append %s to %s: %w", drafts[0].Kind(), v.key, journalFailed(err))
+		}
+		for _, c := range cmds {
+			if err := v.apply(c); err != nil {
+				return cmds, err
+			}
+		}
+		return cmds, nil
 	}
-	return cmds, nil
 }
+
+// maxReplans bounds how often one append is planned again because other
+// replicas keep appending to the channel first.
+const maxReplans = 64
 
 // with runs fn under the lock on the loaded view.
 func (v *chanView) with(ctx context.Context, fn func()) error {

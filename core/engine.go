@@ -139,6 +139,15 @@ type EngineConfig struct {
 	// its checklist (default 3 s); a run that does tool work posts it at
 	// once, one that answers in one step sooner posts only its answer.
 	ChecklistDelay time.Duration
+	// Leases, when set, is the lease table replicas share: this engine
+	// drives only the channels whose lease it holds (see ownership.go).
+	// Nil: it drives every channel (embedded mode, one process).
+	Leases Leases
+	// Replica names this process in the lease table (default
+	// DefaultReplicaID()); LeaseTTL is how long its leases outlive its last
+	// renewal (default DefaultLeaseTTL).
+	Replica  string
+	LeaseTTL time.Duration
 	// Operators administer every channel of their platform (MARLOWE_ADMINS).
 	// With none, a channel's admins come from the platform and from policy
 	// set by an existing admin; with no admin known, policy is read-only.
@@ -161,6 +170,9 @@ type Engine struct {
 
 	chMu     sync.Mutex
 	channels map[ChannelKey]*chanView
+
+	// own is the channel leases this replica holds (nil: embedded mode).
+	own *ownership
 
 	// recalls holds automatic recalls not yet journaled (see keepRecall).
 	recallMu sync.Mutex
@@ -250,6 +262,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if e.cfg.Name == "" {
 		e.cfg.Name = "Marlowe"
 	}
+	if cfg.Leases != nil {
+		e.own = newOwnership(cfg.Leases, cfg.Replica, cfg.LeaseTTL)
+	}
 	e.idle = sync.NewCond(&e.mu)
 	e.runCtx, e.cancel = context.WithCancel(context.Background())
 	return e, nil
@@ -274,51 +289,123 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine start: list channels: %w", err)
 	}
-	resumed := 0
+	resumed, owned := 0, 0
 	for _, ch := range chs {
-		v, err := e.channel(ctx, ch)
+		if e.own != nil {
+			// Only channels with something unfinished are claimed at start;
+			// the rest go to whichever replica first has work for them.
+			busy, err := e.unfinished(ctx, ch)
+			if err != nil {
+				return fmt.Errorf("engine start: %w", err)
+			}
+			if !busy {
+				continue
+			}
+		}
+		ok, _, err := e.claim(ctx, ch)
+		if err != nil {
+			return fmt.Errorf("engine start: claim %s: %w", ch, err)
+		}
+		if !ok {
+			continue // another replica drives it
+		}
+		owned++
+		n, err := e.resumeChannel(ctx, ch)
 		if err != nil {
 			return fmt.Errorf("engine start: %w", err)
 		}
-		type pick struct {
-			key threadKey
-			run string
+		resumed += n
+	}
+	if e.own != nil {
+		e.mu.Lock()
+		if !e.closed {
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				e.keepLeases(e.runCtx)
+			}()
 		}
-		var picks []pick
-		var overdue, waiting []*approvalView
-		now := e.now()
-		if err := v.with(ctx, func() {
-			for _, r := range v.runs {
-				if r.status.Terminal() && r.endNotice == "" {
-					continue
-				}
-				picks = append(picks, pick{threadKey{ch, r.thread}, r.id})
+		e.mu.Unlock()
+	}
+	e.log.Info("engine started", "channels", len(chs), "owned", owned, "unfinished_runs", resumed, "replica", e.Replica())
+	return nil
+}
+
+// unfinished reports whether ch has a run to drive or an approval pending.
+func (e *Engine) unfinished(ctx context.Context, ch ChannelKey) (bool, error) {
+	v, err := e.channel(ctx, ch)
+	if err != nil {
+		return false, err
+	}
+	busy := false
+	err = v.with(ctx, func() {
+		for _, r := range v.runs {
+			if !r.status.Terminal() || r.endNotice != "" {
+				busy = true
+				return
 			}
-			for _, a := range v.approvals {
-				if a.pending() && !now.Before(a.ExpiresAt) {
-					overdue = append(overdue, a)
-				} else if a.pending() {
-					waiting = append(waiting, a)
-				}
-			}
-		}); err != nil {
-			return fmt.Errorf("engine start: %w", err)
 		}
-		for _, a := range overdue {
-			if err := e.expire(ctx, v, a.ID); err != nil {
-				return fmt.Errorf("engine start: %w", err)
+		for _, a := range v.approvals {
+			if a.pending() {
+				busy = true
+				return
 			}
 		}
-		for _, a := range waiting {
-			e.armExpiry(ch, a.Scope.Thread, a.ID, a.ExpiresAt)
+	})
+	return busy, err
+}
+
+// resumeChannel picks up what ch left unfinished, from the journal: runs
+// that were working are driven on from their last journaled step; parked
+// runs get their card or notice re-issued if it was lost and stay parked;
+// overdue approvals expire, pending ones get their deadline timer. Callers
+// own ch. It returns how many runs it queued.
+func (e *Engine) resumeChannel(ctx context.Context, ch ChannelKey) (int, error) {
+	v, err := e.channel(ctx, ch)
+	if err != nil {
+		return 0, err
+	}
+	type pick struct {
+		key threadKey
+		run string
+	}
+	var picks []pick
+	var overdue, waiting []*approvalView
+	now := e.now()
+	// withFresh: a view loaded while another replica owned ch is stale.
+	if err := v.withFresh(ctx, 0, func([]Command) {
+		for _, r := range v.runs {
+			if r.status.Terminal() && r.endNotice == "" {
+				continue
+			}
+			picks = append(picks, pick{threadKey{ch, r.thread}, r.id})
 		}
-		for _, p := range picks {
-			e.enqueue(p.key, job{run: p.run, resume: true})
-			resumed++
+		for _, a := range v.approvals {
+			if a.pending() && !now.Before(a.ExpiresAt) {
+				overdue = append(overdue, a)
+			} else if a.pending() {
+				waiting = append(waiting, a)
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	fctx := ctx
+	if f, ok := e.owns(ch); ok {
+		fctx = withFence(ctx, f)
+	}
+	for _, a := range overdue {
+		if err := e.expire(fctx, v, a.ID); err != nil {
+			return 0, err
 		}
 	}
-	e.log.Info("engine started", "channels", len(chs), "unfinished_runs", resumed)
-	return nil
+	for _, a := range waiting {
+		e.armExpiry(ch, a.Scope.Thread, a.ID, a.ExpiresAt)
+	}
+	for _, p := range picks {
+		e.enqueue(p.key, job{run: p.run, resume: true})
+	}
+	return len(picks), nil
 }
 
 // Close stops the engine: in-flight runs are cancelled at their next step
@@ -334,6 +421,11 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	e.cancel()
 	e.wg.Wait()
+	// Every drive has stopped: hand the channels over now rather than
+	// after the TTL.
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e.releaseLeases(rctx)
 	return nil
 }
 
@@ -431,6 +523,12 @@ func (e *Engine) enqueue(k threadKey, j job) {
 	if e.closed || e.runCtx.Err() != nil {
 		return // the journal has it; the next Start picks it up
 	}
+	if j.notice == nil {
+		if _, ok := e.owns(k.ch); !ok {
+			e.claimThenLocked(k, j)
+			return
+		}
+	}
 	m := e.threads[k]
 	if m == nil {
 		m = &mailbox{key: k}
@@ -465,7 +563,15 @@ func (e *Engine) consume(m *mailbox) {
 		j := m.queue[0]
 		m.queue = m.queue[1:]
 		e.mu.Unlock()
-		e.handle(e.runCtx, j)
+		ctx := e.runCtx
+		if j.notice == nil {
+			f, ok := e.owns(m.key.ch)
+			if !ok {
+				continue // handed over: the new owner resumes from the journal
+			}
+			ctx = withFence(ctx, f)
+		}
+		e.handle(ctx, j)
 	}
 }
 

@@ -34,7 +34,7 @@ func (e *journalError) Unwrap() error { return e.err }
 // journalFailed wraps err as a journal failure; nil and the append
 // precondition (errCheckFailed) stay as they are.
 func journalFailed(err error) error {
-	if err == nil || errors.Is(err, errCheckFailed) {
+	if err == nil || errors.Is(err, errCheckFailed) || errors.Is(err, errLeaseLost) {
 		return err
 	}
 	var je *journalError
@@ -107,6 +107,15 @@ func (e *Engine) driveThroughOutages(ctx context.Context, run string, resume boo
 	shown := false
 	for attempt := 1; ; {
 		err := e.drive(ctx, run, resume || attempt > 1 || !outageSince.IsZero(), &view)
+		if errors.Is(err, errLeaseLost) {
+			// Another replica owns the channel now and resumes the run
+			// from the journal; this one must not touch it again.
+			if view.known {
+				e.lose(view.scope.Key(), "fenced append")
+			}
+			e.log.Warn("run handed over: the channel's lease passed to another replica", "run", run, "error", err)
+			return
+		}
 		if err == nil || ctx.Err() != nil {
 			if !outageSince.IsZero() && err == nil {
 				e.log.Info("run continued after the journal came back", "run", run, "outage", time.Since(outageSince).Round(time.Millisecond))

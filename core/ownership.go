@@ -1,0 +1,407 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Channel ownership (ARCHITECTURE.md section 9). Any replica may receive an
+// event or a click: it journals it with an append at the head it folded
+// (AppendAt), so its decision holds against the journal, not its cache.
+// Only the replica holding a channel's lease drives it: resumes and drives
+// its runs, expires its approvals, posts for it. Its appends carry the
+// lease's fence, so a replica that lost the lease cannot write. The owner
+// learns of other replicas' appends through Wake (the store's notifications)
+// and a replica that dies lets its leases lapse; the others' sweep claims
+// lapsed channels and resumes them from the journal.
+//
+// With no Leases configured (embedded mode), the engine owns every channel.
+
+// ownership is the engine's share of the lease table.
+type ownership struct {
+	leases Leases
+	holder string
+	ttl    time.Duration
+
+	mu        sync.Mutex
+	owned     map[ChannelKey]Fence
+	renewedAt time.Time // last successful renewal (or start)
+	renewErr  error
+}
+
+func newOwnership(l Leases, holder string, ttl time.Duration) *ownership {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	if holder == "" {
+		holder = DefaultReplicaID()
+	}
+	return &ownership{leases: l, holder: holder, ttl: ttl, owned: map[ChannelKey]Fence{}, renewedAt: time.Now()}
+}
+
+// DefaultReplicaID names this process in the lease table: host, pid and a
+// random suffix, so a restarted process never passes for its dead self.
+func DefaultReplicaID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+type fenceKey struct{}
+
+// withFence marks ctx as driving under f: appends to f's channel made with
+// it are fenced.
+func withFence(ctx context.Context, f *Fence) context.Context {
+	if f == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
+// fenceFor returns the fence ctx drives ch under, if any.
+func fenceFor(ctx context.Context, ch ChannelKey) *Fence {
+	f, _ := ctx.Value(fenceKey{}).(*Fence)
+	if f == nil || f.Name != ChannelLease(ch) {
+		return nil
+	}
+	return f
+}
+
+// owns reports whether this replica drives ch, and under which fence (nil
+// in embedded mode).
+func (e *Engine) owns(ch ChannelKey) (*Fence, bool) {
+	o := e.own
+	if o == nil {
+		return nil, true
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f, ok := o.owned[ch]
+	if !ok {
+		return nil, false
+	}
+	return &f, true
+}
+
+// claim takes ch's lease if it is free, released or lapsed. fresh is true
+// when this call took it (the caller then resumes what the channel left
+// unfinished).
+func (e *Engine) claim(ctx context.Context, ch ChannelKey) (ok, fresh bool, err error) {
+	o := e.own
+	if o == nil {
+		return true, false, nil
+	}
+	if _, held := e.owns(ch); held {
+		return true, false, nil
+	}
+	f, ok, err := o.leases.Acquire(ctx, ChannelLease(ch), o.holder, o.ttl)
+	if err != nil || !ok {
+		return false, false, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, held := o.owned[ch]; held {
+		return true, false, nil
+	}
+	o.owned[ch] = f
+	e.log.Debug("channel claimed", "channel", string(ch), "fence", f.Token)
+	return true, true, nil
+}
+
+// lose forgets ch: its lease passed to another replica.
+func (e *Engine) lose(ch ChannelKey, why string) {
+	o := e.own
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	_, had := o.owned[ch]
+	delete(o.owned, ch)
+	o.mu.Unlock()
+	if had {
+		e.log.Warn("channel lease lost; another replica drives the channel", "channel", string(ch), "why", why)
+	}
+}
+
+// claimThen claims ch off the caller's goroutine (enqueue holds e.mu) and
+// hands j to the mailbox if this replica got the channel. When another
+// replica owns it, nothing is lost: the journal has what j was for, and the
+// owner hears of it through Wake. Callers hold e.mu.
+func (e *Engine) claimThenLocked(k threadKey, j job) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		ctx := e.runCtx
+		ok, fresh, err := e.claim(ctx, k.ch)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("claim channel failed; the sweep retries", "channel", string(k.ch), "error", err)
+			}
+			return
+		}
+		if !ok {
+			return
+		}
+		if fresh {
+			if _, err := e.resumeChannel(ctx, k.ch); err != nil && ctx.Err() == nil {
+				e.log.Warn("resume claimed channel", "channel", string(k.ch), "error", err)
+			}
+		}
+		e.enqueue(k, j)
+	}()
+}
+
+// OwnedChannels is how many channels this replica drives now (embedded:
+// every loaded channel).
+func (e *Engine) OwnedChannels() int {
+	if e.own == nil {
+		e.chMu.Lock()
+		defer e.chMu.Unlock()
+		return len(e.channels)
+	}
+	e.own.mu.Lock()
+	defer e.own.mu.Unlock()
+	return len(e.own.owned)
+}
+
+// LeaseHealth reports whether this replica's channel leases were renewed
+// within their TTL (nil in embedded mode): /readyz uses it.
+func (e *Engine) LeaseHealth() error {
+	o := e.own
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if since := time.Since(o.renewedAt); since > o.ttl {
+		return fmt.Errorf("channel leases not renewed for %s: %v", since.Round(time.Second), o.renewErr)
+	}
+	return nil
+}
+
+// Replica is this engine's holder id in the lease table.
+func (e *Engine) Replica() string {
+	if e.own == nil {
+		return ""
+	}
+	return e.own.holder
+}
+
+// keepLeases renews this replica's leases and sweeps lapsed ones until ctx
+// ends; on the way out it releases every lease it holds, so the other
+// replicas take the channels over at once instead of after the TTL.
+func (e *Engine) keepLeases(ctx context.Context) {
+	o := e.own
+	tick := time.NewTicker(o.ttl / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		e.renewLeases(ctx)
+		e.sweepLapsed(ctx)
+	}
+}
+
+func (e *Engine) renewLeases(ctx context.Context) {
+	o := e.own
+	o.mu.Lock()
+	names := make([]string, 0, len(o.owned))
+	for ch := range o.owned {
+		names = append(names, ChannelLease(ch))
+	}
+	o.mu.Unlock()
+	held, err := o.leases.Renew(ctx, o.holder, o.ttl, names...)
+	o.mu.Lock()
+	if err != nil {
+		o.renewErr = err
+		o.mu.Unlock()
+		if ctx.Err() == nil {
+			e.log.Warn("renew channel leases failed; appends stay fenced", "channels", len(names), "error", err)
+		}
+		return
+	}
+	o.renewedAt, o.renewErr = time.Now(), nil
+	o.mu.Unlock()
+	for _, n := range names {
+		if !slices.Contains(held, n) {
+			e.lose(ChannelKey(strings.TrimPrefix(n, ChannelLeasePrefix)), "renewal found another holder")
+		}
+	}
+}
+
+// sweepLapsed claims the channels of replicas that died (their leases
+// lapsed) and resumes what they left unfinished.
+func (e *Engine) sweepLapsed(ctx context.Context) {
+	names, err := e.own.leases.Lapsed(ctx, ChannelLeasePrefix)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("list lapsed channel leases", "error", err)
+		}
+		return
+	}
+	for _, n := range names {
+		ch := ChannelKey(strings.TrimPrefix(n, ChannelLeasePrefix))
+		ok, fresh, err := e.claim(ctx, ch)
+		if err != nil || !ok || !fresh {
+			continue
+		}
+		n, err := e.resumeChannel(ctx, ch)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("resume a lapsed channel", "channel", string(ch), "error", err)
+			}
+			continue
+		}
+		e.log.Info("took over a lapsed channel", "channel", string(ch), "unfinished_runs", n)
+	}
+}
+
+// releaseLeases gives up every lease this replica holds (Close).
+func (e *Engine) releaseLeases(ctx context.Context) {
+	o := e.own
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	names := make([]string, 0, len(o.owned))
+	for ch := range o.owned {
+		names = append(names, ChannelLease(ch))
+	}
+	clear(o.owned)
+	o.mu.Unlock()
+	if len(names) == 0 {
+		return
+	}
+	if err := o.leases.Release(ctx, o.holder, names...); err != nil {
+		e.log.Warn("release channel leases; they lapse after their TTL instead", "channels", len(names), "error", err)
+	}
+}
+
+// Wake tells the engine that the journal of ch has commands up to seq that
+// another replica may have appended (ch empty: anything may have changed,
+// e.g. after the notification connection came back). The owner folds them
+// and drives what they concern; a replica that does not own ch ignores it.
+func (e *Engine) Wake(ctx context.Context, ch ChannelKey, seq uint64) {
+	if ch == "" {
+		e.chMu.Lock()
+		chs := make([]ChannelKey, 0, len(e.channels))
+		for k := range e.channels {
+			chs = append(chs, k)
+		}
+		e.chMu.Unlock()
+		for _, k := range chs {
+			e.Wake(ctx, k, 0)
+		}
+		return
+	}
+	if _, ok := e.owns(ch); !ok {
+		return
+	}
+	e.chMu.Lock()
+	v := e.channels[ch]
+	e.chMu.Unlock()
+	if v == nil {
+		// Not loaded: the next touch folds it whole. Something may be
+		// waiting to be driven, though.
+		if _, err := e.resumeChannel(ctx, ch); err != nil && ctx.Err() == nil {
+			e.log.Warn("wake: resume channel", "channel", string(ch), "error", err)
+		}
+		return
+	}
+	var touched []string
+	var ended []string
+	var pending []*approvalView
+	err := v.withFresh(ctx, seq, func(cmds []Command) {
+		for _, c := range cmds {
+			if c.Run() == "" {
+				continue
+			}
+			r := v.runs[c.Run()]
+			if r == nil {
+				continue
+			}
+			switch {
+			case r.status.Terminal():
+				ended = append(ended, r.id)
+			case r.status == RunQueued || r.status == RunWorking:
+				if !slices.Contains(touched, r.id) {
+					touched = append(touched, r.id)
+				}
+			}
+			if c.Kind() == KindApprovalRequested {
+				if p, err := Decode[*ApprovalRequested](c); err == nil {
+					if a := v.approvals[p.ApprovalID]; a != nil && a.pending() {
+						cp := *a
+						pending = append(pending, &cp)
+					}
+				}
+			}
+		}
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("wake: catch up channel", "channel", string(ch), "error", err)
+		}
+		return
+	}
+	for _, id := range ended {
+		e.interrupt(id) // cancelled from another replica: stop its model call
+	}
+	for _, a := range pending {
+		e.armExpiry(ch, a.Scope.Thread, a.ID, a.ExpiresAt)
+	}
+	for _, id := range touched {
+		var thread string
+		_ = v.with(ctx, func() { thread = v.runs[id].thread })
+		e.enqueue(threadKey{ch, thread}, job{run: id})
+	}
+}
+
+// withFresh folds what the journal holds past v.seq (when the journal may
+// be ahead of seq) and calls fn with the newly folded commands, under the
+// lock.
+func (v *chanView) withFresh(ctx context.Context, seq uint64, fn func([]Command)) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.loaded {
+		if err := v.load(ctx); err != nil {
+			return err
+		}
+	}
+	var fresh []Command
+	if seq == 0 || seq > v.seq {
+		const page = 2048
+		for {
+			cmds, err := v.j.Read(ctx, v.key, v.seq+1, page)
+			if err != nil {
+				return fmt.Errorf("catch up channel %s from seq %d: %w", v.key, v.seq+1, err)
+			}
+			for _, c := range cmds {
+				if err := v.apply(c); err != nil {
+					return err
+				}
+			}
+			fresh = append(fresh, cmds...)
+			if len(cmds) < page {
+				break
+			}
+		}
+	}
+	fn(fresh)
+	return nil
+}
+
+// errLeaseLost ends a drive whose channel passed to another replica.
+var errLeaseLost = errors.New("channel lease lost")
