@@ -30,9 +30,15 @@ type chanView struct {
 	revokedConsents map[string]bool
 	approvals       map[string]*approvalView
 	runs            map[string]*chanRun
-	threads         map[string]string   // thread root → latest run id
-	seen            map[string]struct{} // delivered message ids (redelivery dedupe)
-	dayTokens       map[string]int      // UTC date → tokens spent
+	// live holds the runs not yet ended, so the owner can find what to
+	// drive without walking every run the channel ever had.
+	live map[string]struct{}
+	// foreign counts commands folded by catching up (appended by another
+	// replica); woke is its value at the owner's last Wake.
+	foreign, woke int
+	threads       map[string]string   // thread root → latest run id
+	seen          map[string]struct{} // delivered message ids (redelivery dedupe)
+	dayTokens     map[string]int      // UTC date → tokens spent
 	// history keeps each thread's recent conversation (routed messages and
 	// the bot's answers) so a new run in a thread knows what came before.
 	history      map[string][]ThreadTurn
@@ -87,7 +93,7 @@ type chanRun struct {
 func newChanView(key ChannelKey, j Journal) *chanView {
 	return &chanView{
 		key: key, j: j, consents: map[string]*consentGrant{}, approvals: map[string]*approvalView{},
-		runs: map[string]*chanRun{}, threads: map[string]string{}, seen: map[string]struct{}{},
+		runs: map[string]*chanRun{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
 		dayTokens: map[string]int{}, history: map[string][]ThreadTurn{},
 	}
 }
@@ -117,6 +123,9 @@ func (v *chanView) catchUp(ctx context.Context) error {
 			if err := v.apply(c); err != nil {
 				return err
 			}
+		}
+		if v.loaded {
+			v.foreign += len(cmds)
 		}
 		if len(cmds) < page {
 			return nil
@@ -239,6 +248,7 @@ func (v *chanView) apply(c Command) error {
 		r := v.run(c.Run())
 		r.thread, r.status, r.startedAt = c.Scope().Thread, RunWorking, c.At()
 		v.threads[r.thread] = r.id
+		v.live[r.id] = struct{}{}
 	case *ModelStep:
 		v.dayTokens[dayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
 	case *ApprovalRequested:
@@ -265,9 +275,11 @@ func (v *chanView) apply(c Command) error {
 	case *RunCompleted:
 		r := v.run(c.Run())
 		r.status, r.steer = RunDone, nil
+		delete(v.live, r.id)
 	case *RunFailed:
 		r := v.run(c.Run())
 		r.status, r.steer = p.Status, nil
+		delete(v.live, r.id)
 		if p.Status == RunBroken || p.Status == RunCancelled && p.Cause != causeSuperseded {
 			r.endNotice = EffectID(v.key, c.Seq(), 0)
 		}

@@ -564,14 +564,9 @@ func (e *Engine) consume(m *mailbox) {
 		m.queue = m.queue[1:]
 		e.mu.Unlock()
 		ctx := e.runCtx
-		if j.notice == nil {
-			f, ok := e.owns(m.key.ch)
-			if !ok {
-				continue // handed over: the new owner resumes from the journal
-			}
-			ctx = withFence(ctx, f)
-		}
-		e.handle(ctx, j)
+		if f, ok := e.owns(m.key.ch); ok || j.notice != nil {
+			e.handle(withFence(ctx, f), j)
+		} // else handed over: the new owner resumes from the journal
 	}
 }
 

@@ -320,29 +320,37 @@ func (e *Engine) Wake(ctx context.Context, ch ChannelKey, seq uint64) {
 		}
 		return
 	}
-	var touched []string
-	var ended []string
+	type drive struct{ id, thread string }
+	var drives []drive
 	var pending []*approvalView
-	err := v.withFresh(ctx, seq, func(cmds []Command) {
-		for _, c := range cmds {
-			if c.Run() == "" {
-				continue
+	var ended []string
+	e.mu.Lock()
+	inflight := make([]string, 0, len(e.inflight))
+	for id := range e.inflight {
+		inflight = append(inflight, id)
+	}
+	e.mu.Unlock()
+	quiet := false
+	err := v.withFresh(ctx, seq, func([]Command) {
+		if quiet = v.foreign == v.woke; quiet {
+			return // only this replica's own appends since the last wake
+		}
+		v.woke = v.foreign
+		for _, id := range inflight {
+			if r := v.runs[id]; r != nil && r.status.Terminal() {
+				ended = append(ended, id) // a `cancel` another replica journaled
 			}
-			r := v.runs[c.Run()]
-			if r == nil {
-				continue
-			}
-			switch {
-			case r.status.Terminal():
-				ended = append(ended, r.id)
-			case r.status == RunQueued || r.status == RunWorking:
-				if !slices.Contains(touched, r.id) {
-					touched = append(touched, r.id)
-				}
-			}
-			if c.Kind() == KindApprovalRequested {
-				if p, err := Decode[*ApprovalRequested](c); err == nil {
-					if a := v.approvals[p.ApprovalID]; a != nil && a.pending() {
+		}
+		// Whatever path folded them (this wake, or a replanned append that
+		// caught up first), the channel's live runs are what to drive.
+		for id := range v.live {
+			r := v.runs[id]
+			switch r.status {
+			case RunQueued, RunWorking:
+				drives = append(drives, drive{id, r.thread})
+			case RunWaitingApproval:
+				for _, a := range v.approvals {
+					if a.Run == id && a.pending() {
 						cp := *a
 						pending = append(pending, &cp)
 					}
@@ -356,16 +364,19 @@ func (e *Engine) Wake(ctx context.Context, ch ChannelKey, seq uint64) {
 		}
 		return
 	}
+	if quiet {
+		return
+	}
 	for _, id := range ended {
-		e.interrupt(id) // cancelled from another replica: stop its model call
+		e.interrupt(id)
 	}
 	for _, a := range pending {
 		e.armExpiry(ch, a.Scope.Thread, a.ID, a.ExpiresAt)
 	}
-	for _, id := range touched {
-		var thread string
-		_ = v.with(ctx, func() { thread = v.runs[id].thread })
-		e.enqueue(threadKey{ch, thread}, job{run: id})
+	for _, d := range drives {
+		// Queued behind a drive in progress too: that drive may have
+		// read the run before these commands arrived.
+		e.enqueue(threadKey{ch, d.thread}, job{run: d.id})
 	}
 }
 
@@ -394,6 +405,7 @@ func (v *chanView) withFresh(ctx context.Context, seq uint64, fn func([]Command)
 				}
 			}
 			fresh = append(fresh, cmds...)
+			v.foreign += len(cmds)
 			if len(cmds) < page {
 				break
 			}

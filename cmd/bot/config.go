@@ -32,6 +32,11 @@ type config struct {
 	// MaxInputChars caps what a model sees of one message
 	// (MARLOWE_MAX_INPUT_CHARS, default 8000).
 	MaxInputChars int
+	// Replica names this process in the lease table (MARLOWE_REPLICA_ID,
+	// default host-pid-random); LeaseTTL is how long a dead replica's
+	// channels wait before another takes them (MARLOWE_LEASE_TTL, default 10s).
+	Replica  string
+	LeaseTTL time.Duration
 
 	// Getenv reads the merged configuration (environment over file) for the
 	// packages that read their own keys (model providers, platforms).
@@ -88,6 +93,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("config: MARLOWE_MAX_INPUT_CHARS=%q: want a whole number of characters, at least 100", v)
 		}
 		c.MaxInputChars = n
+	}
+	c.Replica = get("MARLOWE_REPLICA_ID")
+	c.LeaseTTL = core.DefaultLeaseTTL
+	if v := get("MARLOWE_LEASE_TTL"); v != "" {
+		d, err := parseDurationOrSeconds(v)
+		if err != nil || d < time.Second {
+			return config{}, fmt.Errorf("config: MARLOWE_LEASE_TTL=%q: want a Go duration (10s) or seconds, at least 1s", v)
+		}
+		c.LeaseTTL = d
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

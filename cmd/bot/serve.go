@@ -126,6 +126,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		Operators:     cfg.Admins,
 		ApprovalTTL:   cfg.ApprovalTTL,
 		MaxInputChars: cfg.MaxInputChars,
+		Leases:        st.Leases,
+		Replica:       cfg.Replica,
+		LeaseTTL:      cfg.LeaseTTL,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
@@ -141,7 +144,8 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
-	mux.Handle("GET /readyz", readyHandler(readyChecks(st.Journal, rdb, surfaces.byName)))
+	mux.Handle("GET /readyz", readyHandler(append(readyChecks(st.Journal, rdb, surfaces.byName),
+		readyCheck{"leases", func(context.Context) error { return engine.LeaseHealth() }})))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(filter, mem), promhttp.HandlerOpts{}))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
@@ -160,6 +164,19 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	runCtx, stopRuns := context.WithCancel(ctx)
 	defer stopRuns()
+	var wg sync.WaitGroup
+	if st.Listen != nil {
+		// Other replicas' appends wake this one for the channels it owns.
+		// Listening starts before Start so nothing journaled meanwhile is
+		// missed (a reconnect wakes every loaded channel).
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st.Listen(runCtx, func(ch core.ChannelKey, seq uint64) { engine.Wake(runCtx, ch, seq) },
+				func(err error) { log.Warn("journal notifications interrupted; reconnecting", "error", err) })
+		}()
+		log.Info("replica", "id", engine.Replica(), "lease_ttl", cfg.LeaseTTL)
+	}
 	if err := engine.Start(runCtx); err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("start engine: %w", err)
@@ -180,7 +197,6 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	// Each surface runs until the context ends; one failing stops the bot
 	// rather than leaving it half-connected.
-	var wg sync.WaitGroup
 	errc := make(chan error, len(surfaces.byName))
 	for name, s := range surfaces.byName {
 		wg.Add(1)

@@ -20,6 +20,12 @@ type stores struct {
 	Journal core.Journal
 	Memory  memory.Index // the memory index on the same database
 	Signer  *core.Signer
+	// Leases is the replicas' lease table (Postgres only: the embedded
+	// store is one process, which owns every channel).
+	Leases core.Leases
+	// Listen delivers other processes' appends (Postgres NOTIFY); nil for
+	// the embedded store.
+	Listen func(ctx context.Context, fn func(core.ChannelKey, uint64), onErr func(error))
 	Desc    string // for the start-up log, without secrets
 	KeySrc  string
 	close   func()
@@ -50,7 +56,7 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 			pg.Close()
 			return nil, fmt.Errorf("open postgres memory index: %w", err)
 		}
-		return &stores{Journal: pg, Memory: mix, Signer: signer, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
+		return &stores{Journal: pg, Memory: mix, Signer: signer, Leases: pg, Listen: pg.Listen, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
 			close: func() { mix.Close(); pg.Close() }}, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
