@@ -28,13 +28,14 @@ type foldGen struct {
 	sc  core.Scope
 	n   int
 
-	runs      []*genRun
-	approvals []string
-	consents  []string // ids granted (some revoked since)
-	memories  []string
-	routines  []string
-	failed    []uint64 // seqs of run.failed: their end notice's effect id
-	threads   []string
+	runs        []*genRun
+	approvals   []string
+	approvalRun map[string]string // approval id → its run
+	consents    []string          // ids granted (some revoked since)
+	memories    []string
+	routines    []string
+	failed      []uint64 // seqs of run.failed: their end notice's effect id
+	threads     []string
 }
 
 type genRun struct {
@@ -44,7 +45,11 @@ type genRun struct {
 
 var genPeople = []core.Person{alice, bob, carol}
 
-func (g *foldGen) id(prefix string) string { g.n++; return fmt.Sprintf("%s%03d", prefix, g.n) }
+// id is unique in the journal: iterations share one Postgres database.
+func (g *foldGen) id(prefix string) string {
+	g.n++
+	return fmt.Sprintf("%s%s-%03d", prefix, g.sc.Channel, g.n)
+}
 
 func (g *foldGen) person() core.Person { return genPeople[g.r.IntN(len(genPeople))] }
 
@@ -135,6 +140,10 @@ func (g *foldGen) next() []core.Draft {
 		}
 		id := g.id("A")
 		g.approvals = append(g.approvals, id)
+		if g.approvalRun == nil {
+			g.approvalRun = map[string]string{}
+		}
+		g.approvalRun[id] = r.id
 		cons := []string{"write", "external", "irreversible"}[g.r.IntN(3)]
 		return []core.Draft{g.must(g.b.Agent(r.id, g.in(r.thread), core.Meta{}, &core.ApprovalRequested{ApprovalID: id, CallID: g.id("c"),
 			Tool: g.pick(tools), Consequence: cons, Requester: g.person().ID, Destination: g.pick(dests), ExpiresAt: g.clk.Now().Add(24 * time.Hour)}))}
@@ -144,13 +153,7 @@ func (g *foldGen) next() []core.Draft {
 		}
 		id := g.pick(g.approvals)
 		dec := []string{"approved", "declined", "expired", "superseded", "answered"}[g.r.IntN(5)]
-		var run string
-		for _, r := range g.runs {
-			if g.r.IntN(2) == 0 {
-				run = r.id
-				break
-			}
-		}
+		run := g.approvalRun[id] // the engine journals a resolution in the card's run
 		if dec == "expired" {
 			return []core.Draft{g.must(g.b.System("expiry", g.sc, core.Meta{Run: run}, &core.ApprovalResolved{ApprovalID: id, Decision: dec}))}
 		}
@@ -384,6 +387,22 @@ func checkRandomHistories(t *testing.T, iterations, steps int, world func(t *tes
 		}
 		if len(st.Counts) < 10 || st.Seq != uint64(len(journal)) {
 			t.Fatalf("iteration %d: a thin history (%d kinds, seq %d): the generator is broken", i, len(st.Counts), st.Seq)
+		}
+
+		// Each run's own fold (what the driver resumes from, `bot replay
+		// --run`) puts the run where the channel's fold does.
+		for id, r := range st.Runs {
+			rcmds, err := w.j.ReadRun(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := core.ReplayRun(rcmds)
+			if err != nil {
+				continue // a run with no run.started: only the channel knows it
+			}
+			if rs.Status != r.Status {
+				t.Fatalf("iteration %d: run %s: run replay says %s, channel fold says %s", i, id, rs.Status, r.Status)
+			}
 		}
 
 		// Redact anything (a message, a grant, a resolution), then a new

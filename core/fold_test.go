@@ -70,3 +70,39 @@ func TestFoldUsesTheEnginesConsentAndApprovalRules(t *testing.T) {
 		t.Errorf("after revoking K2: replay %+v, engine consented %v", st.Consents, v.consented("post", "#a"))
 	}
 }
+
+// A card decided while its run is paused for another reason (blocked)
+// does not put the run back to work: not in the channel's fold, and not in
+// the run's own fold the driver resumes from (which used to say working).
+func TestDecidedCardLeavesABlockedRunBlocked(t *testing.T) {
+	b := NewBoundary(func() time.Time { return time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC) })
+	s := testSigner(t)
+	var cmds []Command
+	for _, p := range []Payload{
+		&RunStarted{Trigger: "M1"},
+		&ApprovalRequested{ApprovalID: "A1", Tool: "post"},
+		&RunPaused{Status: RunBlocked, Reason: "the model is unavailable"},
+		&ApprovalResolved{ApprovalID: "A1", Decision: "approved", By: Person{ID: "UB"}},
+	} {
+		d, err := b.System("test", testScope, Meta{Run: "R1"}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.Seal(d, uint64(len(cmds)+1), Hash{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	st, err := Fold(testScope.Key(), cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := ReplayRun(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Runs["R1"].Status != RunBlocked || rs.Status != RunBlocked {
+		t.Fatalf("channel fold %s, run replay %s: want both %s", st.Runs["R1"].Status, rs.Status, RunBlocked)
+	}
+}
