@@ -55,7 +55,8 @@ func dumpFold(f *channelFold) (FoldDump, error) {
 		DayTokens    map[string]int
 		History      map[string][]ThreadTurn
 		HistoryOrder []string
-	}{f.policySet, f.consents, f.revokedConsents, f.approvals, runs, f.threads, seen, f.dayTokens, f.history, f.historyOrder})
+		Routines     map[string]*Routine
+	}{f.policySet, f.consents, f.revokedConsents, f.approvals, runs, f.threads, seen, f.dayTokens, f.history, f.historyOrder, f.routines})
 	if err != nil {
 		return FoldDump{}, fmt.Errorf("dump engine fields: %w", err)
 	}

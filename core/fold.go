@@ -34,7 +34,8 @@ type channelFold struct {
 	history      map[string][]ThreadTurn
 	historyOrder []string // threads in first-seen order, to bound the map
 	memories     map[string]*MemoryState
-	routines     map[string]*RoutineState
+	routines     map[string]*Routine
+	firings      map[string]*Firing // by routine.fired command id: its digest post names it as cause
 	posted       int
 	redacted     []uint64 // seqs named by command.redacted, in journal order
 }
@@ -44,7 +45,7 @@ func newChannelFold(ch ChannelKey) channelFold {
 		ch: ch, counts: map[string]int{}, consents: map[string]*consentGrant{}, approvals: map[string]*approvalView{},
 		runs: map[string]*chanRun{}, threads: map[string]string{}, seen: map[string]struct{}{},
 		dayTokens: map[string]int{}, history: map[string][]ThreadTurn{},
-		memories: map[string]*MemoryState{}, routines: map[string]*RoutineState{},
+		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
 	}
 }
 
@@ -206,6 +207,9 @@ func (f *channelFold) apply(c Command) error {
 		if p.Role == RoleAnswer && p.Text != "" {
 			f.remember(c.Scope().Thread, ThreadTurn{Bot: true, Text: p.Text})
 		}
+		if fr := f.firings[c.Cause()]; fr != nil {
+			fr.Delivered = true // a routine's digest
+		}
 	case *MemoryWritten:
 		f.memories[p.MemoryID] = &MemoryState{ID: p.MemoryID, Text: p.Text}
 	case *MemoryForgotten:
@@ -217,32 +221,11 @@ func (f *channelFold) apply(c Command) error {
 			m.Deleted, m.Forgotten, m.Text = true, true, ""
 		}
 	case *RoutineCreated:
-		f.routines[p.RoutineID] = &RoutineState{ID: p.RoutineID, Cron: p.Cron, TZ: p.TZ, Instruction: p.Instruction, Owner: p.Owner, Armed: p.Armed}
+		f.createRoutine(c, p)
 	case *RoutineChanged:
-		if r := f.routines[p.RoutineID]; r != nil {
-			if p.Cron != "" {
-				r.Cron = p.Cron
-			}
-			if p.TZ != "" {
-				r.TZ = p.TZ
-			}
-			if p.Instruction != "" {
-				r.Instruction = p.Instruction
-			}
-			r.Armed = p.Armed
-			if p.Deleted {
-				r.Deleted, r.Armed = true, false
-			}
-		}
+		f.changeRoutine(p)
 	case *RoutineFired:
-		if r := f.routines[p.RoutineID]; r != nil {
-			if p.Outcome != "skipped" {
-				r.Fired++
-			}
-			if p.Slot.After(r.LastSlot) {
-				r.LastSlot = p.Slot
-			}
-		}
+		f.fireRoutine(c, p)
 	case *CommandRedacted:
 		f.redacted = append(f.redacted, p.Seq)
 	case *CardClicked, *ToolRequested, *PermissionDecided, *ToolCompleted, *MessageUpdated:
@@ -375,8 +358,7 @@ func (f *channelFold) state() *ChannelState {
 		s.Memories[id] = &c
 	}
 	for id, r := range f.routines {
-		c := *r
-		s.Routines[id] = &c
+		s.Routines[id] = routineState(r)
 	}
 	for _, g := range f.consents {
 		s.Consents = append(s.Consents, ConsentState{ID: g.ID, Tool: g.Tool, Destination: g.Destination, Owner: g.Owner, At: g.At})
