@@ -74,7 +74,7 @@ func TestFoldUsesTheEnginesConsentAndApprovalRules(t *testing.T) {
 // A card decided while its run is paused for another reason (blocked)
 // does not put the run back to work: not in the channel's fold, and not in
 // the run's own fold the driver resumes from (which used to say working).
-func TestDecidedCardLeavesABlockedRunBlocked(t *testing.T) {
+func TestFoldDecidedCardLeavesABlockedRunBlocked(t *testing.T) {
 	b := NewBoundary(func() time.Time { return time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC) })
 	s := testSigner(t)
 	var cmds []Command
