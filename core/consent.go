@@ -23,36 +23,38 @@ type consentGrant struct {
 	At          time.Time
 }
 
-// grantConsent folds consent.granted. Callers hold v.mu.
-func (v *chanView) grantConsent(c Command, p *ConsentGranted) {
+// grantConsent folds consent.granted: grants are keyed by consent id, so
+// two grants of one tool and destination are two grants, each revoked by
+// its own id.
+func (f *channelFold) grantConsent(c Command, p *ConsentGranted) {
 	id := p.ConsentID
 	if id == "" {
 		id = c.ID() // grants recorded before consent ids
 	}
-	v.consents[id] = &consentGrant{ID: id, Tool: p.Tool, Destination: p.Destination, Owner: p.Owner, At: c.At()}
+	f.consents[id] = &consentGrant{ID: id, Tool: p.Tool, Destination: p.Destination, Owner: p.Owner, At: c.At()}
 }
 
 // revokeConsent folds consent.revoked: by id, or (records without an id)
 // every grant of the same tool and destination.
-func (v *chanView) revokeConsent(p *ConsentRevoked) {
+func (f *channelFold) revokeConsent(p *ConsentRevoked) {
 	if p.ConsentID != "" {
-		if v.revokedConsents == nil {
-			v.revokedConsents = map[string]bool{}
+		if f.revokedConsents == nil {
+			f.revokedConsents = map[string]bool{}
 		}
-		v.revokedConsents[p.ConsentID] = true
-		delete(v.consents, p.ConsentID)
+		f.revokedConsents[p.ConsentID] = true
+		delete(f.consents, p.ConsentID)
 		return
 	}
-	for id, g := range v.consents {
+	for id, g := range f.consents {
 		if g.Tool == p.Tool && g.Destination == p.Destination {
-			delete(v.consents, id)
+			delete(f.consents, id)
 		}
 	}
 }
 
-// consented reports a standing grant for tool to dest. Callers hold v.mu.
-func (v *chanView) consented(tool, dest string) bool {
-	for _, g := range v.consents {
+// consented reports a standing grant for tool to dest.
+func (f *channelFold) consented(tool, dest string) bool {
+	for _, g := range f.consents {
 		if g.Tool == tool && g.Destination == dest {
 			return true
 		}

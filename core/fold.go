@@ -2,11 +2,257 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
-// RunState is a run as folded from its commands.
+// channelFold is the one fold of a channel's journal: every derived fact
+// about a channel (policy, consents, approvals, runs, memories, routines,
+// token use, delivered message ids, thread history) comes from apply. The
+// engine's cache (chanView) holds one and advances it with each append;
+// Fold builds one from a whole journal for `bot replay`. One switch means
+// the engine and the replay cannot disagree about what a command means.
+type channelFold struct {
+	ch        ChannelKey
+	last      uint64 // seq of the last command folded
+	head      Hash
+	counts    map[string]int // commands by kind, redacted ones included
+	policy    Policy
+	policySet bool
+	consents  map[string]*consentGrant // by consent id (see consent.go)
+	// revokedConsents are the ids of revoked grants (a repeated revoke says so).
+	revokedConsents map[string]bool
+	approvals       map[string]*approvalView
+	runs            map[string]*chanRun
+	// live holds the runs not yet ended, so the owner finds what to drive
+	// without walking every run the channel ever had.
+	live      map[string]struct{}
+	threads   map[string]string   // thread root → latest run id
+	seen      map[string]struct{} // delivered message ids (redelivery dedupe)
+	dayTokens map[string]int      // UTC date → tokens spent
+	// history keeps each thread's recent conversation (routed messages and
+	// the bot's answers) so a new run in a thread knows what came before.
+	history      map[string][]ThreadTurn
+	historyOrder []string // threads in first-seen order, to bound the map
+	memories     map[string]*MemoryState
+	routines     map[string]*Routine
+	firings      map[string]*Firing // by routine.fired command id: its digest post names it as cause
+	posted       int
+	redacted     []uint64 // seqs named by command.redacted, in journal order
+}
+
+func newChannelFold(ch ChannelKey) channelFold {
+	return channelFold{
+		ch: ch, counts: map[string]int{}, consents: map[string]*consentGrant{}, approvals: map[string]*approvalView{},
+		runs: map[string]*chanRun{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
+		dayTokens: map[string]int{}, history: map[string][]ThreadTurn{},
+		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
+	}
+}
+
+// Bounds of the per-thread history a new run is given.
+const (
+	historyTurns      = 12   // most recent turns kept per thread
+	historyTurnChars  = 1500 // each turn's text is cut to this
+	historyMaxThreads = 4096 // threads remembered per channel
+)
+
+// chanRun is a run as the channel sees it.
+type chanRun struct {
+	id     string
+	thread string
+	status RunStatus
+	// steer holds the run's message.received commands while it is live:
+	// the driver picks up any it has not seen before each model call.
+	steer []Command
+	// endNotice is the effect id of a failed run's notice until it is
+	// recorded as posted: Start re-drives such runs to post it.
+	endNotice string
+	// requester is the author of the message that started the run (empty
+	// for unattended runs); startedAt its run.started time. The chat
+	// commands use them: who may cancel, who added a memory, what runs.
+	requester Person
+	startedAt time.Time
+	// What `bot replay` shows besides: the trigger message id, model steps
+	// and their tokens, why it paused or ended, its latest lifecycle time.
+	trigger   string
+	steps     int
+	tokens    int
+	reason    string
+	updatedAt time.Time
+}
+
+// remember adds a turn to a thread's history.
+func (f *channelFold) remember(thread string, t ThreadTurn) {
+	if len(t.Text) > historyTurnChars {
+		t.Text = truncate(t.Text, historyTurnChars)
+	}
+	h, ok := f.history[thread]
+	if !ok {
+		f.historyOrder = append(f.historyOrder, thread)
+		if len(f.historyOrder) > historyMaxThreads {
+			delete(f.history, f.historyOrder[0])
+			f.historyOrder = f.historyOrder[1:]
+		}
+	}
+	h = append(h, t)
+	if len(h) > historyTurns {
+		h = slices.Clone(h[len(h)-historyTurns:])
+	}
+	f.history[thread] = h
+}
+
+func (f *channelFold) run(id string) *chanRun {
+	r := f.runs[id]
+	if r == nil {
+		r = &chanRun{id: id, status: RunQueued}
+		f.runs[id] = r
+	}
+	return r
+}
+
+// touch is run for a lifecycle command of c's run: it notes when.
+func (f *channelFold) touch(c Command) *chanRun {
+	r := f.run(c.Run())
+	r.updatedAt = c.At()
+	return r
+}
+
+func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+// apply folds one command. Every kind must have a case: an unhandled kind
+// is an error, and TestEveryKindIsHandled applies each kind to catch a gap.
+// A chanView calls it under its lock.
+func (f *channelFold) apply(c Command) error {
+	if c.Channel() != f.ch {
+		return fmt.Errorf("fold channel %s: command of channel %s", f.ch, c.Channel())
+	}
+	f.last, f.head = c.Seq(), c.Hash()
+	f.counts[c.Kind().String()]++
+	if c.Redacted() {
+		return nil // a privacy deletion: the envelope counts, the content is gone
+	}
+	p, err := c.Payload()
+	if err != nil {
+		return fmt.Errorf("fold channel %s: %w", f.ch, err)
+	}
+	switch p := p.(type) {
+	case *MessageReceived:
+		f.seen[p.MessageID] = struct{}{}
+		thread := c.Scope().Thread
+		if thread == "" && p.Visibility != DM {
+			thread = p.MessageID // a top-level message is answered in a thread under it
+		}
+		f.remember(thread, ThreadTurn{Author: p.Author, Text: p.Text})
+		if c.Run() != "" {
+			r := f.run(c.Run())
+			if r.requester.ID == "" && r.startedAt.IsZero() {
+				r.requester = p.Author // the trigger: journaled before run.started
+			}
+			if !r.status.Terminal() {
+				r.steer = append(r.steer, c)
+			}
+		}
+	case *RunStarted:
+		r := f.touch(c)
+		r.thread, r.status, r.startedAt, r.trigger = c.Scope().Thread, RunWorking, c.At(), p.Trigger
+		f.threads[r.thread] = r.id
+		f.live[r.id] = struct{}{}
+	case *ModelStep:
+		f.dayTokens[dayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
+		if c.Run() != "" {
+			r := f.touch(c)
+			r.steps++
+			r.tokens += p.Usage.InputTokens + p.Usage.OutputTokens
+		}
+	case *ApprovalRequested:
+		f.touch(c).status = RunWaitingApproval
+		f.approvals[p.ApprovalID] = &approvalView{
+			ID: p.ApprovalID, Run: c.Run(), Scope: c.Scope(), CallID: p.CallID, Tool: p.Tool,
+			Consequence: Consequence(p.Consequence), Requester: p.Requester, Question: p.Question,
+			Options: p.Options, Destination: p.Destination, ExpiresAt: p.ExpiresAt,
+			Notify: p.Notify, Unattended: p.Unattended, RequestedAt: c.At(), Summary: p.Summary, Reason: p.Reason,
+		}
+	case *ApprovalResolved:
+		// The first resolution stands: a late click or expiry after it
+		// changes nothing. A decided card hands the run back to the loop
+		// once none of its other cards is pending.
+		if a := f.approvals[p.ApprovalID]; a != nil && a.pending() {
+			a.Decision, a.By, a.At = p.Decision, p.By, c.At()
+			if r := f.runs[a.Run]; r != nil && (r.status == RunWaitingApproval || r.status == RunNeedsPermission) && !f.hasPending(a.Run) {
+				r.status = RunWorking
+			}
+		}
+	case *ConsentGranted:
+		f.grantConsent(c, p)
+	case *ConsentRevoked:
+		f.revokeConsent(p)
+	case *RunPaused:
+		r := f.touch(c)
+		r.status, r.reason = p.Status, p.Reason
+	case *RunCompleted:
+		r := f.touch(c)
+		r.status, r.steer = RunDone, nil
+		delete(f.live, r.id)
+	case *RunFailed:
+		r := f.touch(c)
+		r.status, r.reason, r.steer = p.Status, p.Cause, nil
+		delete(f.live, r.id)
+		if p.Status == RunBroken || p.Status == RunCancelled && p.Cause != causeSuperseded {
+			r.endNotice = EffectID(f.ch, c.Seq(), 0)
+		}
+	case *PolicyChanged:
+		f.policy, f.policySet = p.Policy, true
+	case *MessagePosted:
+		f.posted++
+		if r := f.runs[c.Run()]; r != nil && r.endNotice == p.EffectID {
+			r.endNotice = ""
+		}
+		if p.Role == RoleAnswer && p.Text != "" {
+			f.remember(c.Scope().Thread, ThreadTurn{Bot: true, Text: p.Text})
+		}
+		if fr := f.firings[c.Cause()]; fr != nil {
+			fr.Delivered = true // a routine's digest
+		}
+	case *MemoryWritten:
+		f.memories[p.MemoryID] = &MemoryState{ID: p.MemoryID, Text: p.Text}
+	case *MemoryForgotten:
+		if m := f.memories[p.MemoryID]; m != nil {
+			m.Forgotten = true
+		}
+	case *MemoryRedacted:
+		if m := f.memories[p.MemoryID]; m != nil {
+			m.Deleted, m.Forgotten, m.Text = true, true, ""
+		}
+	case *RoutineCreated:
+		f.createRoutine(c, p)
+	case *RoutineChanged:
+		f.changeRoutine(p)
+	case *RoutineFired:
+		f.fireRoutine(c, p)
+	case *CommandRedacted:
+		f.redacted = append(f.redacted, p.Seq)
+	case *CardClicked, *ToolRequested, *PermissionDecided, *ToolCompleted, *MessageUpdated:
+		// Observations: counted; their effects arrive as their own commands
+		// (approval.resolved, tool results live in the run's fold).
+	default:
+		return fmt.Errorf("fold channel %s: unhandled kind %s", f.ch, c.Kind())
+	}
+	return nil
+}
+
+func (f *channelFold) hasPending(run string) bool {
+	for _, a := range f.approvals {
+		if a.Run == run && a.pending() {
+			return true
+		}
+	}
+	return false
+}
+
+// RunState is a run as `bot replay` shows it.
 type RunState struct {
 	ID        string    `json:"id"`
 	Thread    string    `json:"thread"`
@@ -19,14 +265,24 @@ type RunState struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// ApprovalState is an approval as folded from its commands.
+// ApprovalState is an approval as `bot replay` shows it.
 type ApprovalState struct {
 	ID        string    `json:"id"`
 	Run       string    `json:"run"`
 	Tool      string    `json:"tool"`
-	Decision  string    `json:"decision"` // pending | approved | declined | expired
+	Decision  string    `json:"decision"` // pending | approved | declined | expired | superseded | answered
 	By        string    `json:"by,omitempty"`
 	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// ConsentState is one standing consent grant as `bot replay` shows it: the
+// id `consent revoke` takes and what it covers.
+type ConsentState struct {
+	ID          string    `json:"id"`
+	Tool        string    `json:"tool"`
+	Destination string    `json:"destination,omitempty"`
+	Owner       string    `json:"owner"`
+	At          time.Time `json:"at"`
 }
 
 // MemoryState is one memory as folded from memory.* commands.
@@ -50,8 +306,8 @@ type RoutineState struct {
 	Deleted     bool      `json:"deleted,omitempty"`
 }
 
-// ChannelState is everything derived from one channel's journal. It is a
-// pure fold: the same commands always give the same state.
+// ChannelState is the exported view of a channel's fold: what `bot replay`
+// prints. It is a copy, derived from the same fold the engine keeps.
 type ChannelState struct {
 	Channel   ChannelKey                `json:"channel"`
 	Seq       uint64                    `json:"seq"`
@@ -62,145 +318,63 @@ type ChannelState struct {
 	Approvals map[string]*ApprovalState `json:"approvals"`
 	Memories  map[string]*MemoryState   `json:"memories"`
 	Routines  map[string]*RoutineState  `json:"routines"`
-	Consents  []string                  `json:"consents"` // "tool|destination|owner"
+	Consents  []ConsentState            `json:"consents"` // standing grants, oldest first
 	Posted    int                       `json:"posted"`
 	Redacted  []uint64                  `json:"redacted,omitempty"`
 }
 
-// NewChannelState returns the empty state of ch.
-func NewChannelState(ch ChannelKey) *ChannelState {
-	return &ChannelState{
-		Channel: ch, Counts: map[string]int{}, Runs: map[string]*RunState{},
-		Approvals: map[string]*ApprovalState{}, Memories: map[string]*MemoryState{},
-		Routines: map[string]*RoutineState{}, Consents: []string{},
-	}
-}
-
-// Fold applies commands in order.
+// Fold folds one channel's commands, in order, and returns its state.
 func Fold(ch ChannelKey, cmds []Command) (*ChannelState, error) {
-	s := NewChannelState(ch)
+	f := newChannelFold(ch)
 	for _, c := range cmds {
-		if err := s.Apply(c); err != nil {
-			return s, err
+		if err := f.apply(c); err != nil {
+			return f.state(), err
 		}
 	}
-	return s, nil
+	return f.state(), nil
 }
 
-func (s *ChannelState) run(c Command) *RunState {
-	r := s.Runs[c.Run()]
-	if r == nil {
-		r = &RunState{ID: c.Run(), Thread: c.Scope().Thread, Status: RunQueued, StartedAt: c.At()}
-		s.Runs[c.Run()] = r
+// state copies the fold into its exported view.
+func (f *channelFold) state() *ChannelState {
+	s := &ChannelState{
+		Channel: f.ch, Seq: f.last, Counts: make(map[string]int, len(f.counts)), Policy: f.policy,
+		Runs: make(map[string]*RunState, len(f.runs)), Approvals: make(map[string]*ApprovalState, len(f.approvals)),
+		Memories: make(map[string]*MemoryState, len(f.memories)), Routines: make(map[string]*RoutineState, len(f.routines)),
+		Consents: make([]ConsentState, 0, len(f.consents)), Posted: f.posted, Redacted: slices.Clone(f.redacted),
 	}
-	r.UpdatedAt = c.At()
-	return r
-}
-
-// Apply folds one command. Every kind must have a case: an unhandled kind is
-// an error, and TestEveryKindIsHandled applies each kind to catch a gap.
-func (s *ChannelState) Apply(c Command) error {
-	if c.Channel() != s.Channel {
-		return fmt.Errorf("fold %s: command of channel %s", s.Channel, c.Channel())
+	if f.last > 0 {
+		s.Head = f.head.String()
 	}
-	s.Seq = c.Seq()
-	s.Head = c.Hash().String()
-	s.Counts[c.Kind().String()]++
-	if c.Redacted() {
-		// The payload is gone; the envelope still counts.
-		return nil
+	for k, n := range f.counts {
+		s.Counts[k] = n
 	}
-	p, err := c.Payload()
-	if err != nil {
-		return fmt.Errorf("fold: %w", err)
+	for id, r := range f.runs {
+		s.Runs[id] = &RunState{ID: r.id, Thread: r.thread, Status: r.status, Trigger: r.trigger, Steps: r.steps,
+			Tokens: r.tokens, Reason: r.reason, StartedAt: r.startedAt, UpdatedAt: r.updatedAt}
 	}
-	switch p := p.(type) {
-	case *MessageReceived, *CardClicked, *ToolRequested, *PermissionDecided, *ToolCompleted, *MessageUpdated:
-		// Observations: counted, no derived state of their own here.
-	case *RunStarted:
-		r := s.run(c)
-		r.Status, r.Trigger = RunWorking, p.Trigger
-	case *ModelStep:
-		r := s.run(c)
-		r.Steps++
-		r.Tokens += p.Usage.InputTokens + p.Usage.OutputTokens
-	case *ApprovalRequested:
-		s.run(c).Status = RunWaitingApproval
-		s.Approvals[p.ApprovalID] = &ApprovalState{ID: p.ApprovalID, Run: c.Run(), Tool: p.Tool, Decision: "pending", ExpiresAt: p.ExpiresAt}
-	case *ApprovalResolved:
-		if a := s.Approvals[p.ApprovalID]; a != nil {
-			a.Decision, a.By = p.Decision, p.By.ID
-			// A decided card hands the run back to the loop (an expired one
-			// ends it with run.failed right after).
-			if r := s.Runs[a.Run]; r != nil && (r.Status == RunWaitingApproval || r.Status == RunNeedsPermission) {
-				r.Status = RunWorking
-			}
+	for id, a := range f.approvals {
+		d := a.Decision
+		if a.pending() {
+			d = "pending"
 		}
-	case *ConsentGranted:
-		s.Consents = append(s.Consents, p.Tool+"|"+p.Destination+"|"+p.Owner)
-		sort.Strings(s.Consents)
-	case *ConsentRevoked:
-		key := p.Tool + "|" + p.Destination + "|" + p.Owner
-		out := s.Consents[:0]
-		for _, k := range s.Consents {
-			if k != key {
-				out = append(out, k)
-			}
-		}
-		s.Consents = out
-	case *MessagePosted:
-		s.Posted++
-	case *MemoryWritten:
-		s.Memories[p.MemoryID] = &MemoryState{ID: p.MemoryID, Text: p.Text}
-	case *MemoryForgotten:
-		if m := s.Memories[p.MemoryID]; m != nil {
-			m.Forgotten = true
-		}
-	case *MemoryRedacted:
-		if m := s.Memories[p.MemoryID]; m != nil {
-			m.Deleted, m.Forgotten, m.Text = true, true, ""
-		}
-	case *RoutineCreated:
-		s.Routines[p.RoutineID] = &RoutineState{ID: p.RoutineID, Cron: p.Cron, TZ: p.TZ, Instruction: p.Instruction, Owner: p.Owner, Armed: p.Armed}
-	case *RoutineChanged:
-		if r := s.Routines[p.RoutineID]; r != nil {
-			if p.Cron != "" {
-				r.Cron = p.Cron
-			}
-			if p.TZ != "" {
-				r.TZ = p.TZ
-			}
-			if p.Instruction != "" {
-				r.Instruction = p.Instruction
-			}
-			r.Armed = p.Armed
-			if p.Deleted {
-				r.Deleted, r.Armed = true, false
-			}
-		}
-	case *RoutineFired:
-		if r := s.Routines[p.RoutineID]; r != nil {
-			if p.Outcome != "skipped" {
-				r.Fired++
-			}
-			if p.Slot.After(r.LastSlot) {
-				r.LastSlot = p.Slot
-			}
-		}
-	case *RunPaused:
-		r := s.run(c)
-		r.Status, r.Reason = p.Status, p.Reason
-	case *RunCompleted:
-		s.run(c).Status = RunDone
-	case *RunFailed:
-		r := s.run(c)
-		r.Status, r.Reason = p.Status, p.Cause
-	case *PolicyChanged:
-		s.Policy = p.Policy
-	case *CommandRedacted:
-		s.Redacted = append(s.Redacted, p.Seq)
-	default:
-		return fmt.Errorf("fold: unhandled kind %s", c.Kind())
+		s.Approvals[id] = &ApprovalState{ID: a.ID, Run: a.Run, Tool: a.Tool, Decision: d, By: a.By.ID, ExpiresAt: a.ExpiresAt}
 	}
-	return nil
+	for id, m := range f.memories {
+		c := *m
+		s.Memories[id] = &c
+	}
+	for id, r := range f.routines {
+		s.Routines[id] = routineState(r)
+	}
+	for _, g := range f.consents {
+		s.Consents = append(s.Consents, ConsentState{ID: g.ID, Tool: g.Tool, Destination: g.Destination, Owner: g.Owner, At: g.At})
+	}
+	sort.Slice(s.Consents, func(i, j int) bool {
+		a, b := s.Consents[i], s.Consents[j]
+		if !a.At.Equal(b.At) {
+			return a.At.Before(b.At)
+		}
+		return strings.Compare(a.ID, b.ID) < 0
+	})
+	return s
 }

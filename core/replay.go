@@ -366,7 +366,9 @@ func (rs *RunReplay) apply(c Command) error {
 	case *ApprovalResolved:
 		if a := rs.approvals[p.ApprovalID]; a != nil && a.res == nil {
 			a.res, a.resAt, a.resSeq = p, c.At(), c.Seq()
-			if rs.pendingApproval() == nil && !rs.Status.Terminal() {
+			// As the channel's fold has it (fold.go): only a run parked on
+			// its cards goes back to work, once none is pending.
+			if rs.pendingApproval() == nil && (rs.Status == RunWaitingApproval || rs.Status == RunNeedsPermission) {
 				rs.Status = RunWorking
 				rs.resume(c.At())
 			}

@@ -188,9 +188,13 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 		}
 		return nil
 	}
+	routines, err := Fold(cmds)
+	if err != nil {
+		return fmt.Errorf("routine pass %s: %w", ch, err)
+	}
 	now := s.cfg.Clock().UTC()
 	var errs []error
-	for _, r := range sorted(Fold(cmds)) {
+	for _, r := range sorted(routines) {
 		if r.Deleted {
 			continue
 		}

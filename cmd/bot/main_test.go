@@ -137,6 +137,69 @@ func TestReplayPrintsFoldedState(t *testing.T) {
 	}
 }
 
+// bot replay reports the facts the engine acts on: consents by id (two
+// grants of one tool and destination, one revoked), the first resolution of
+// a card (a late expiry after an approval changes nothing), and a run that
+// still waits while another of its cards is pending.
+func TestReplayReportsTheEnginesConsentsAndApprovals(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := loadConfig(env(map[string]string{"MARLOWE_DATA_DIR": dir}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStores(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := core.NewBoundary(nil)
+	scope := core.Scope{Platform: "sandbox", Workspace: "local", Channel: "general"}
+	for _, c := range []struct {
+		run string
+		p   core.Payload
+	}{
+		{"", &core.ConsentGranted{ConsentID: "K1", Tool: "post", Destination: "#a", Owner: "alice"}},
+		{"", &core.ConsentGranted{ConsentID: "K2", Tool: "post", Destination: "#a", Owner: "alice"}},
+		{"", &core.ConsentRevoked{ConsentID: "K1", Tool: "post", Destination: "#a", Owner: "alice"}},
+		{"R1", &core.RunStarted{Trigger: "m1"}},
+		{"R1", &core.ApprovalRequested{ApprovalID: "A1", Tool: "post"}},
+		{"R1", &core.ApprovalRequested{ApprovalID: "A2", Tool: "post"}},
+		{"R1", &core.ApprovalResolved{ApprovalID: "A1", Decision: "approved", By: core.Person{ID: "bob"}}},
+		{"R1", &core.ApprovalResolved{ApprovalID: "A1", Decision: "expired"}},
+	} {
+		d, err := b.System("test", scope, core.Meta{Run: c.run}, c.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Journal.Append(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	out, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": dir}), "", "replay", "--channel", string(scope.Key()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Consents []struct {
+			ID, Tool, Destination, Owner string
+		} `json:"consents"`
+		Approvals map[string]struct{ Decision, By string } `json:"approvals"`
+		Runs      map[string]struct{ Status string }       `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("replay output: %v\n%s", err, out)
+	}
+	if len(got.Consents) != 1 || got.Consents[0].ID != "K2" || got.Consents[0].Tool != "post" || got.Consents[0].Destination != "#a" || got.Consents[0].Owner != "alice" {
+		t.Errorf("consents = %+v, want K2 only\n%s", got.Consents, out)
+	}
+	if a := got.Approvals["A1"]; a.Decision != "approved" || a.By != "bob" {
+		t.Errorf("A1 = %+v, want approved by bob", a)
+	}
+	if r := got.Runs["R1"]; r.Status != string(core.RunWaitingApproval) {
+		t.Errorf("R1 = %+v, want waiting for A2", r)
+	}
+}
+
 func TestSigningKeyIsGeneratedOnceAndReused(t *testing.T) {
 	dir := t.TempDir()
 	cfg, _ := loadConfig(env(map[string]string{"MARLOWE_DATA_DIR": dir}))
