@@ -3,6 +3,7 @@ package scheduler
 import (
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -30,19 +31,63 @@ type Routine struct {
 	Cursor time.Time
 	// Firings by command id, in journal order.
 	Firings []*Firing
+	// Epoch is the seq of the command that last set the routine's spec or
+	// instruction (its creation or an edit): firings after it settle a new
+	// drift anchor, and the anchor before it is kept for comparison.
+	Epoch   uint64
 	fired   map[int64]bool // scheduled slots (unix nanos) already journaled
 }
 
-// Firing is one routine.fired command and whether its digest was posted.
+// Firing is one routine.fired command, its run (with a model) and whether
+// its post arrived. Run status and delivery are separate: a run can finish
+// and its post still fail.
 type Firing struct {
 	CmdID     string
 	Seq       uint64
 	Slot      time.Time
 	Outcome   string
 	Missed    int
+	Reason    string
 	At        time.Time
 	Delivered bool
+	// Epoch is the routine's epoch when it fired.
+	Epoch uint64
+	// RunID is the id its unattended run has (or will have) when a model
+	// answers: fixed by the firing, so a slot never starts two runs.
+	RunID string
+	// Started: run.started is journaled. RunStatus is "" (none), running,
+	// done, failed or the paused status.
+	Started   bool
+	RunStatus string
+	// Answer is the run's final text (the digest text without a model).
+	Answer string
+	Tools  []string
+	Stats  Stats
+	runAt  time.Time
 }
+
+// Stats are what drift is judged on.
+type Stats struct {
+	OutputChars int // the answer's size before any cap
+	Duration    time.Duration
+	ToolCalls   int
+	ToolErrors  int
+}
+
+// Succeeded reports whether the firing did its work and its post arrived.
+func (f *Firing) Succeeded() bool {
+	return f.Outcome != OutcomeSkipped && f.Delivered && (!f.Started || f.RunStatus == RunDone)
+}
+
+// Run statuses of a firing.
+const (
+	RunRunning = "running"
+	RunDone    = "done"
+	RunFailed  = "failed"
+)
+
+// RunIDFor is the run id of the firing journaled as cmdID at at.
+func RunIDFor(cmdID string, at time.Time) string { return core.KeyedID("routine-run:"+cmdID, at) }
 
 // LastDelivered returns the latest firing whose post is journaled.
 func (r *Routine) LastDelivered() *Firing {
@@ -61,6 +106,7 @@ func (r *Routine) Fired(slot time.Time) bool { return r.fired[slot.UnixNano()] }
 func Fold(cmds []core.Command) map[string]*Routine {
 	out := map[string]*Routine{}
 	byCmd := map[string]*Firing{}
+	byRun := map[string]*Firing{}
 	for _, c := range cmds {
 		if c.Redacted() {
 			continue
@@ -74,13 +120,16 @@ func Fold(cmds []core.Command) map[string]*Routine {
 			sc := c.Scope()
 			sc.Thread = ""
 			out[p.RoutineID] = &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ,
-				Instruction: p.Instruction, Armed: p.Armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), fired: map[int64]bool{}}
+				Instruction: p.Instruction, Armed: p.Armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), Epoch: c.Seq(), fired: map[int64]bool{}}
 		case core.KindRoutineChanged:
 			p, err := core.Decode[*core.RoutineChanged](c)
 			if err != nil {
 				continue
 			}
 			if r := out[p.RoutineID]; r != nil {
+				if p.Cron != "" || p.Instruction != "" {
+					r.Epoch = c.Seq() // an edit re-settles the anchor
+				}
 				if p.Cron != "" {
 					r.Spec = p.Cron
 				}
@@ -102,12 +151,14 @@ func Fold(cmds []core.Command) map[string]*Routine {
 			if r == nil {
 				continue
 			}
-			f := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot.UTC(), Outcome: p.Outcome, Missed: p.Missed, At: c.At()}
+			f := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot.UTC(), Outcome: p.Outcome, Missed: p.Missed, Reason: p.Reason,
+				At: c.At(), Epoch: r.Epoch, RunID: RunIDFor(c.ID(), c.At())}
 			if f.Outcome == "" {
 				f.Outcome = OutcomeFired
 			}
 			r.Firings = append(r.Firings, f)
 			byCmd[c.ID()] = f
+			byRun[f.RunID] = f
 			if f.Outcome != OutcomeManual {
 				r.fired[f.Slot.UnixNano()] = true
 				if f.Slot.After(r.Cursor) {
@@ -115,12 +166,58 @@ func Fold(cmds []core.Command) map[string]*Routine {
 				}
 			}
 		case core.KindMessagePosted:
-			if f := byCmd[c.Cause()]; f != nil {
+			if f := byCmd[c.Cause()]; f != nil && c.Run() == "" {
 				f.Delivered = true
+				if p, err := core.Decode[*core.MessagePosted](c); err == nil {
+					f.Answer = p.Text
+					f.Stats.OutputChars = utf8.RuneCountInString(p.Text)
+				}
+			} else if f := byRun[c.Run()]; f != nil && c.Scope().Thread == "" {
+				if p, err := core.Decode[*core.MessagePosted](c); err == nil && p.Role == core.RoleAnswer {
+					f.Delivered = true
+				}
+			}
+		default:
+			if f := byRun[c.Run()]; f != nil && c.Run() != "" {
+				foldRun(f, c)
 			}
 		}
 	}
 	return out
+}
+
+// foldRun folds one command of a firing's run into it.
+func foldRun(f *Firing, c core.Command) {
+	switch c.Kind() {
+	case core.KindRunStarted:
+		f.Started, f.RunStatus, f.runAt = true, RunRunning, c.At()
+	case core.KindRunCompleted:
+		f.RunStatus, f.Stats.Duration = RunDone, c.At().Sub(f.runAt)
+	case core.KindRunFailed:
+		f.RunStatus, f.Stats.Duration = RunFailed, c.At().Sub(f.runAt)
+	case core.KindRunPaused:
+		if p, err := core.Decode[*core.RunPaused](c); err == nil {
+			f.RunStatus = string(p.Status)
+		}
+	case core.KindApprovalResolved:
+		if f.RunStatus != RunDone && f.RunStatus != RunFailed {
+			f.RunStatus = RunRunning // the park was decided: it goes on
+		}
+	case core.KindModelStep:
+		if p, err := core.Decode[*core.ModelStep](c); err == nil && p.Final {
+			f.Answer = p.Text
+			f.Stats.OutputChars = utf8.RuneCountInString(p.Text)
+		}
+	case core.KindToolRequested:
+		if p, err := core.Decode[*core.ToolRequested](c); err == nil && len(p.AutoRecall) == 0 {
+			f.Stats.ToolCalls++
+			f.Tools = append(f.Tools, p.Call.Name)
+		}
+	case core.KindToolCompleted:
+		if p, err := core.Decode[*core.ToolCompleted](c); err == nil && !p.OK {
+			f.Stats.ToolErrors++
+		}
+	}
 }
 
 // sorted returns routines in creation order.

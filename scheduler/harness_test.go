@@ -120,11 +120,22 @@ func (w *world) say(by core.Person, text string) string {
 	return strings.Join(out, "\n")
 }
 
-// digests are the bot's top-level posts.
+// dms are the bot's posts in user's DM (owner notices).
+func (w *world) dms(user string) []string {
+	var out []string
+	for _, p := range w.s.Posts() {
+		if p.Out.Scope.Channel == "D-"+user {
+			out = append(out, p.Out.Text)
+		}
+	}
+	return out
+}
+
+// digests are the bot's top-level posts in the room.
 func (w *world) digests() []string {
 	var out []string
 	for _, p := range w.s.Posts() {
-		if p.Out.Scope.Thread == "" {
+		if p.Out.Scope.Thread == "" && p.Out.Scope.Channel == room.Channel {
 			out = append(out, p.Out.Text)
 		}
 	}
