@@ -34,8 +34,8 @@ type Routine struct {
 	// Epoch is the seq of the command that last set the routine's spec or
 	// instruction (its creation or an edit): firings after it settle a new
 	// drift anchor, and the anchor before it is kept for comparison.
-	Epoch   uint64
-	fired   map[int64]bool // scheduled slots (unix nanos) already journaled
+	Epoch uint64
+	fired map[int64]bool // scheduled slots (unix nanos) already journaled
 }
 
 // Firing is one routine.fired command, its run (with a model) and whether

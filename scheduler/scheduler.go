@@ -275,4 +275,3 @@ func hasRoutine(cmds []core.Command) bool {
 	}
 	return false
 }
-

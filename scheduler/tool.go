@@ -217,6 +217,15 @@ func list(routines map[string]*Routine, now time.Time, grace time.Duration) stri
 		if len(r.Firings) > 0 {
 			f := r.Firings[len(r.Firings)-1]
 			fmt.Fprintf(&b, "; last %s %s: %s", f.Outcome, f.Slot.Format("2006-01-02 15:04 MST"), firingStatus(f, now, grace))
+			var failed []*Firing
+			for _, g := range r.Firings[:len(r.Firings)-1] {
+				if g.Outcome != OutcomeSkipped && !g.Delivered && now.Sub(g.At) > grace {
+					failed = append(failed, g)
+				}
+			}
+			if len(failed) > 0 {
+				fmt.Fprintf(&b, "; ⚠️ %d earlier post(s) FAILED (latest slot %s)", len(failed), failed[len(failed)-1].Slot.Format("2006-01-02 15:04 MST"))
+			}
 		}
 		if cur, _, _ := Anchors(r); cur == nil {
 			fmt.Fprintf(&b, "; settling (%d of %d firings)", settled(r), SettleFirings)
