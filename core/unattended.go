@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // Unattended runs (a routine firing, a task nobody watches) never block on
@@ -20,6 +23,10 @@ type UnattendedRun struct {
 	Owner       Person // on whose behalf it works: its requester
 	Instruction string
 	Trigger     string // the routine id or task id that fired it
+	// RunID, when set, is the run's id, fixed by the caller (a routine
+	// firing's KeyedID): starting it again is a no-op that returns it, and
+	// two replicas starting it at once journal one run.started.
+	RunID string
 }
 
 // StartUnattended journals run.started (system actor, unattended) and
@@ -38,20 +45,56 @@ func (e *Engine) StartUnattended(ctx context.Context, u UnattendedRun) (string, 
 	if err != nil {
 		return "", fmt.Errorf("start unattended run: %w", err)
 	}
-	runID := e.b.NewID()
+	runID := u.RunID
+	if runID != "" {
+		if started, err := e.runStarted(ctx, runID); err != nil || started {
+			return runID, err
+		}
+	} else {
+		runID = e.b.NewID()
+	}
 	owner := u.Owner
-	d, err := e.b.System("scheduler", u.Scope, Meta{Run: runID}, &RunStarted{
-		Trigger: u.Trigger, Instruction: u.Instruction, Unattended: true, Owner: &owner, InputLimit: e.cfg.MaxInputChars,
-	})
+	rs := &RunStarted{Trigger: u.Trigger, Instruction: u.Instruction, Unattended: true, Owner: &owner, InputLimit: e.cfg.MaxInputChars}
+	var d Draft
+	if u.RunID != "" {
+		d, err = e.b.SystemKeyed("scheduler", "run.started:"+runID, idTime(runID, e.now()), u.Scope, Meta{Run: runID}, rs)
+	} else {
+		d, err = e.b.System("scheduler", u.Scope, Meta{Run: runID}, rs)
+	}
 	if err != nil {
 		return "", err
 	}
 	if _, err := v.append(ctx, nil, d); err != nil {
+		if u.RunID != "" {
+			// Another replica journaled it first (UNIQUE (id)): it drives it.
+			if started, rerr := e.runStarted(ctx, runID); rerr == nil && started {
+				return runID, nil
+			}
+		}
 		return "", fmt.Errorf("start unattended run: %w", err)
 	}
 	e.enqueue(threadKey{u.Scope.Key(), u.Scope.Thread}, job{run: runID})
 	e.log.Info("unattended run started", "run", runID, "channel", string(u.Scope.Key()), "owner", owner.ID)
 	return runID, nil
+}
+
+// runStarted reports whether run is journaled already.
+func (e *Engine) runStarted(ctx context.Context, run string) (bool, error) {
+	cmds, err := e.j.ReadRun(ctx, run)
+	if err != nil {
+		return false, fmt.Errorf("start unattended run: read run %s: %w", run, err)
+	}
+	return len(cmds) > 0, nil
+}
+
+// idTime is the time a ULID carries (fallback when id is not one), so a
+// keyed draft derived from id gets the same id wherever it is drafted.
+func idTime(id string, fallback time.Time) time.Time {
+	u, err := ulid.ParseStrict(id)
+	if err != nil {
+		return fallback
+	}
+	return ulid.Time(u.Time())
 }
 
 // startUnattended folds the run.started of an unattended run: the owner is

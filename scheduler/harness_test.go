@@ -46,6 +46,38 @@ type world struct {
 	e      *core.Engine
 	sch    *scheduler.Scheduler
 	next   atomic.Int64
+	model  core.Model // nil: offline (digests)
+}
+
+// newModelWorld is newWorld with a model answering runs.
+func newModelWorld(t *testing.T, m core.Model) *world {
+	t.Helper()
+	w := &world{t: t, signer: coretest.NewSigner(t), clk: &clock{t: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)}, model: m}
+	w.j = coretest.NewMemJournal(w.signer)
+	w.s = coretest.NewFakeSurface("test", "UBOT")
+	w.start(w.j)
+	return w
+}
+
+// idle waits until the engine has driven every run it holds.
+func (w *world) idle() {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.e.WaitIdle(ctx); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// count counts the room's commands of kind k.
+func (w *world) count(k core.Kind) int {
+	n := 0
+	for _, c := range w.j.All(room.Key()) {
+		if c.Kind() == k {
+			n++
+		}
+	}
+	return n
 }
 
 func newWorld(t *testing.T) *world {
@@ -73,7 +105,7 @@ func (w *world) start(j *coretest.MemJournal) {
 		t.Fatal(err)
 	}
 	w.e, err = core.NewEngine(core.EngineConfig{
-		Journal: j, Boundary: w.b, Tools: reg, Surfaces: map[string]core.Surface{"test": w.s},
+		Journal: j, Boundary: w.b, Tools: reg, Model: w.model, Surfaces: map[string]core.Surface{"test": w.s},
 		Router:  core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
 		CardKey: []byte("routine-test-card-key-0123456789"), Clock: w.clk.Now, Logger: slog.New(slog.DiscardHandler),
 		Operators: []core.Operator{{Platform: "test", UserID: "UADMIN"}},
@@ -120,11 +152,22 @@ func (w *world) say(by core.Person, text string) string {
 	return strings.Join(out, "\n")
 }
 
-// digests are the bot's top-level posts.
+// dms are the bot's posts in user's DM (owner notices).
+func (w *world) dms(user string) []string {
+	var out []string
+	for _, p := range w.s.Posts() {
+		if p.Out.Scope.Channel == "D-"+user {
+			out = append(out, p.Out.Text)
+		}
+	}
+	return out
+}
+
+// digests are the bot's top-level posts in the room.
 func (w *world) digests() []string {
 	var out []string
 	for _, p := range w.s.Posts() {
-		if p.Out.Scope.Thread == "" {
+		if p.Out.Scope.Thread == "" && p.Out.Scope.Channel == room.Channel {
 			out = append(out, p.Out.Text)
 		}
 	}

@@ -21,9 +21,15 @@ const (
 )
 
 // Engine is what the scheduler needs of core.Engine: posting a digest
-// through the engine's post path, and asking who administers a channel.
+// through the engine's post path, starting a firing's unattended run when a
+// model answers, the channel's daily budget, a card in a routine owner's
+// inbox, and who administers a channel.
 type Engine interface {
-	PostDigest(ctx context.Context, sc core.Scope, key, cause, text string) (core.MessageRef, error)
+	PostRoutine(ctx context.Context, p core.DigestPost) (core.MessageRef, error)
+	HasModel() bool
+	StartUnattended(ctx context.Context, u core.UnattendedRun) (string, error)
+	DailyBudget(ctx context.Context, sc core.Scope) (spent, limit int, err error)
+	NotifyOwner(ctx context.Context, n core.OwnerNotice) error
 	IsAdmin(ctx context.Context, sc core.Scope, p core.Person) bool
 }
 
@@ -56,9 +62,13 @@ type Lease interface {
 const leaseName = "scheduler"
 
 // Scheduler fires routines. Without a Lease only one process may run it;
-// with one, passes run only while the lease is held. Appends are not fenced
-// (the journal takes no expected head yet, issue 11): a holder that stalls
-// past its lease with an append in flight could still race its successor.
+// with one, passes run only while the lease is held. The lease is not what
+// makes a slot fire once: a firing's command id is keyed by (routine, slot),
+// so of two schedulers that both think they hold the lease (a stalled
+// holder and its successor) the journal's UNIQUE (id) lets one journal it,
+// and only that one posts or starts its run at once; a firing left
+// undelivered is retried later, flagged so the surface checks the platform
+// for its key before posting again.
 type Scheduler struct {
 	cfg Config
 	// mu serialises passes and routine commands, so one process never
@@ -69,6 +79,9 @@ type Scheduler struct {
 	// read up to: later passes read only what came after it, not the whole
 	// journal again. Guarded by mu.
 	quiet map[core.ChannelKey]uint64
+	// noticed holds the owner notices this process has sent (NotifyOwner
+	// itself dedups across processes by the DM's journal). Guarded by mu.
+	noticed map[string]bool
 }
 
 // New validates cfg.
@@ -91,7 +104,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{cfg: cfg, quiet: map[core.ChannelKey]uint64{}}, nil
+	return &Scheduler{cfg: cfg, quiet: map[core.ChannelKey]uint64{}, noticed: map[string]bool{}}, nil
 }
 
 // Bind gives the scheduler the engine it posts through. The engine is built
@@ -188,23 +201,15 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 		}
 		return nil
 	}
-	routines, err := Fold(cmds)
-	if err != nil {
-		return fmt.Errorf("routine pass %s: %w", ch, err)
-	}
+	routines := Fold(cmds)
 	now := s.cfg.Clock().UTC()
 	var errs []error
 	for _, r := range sorted(routines) {
 		if r.Deleted {
 			continue
 		}
-		// Deliver what was fired but not posted (a crash or a failed post).
-		for _, f := range r.Firings {
-			if f.Outcome != OutcomeSkipped && !f.Delivered && now.Sub(f.At) <= s.cfg.Grace {
-				if err := s.deliver(ctx, r, f, cmds); err != nil {
-					errs = append(errs, err)
-				}
-			}
+		if err := s.tend(ctx, r, cmds, now); err != nil {
+			errs = append(errs, err)
 		}
 		if !r.Armed {
 			continue
@@ -230,14 +235,22 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 		if late := now.Sub(last); late > s.cfg.Grace {
 			p.Outcome = OutcomeSkipped
 			p.Reason = fmt.Sprintf("missed by %s, more than the %s grace window", late.Round(time.Second), s.cfg.Grace)
+		} else if why := s.overBudget(ctx, r); why != "" {
+			p.Outcome, p.Reason = OutcomeSkipped, why
 		}
 		f, err := s.fire(ctx, r, p)
+		if errors.Is(err, errLostSlot) {
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if f.Outcome == OutcomeSkipped {
 			s.cfg.Logger.Warn("routine slot skipped", "routine", r.ID, "slot", last, "reason", p.Reason)
+			if err := s.noticeSkip(ctx, r, f); err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		// Re-read: the digest covers the journal up to the firing.
@@ -246,7 +259,7 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := s.deliver(ctx, r, f, cmds); err != nil {
+		if err := s.perform(ctx, r, f, cmds, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -262,51 +275,4 @@ func hasRoutine(cmds []core.Command) bool {
 		}
 	}
 	return false
-}
-
-// fire journals routine.fired before anything is posted: the record is
-// what makes a slot fire once, across restarts.
-func (s *Scheduler) fire(ctx context.Context, r *Routine, p *core.RoutineFired) (*Firing, error) {
-	d, err := s.cfg.Boundary.System("scheduler", r.Scope, core.Meta{}, p)
-	if err != nil {
-		return nil, fmt.Errorf("routine %s: %w", r.ID, err)
-	}
-	cmds, err := s.cfg.Journal.Append(ctx, d)
-	if err != nil {
-		return nil, fmt.Errorf("routine %s: journal firing: %w", r.ID, err)
-	}
-	c := cmds[0]
-	f := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot, Outcome: p.Outcome, Missed: p.Missed, At: c.At()}
-	r.Firings = append(r.Firings, f)
-	s.cfg.Logger.Info("routine fired", "routine", r.ID, "slot", p.Slot, "outcome", p.Outcome, "missed", p.Missed)
-	return f, nil
-}
-
-// deliver posts f's digest. The text is compiled from the journal before
-// the firing only, so a retry posts the same text under the same key.
-func (s *Scheduler) deliver(ctx context.Context, r *Routine, f *Firing, cmds []core.Command) error {
-	if s.eng == nil {
-		return errors.New("scheduler: no engine bound")
-	}
-	since, sinceAt := r.CreatedSeq, r.CreatedAt
-	for _, g := range r.Firings {
-		if g.Seq < f.Seq && g.Delivered {
-			since, sinceAt = g.Seq, g.At
-		}
-	}
-	var before []core.Command
-	for _, c := range cmds {
-		if c.Seq() < f.Seq {
-			before = append(before, c)
-		}
-	}
-	text := Digest(r, before, since, sinceAt, f.At)
-	if f.Missed > 0 {
-		text += fmt.Sprintf("\n_(%d earlier slot(s) were missed while the bot was down.)_", f.Missed)
-	}
-	if _, err := s.eng.PostDigest(ctx, r.Scope, "routine:"+r.ID+":"+f.CmdID, f.CmdID, text); err != nil {
-		return fmt.Errorf("routine %s: post digest: %w", r.ID, err)
-	}
-	f.Delivered = true
-	return nil
 }

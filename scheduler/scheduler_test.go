@@ -136,8 +136,13 @@ func TestMissedSlotsFireOnceWithinGraceAndSkipAfter(t *testing.T) {
 	if d := w.digests(); len(d) != 0 {
 		t.Fatalf("skipped slot posted: %q", d)
 	}
-	if l := w.say(alice, "routines"); !strings.Contains(l, "skipped") {
+	if l := w.say(alice, "routines"); !strings.Contains(l, "skipped") || !strings.Contains(l, "grace window") {
 		t.Fatalf("list does not show the skip: %q", l)
+	}
+	// The skip is reported to the owner's DM inbox, once.
+	w.tick()
+	if dm := w.dms(alice.ID); len(dm) != 1 || !strings.Contains(dm[0], "Routine "+id+" skipped its Thu 5 Mar 09:00 CET slot") {
+		t.Fatalf("owner's DM after the skip: %q", dm)
 	}
 	// Up 20 min after the next slot: it fires once, late.
 	w.restart()

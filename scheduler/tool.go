@@ -82,10 +82,7 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 	if err != nil {
 		return "", fmt.Errorf("routine: read channel: %w", err)
 	}
-	routines, err := Fold(cmds)
-	if err != nil {
-		return "", fmt.Errorf("routine: %w", err)
-	}
+	routines := Fold(cmds)
 	if cmd.Op == core.RoutineAdd {
 		sched, err := ParseSpec(cmd.Spec, cmd.TZ, s.cfg.MinInterval)
 		if err != nil {
@@ -122,8 +119,11 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		if err != nil {
 			return "", err
 		}
-		if err := s.deliver(ctx, r, f, all); err != nil {
+		if err := s.perform(ctx, r, f, all, false); err != nil {
 			return "", err
+		}
+		if s.eng.HasModel() {
+			return fmt.Sprintf("▶️ Routine %s is running; its result will be posted in the channel.", r.ID), nil
 		}
 		return fmt.Sprintf("▶️ Routine %s ran; its digest is posted in the channel.", r.ID), nil
 	}
@@ -170,6 +170,37 @@ func nextSlots(sched Schedule, now time.Time, tz string, n int) string {
 	return strings.Join(out, ", ")
 }
 
+// firingStatus says what happened to f: run status and delivery apart, a
+// post that never arrived never shown as done.
+func firingStatus(f *Firing, now time.Time, grace time.Duration) string {
+	if f.Outcome == OutcomeSkipped {
+		return fmt.Sprintf("skipped (%d slot(s) missed; %s)", f.Missed+1, f.Reason)
+	}
+	run := ""
+	if f.Started {
+		run = "run " + f.RunStatus + ", "
+	}
+	switch {
+	case f.Delivered:
+		return run + "posted"
+	case now.Sub(f.At) <= grace:
+		return run + "post not confirmed yet (retrying)"
+	default:
+		return run + "post FAILED (owner told)"
+	}
+}
+
+// settled counts the successful firings of r's current epoch.
+func settled(r *Routine) int {
+	n := 0
+	for _, f := range r.Firings {
+		if f.Epoch == r.Epoch && f.Succeeded() && f.Outcome != OutcomeManual {
+			n++
+		}
+	}
+	return n
+}
+
 func list(routines map[string]*Routine, now time.Time, grace time.Duration) string {
 	var b strings.Builder
 	n := 0
@@ -185,16 +216,19 @@ func list(routines map[string]*Routine, now time.Time, grace time.Duration) stri
 		fmt.Fprintf(&b, "• %s `%s` (%s) by <@%s>, %s — %s", r.ID, r.Spec, r.TZ, r.Owner, state, firstLine(r.Instruction, 120))
 		if len(r.Firings) > 0 {
 			f := r.Firings[len(r.Firings)-1]
-			status := "posted"
-			switch {
-			case f.Outcome == OutcomeSkipped:
-				status = "skipped (" + fmt.Sprint(f.Missed+1) + " slot(s) missed)"
-			case !f.Delivered && now.Sub(f.At) <= grace:
-				status = "fired, post not confirmed yet (retrying)"
-			case !f.Delivered:
-				status = "fired, post FAILED"
+			fmt.Fprintf(&b, "; last %s %s: %s", f.Outcome, f.Slot.Format("2006-01-02 15:04 MST"), firingStatus(f, now, grace))
+			var failed []*Firing
+			for _, g := range r.Firings[:len(r.Firings)-1] {
+				if g.Outcome != OutcomeSkipped && !g.Delivered && now.Sub(g.At) > grace {
+					failed = append(failed, g)
+				}
 			}
-			fmt.Fprintf(&b, "; last %s %s: %s", f.Outcome, f.Slot.Format("2006-01-02 15:04 MST"), status)
+			if len(failed) > 0 {
+				fmt.Fprintf(&b, "; ⚠️ %d earlier post(s) FAILED (latest slot %s)", len(failed), failed[len(failed)-1].Slot.Format("2006-01-02 15:04 MST"))
+			}
+		}
+		if cur, _, _ := Anchors(r); cur == nil {
+			fmt.Fprintf(&b, "; settling (%d of %d firings)", settled(r), SettleFirings)
 		}
 		b.WriteString("\n")
 	}

@@ -10,8 +10,10 @@ import (
 )
 
 // TestQARoutines runs `bot serve` against the fake Slack and model: a typed
-// routine posts its digest at the channel's top level on time, a reply in
-// the digest's thread is answered (window), and `routine pause` stops it.
+// routine fires on time as an unattended model run whose answer is posted
+// at the channel's top level, the next firing is seeded with what the last
+// one posted (run history), `routine pause` stops it, and a reply in a
+// firing's thread is answered (window).
 func TestQARoutines(t *testing.T) {
 	b := startQA(t, qaOpts{env: map[string]string{
 		"MARLOWE_ROUTINE_MIN_INTERVAL": "1s",
@@ -21,24 +23,25 @@ func TestQARoutines(t *testing.T) {
 	armed := b.waitPost("routine armed", hasText("armed"))
 	_, rest, _ := strings.Cut(armed.Text, "Routine ")
 	id, _, _ := strings.Cut(rest, " ")
+	// The fake model echoes what it is asked: the firing's seed.
 	isDigest := func(p slackfake.Post) bool {
-		return p.Channel == qaGeneral && p.ThreadTS == "" && strings.Contains(p.Text, "Routine "+id+": qa digest")
+		return p.Channel == qaGeneral && p.ThreadTS == "" && strings.Contains(p.Text, "Scheduled task (unattended") && strings.Contains(p.Text, "qa digest")
 	}
-	digest := b.waitPost("the first digest", isDigest)
-	// The window opens when the post is journaled, just after Slack has it:
-	// the next digest (posted after that, by the same pass loop) says so.
-	b.waitPost("the second digest", func(p slackfake.Post) bool { return isDigest(p) && p.TS != digest.TS })
-
-	b.model.Enqueue(llmtest.Text("threadkiwi: it is the routine's digest"))
-	b.slack.Say(qaGeneral, digest.TS, qaBob, "what is this?")
-	b.waitPost("an answer in the digest's thread", func(p slackfake.Post) bool {
-		return p.ThreadTS == digest.TS && strings.Contains(p.Text, "threadkiwi")
+	digest := b.waitPost("the first firing's post", isDigest)
+	b.waitPost("the second firing's post, seeded with the first's", func(p slackfake.Post) bool {
+		return isDigest(p) && p.TS != digest.TS && strings.Contains(p.Text, "Last successful firing")
 	})
 
 	b.slack.Say(qaGeneral, "", qaAlice, b.mention+" routine pause "+id)
 	paused := b.waitPost("routine paused", hasText("paused"))
-	b.quiet("digests after pause", 2500*time.Millisecond, func(p slackfake.Post) bool {
-		return isDigest(p) && p.At.After(paused.At)
+	b.quiet("posts after pause", 2500*time.Millisecond, func(p slackfake.Post) bool {
+		return isDigest(p) && p.At.After(paused.At.Add(500*time.Millisecond))
+	})
+
+	b.model.Enqueue(llmtest.Text("threadkiwi: it is the routine's post"))
+	b.slack.Say(qaGeneral, digest.TS, qaBob, "what is this?")
+	b.waitPost("an answer in the firing's thread", func(p slackfake.Post) bool {
+		return p.ThreadTS == digest.TS && strings.Contains(p.Text, "threadkiwi")
 	})
 	b.verify()
 }
