@@ -32,11 +32,18 @@ type config struct {
 	// MaxInputChars caps what a model sees of one message
 	// (MARLOWE_MAX_INPUT_CHARS, default 8000).
 	MaxInputChars int
+	// DrainTimeout is how long serve, told to stop, lets in-flight runs
+	// finish or park before it closes (MARLOWE_DRAIN_TIMEOUT, default 20s).
+	DrainTimeout time.Duration
 
 	// Getenv reads the merged configuration (environment over file) for the
 	// packages that read their own keys (model providers, platforms).
 	Getenv func(string) string
 }
+
+// defaultDrainTimeout stays under the 30 s an orchestrator (Docker,
+// Kubernetes) usually waits between SIGTERM and SIGKILL.
+const defaultDrainTimeout = 20 * time.Second
 
 // loadConfig merges the environment over the optional config file.
 func loadConfig(getenv func(string) string) (config, error) {
@@ -88,6 +95,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("config: MARLOWE_MAX_INPUT_CHARS=%q: want a whole number of characters, at least 100", v)
 		}
 		c.MaxInputChars = n
+	}
+	c.DrainTimeout = defaultDrainTimeout
+	if v := get("MARLOWE_DRAIN_TIMEOUT"); v != "" {
+		d, err := parseDurationOrSeconds(v)
+		if err != nil || d < 0 {
+			return config{}, fmt.Errorf("config: MARLOWE_DRAIN_TIMEOUT=%q: want a Go duration (20s, 1m) or seconds; 0 closes at once", v)
+		}
+		c.DrainTimeout = d
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
