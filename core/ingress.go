@@ -85,6 +85,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 	var started, steered, cancelled, superseded bool
 	var refusal *notice
 	_, err = v.appendPlan(ctx, func() ([]Draft, error) {
+		superseded = false // this pass's plan decides (a retried plan may differ)
 		if _, dup := v.seen[ev.MessageID]; dup {
 			return nil, nil // a redelivery (or Slack's app_mention + message pair)
 		}
