@@ -152,6 +152,8 @@ type EngineConfig struct {
 	// With none, a channel's admins come from the platform and from policy
 	// set by an existing admin; with no admin known, policy is read-only.
 	Operators []Operator
+	// Metrics hears about run ends and model calls (nil: not counted).
+	Metrics RunMetrics
 }
 
 // Engine is the run loop: ingress (Deliver), one serial consumer per thread
@@ -189,6 +191,7 @@ type Engine struct {
 	wg       sync.WaitGroup
 	idle     *sync.Cond
 	busy     int
+	drain    drainState // see drain.go
 }
 
 type threadKey struct {

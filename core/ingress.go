@@ -17,12 +17,10 @@ import (
 // crash after that resumes from the journal, a crash before means
 // redelivery, and a redelivered message id is recognised and dropped.
 func (e *Engine) Deliver(ctx context.Context, in Inbound) error {
-	e.mu.Lock()
-	closed := e.closed || e.runCtx.Err() != nil
-	e.mu.Unlock()
-	if closed {
-		return errors.New("deliver: engine is stopped")
+	if err := e.admit(); err != nil {
+		return err
 	}
+	defer e.delivered()
 	switch {
 	case in.Event != nil && in.Click == nil:
 		return e.deliverEvent(ctx, *in.Event)
@@ -84,9 +82,10 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 	mayDecide := e.mayDecidePending(ctx, v, ev, thread)
 	cancelReq := e.cancelFor(ctx, v, ev, thread)
 	var wake string
-	var started, steered, cancelled bool
+	var started, steered, cancelled, superseded bool
 	var refusal *notice
 	_, err = v.appendPlan(ctx, func() ([]Draft, error) {
+		superseded = false // this pass's plan decides (a retried plan may differ)
 		if _, dup := v.seen[ev.MessageID]; dup {
 			return nil, nil // a redelivery (or Slack's app_mention + message pair)
 		}
@@ -125,6 +124,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 		}
 		runID := e.b.NewID()
 		var drafts []Draft
+		superseded = parked != nil
 		if parked != nil {
 			// A blocked run cannot continue by itself; the new message
 			// starts afresh (with fresh run budgets) in the same thread.
@@ -154,7 +154,11 @@ func (e *Engine) deliverEvent(ctx context.Context, ev Event) error {
 	if wake == "" {
 		return nil
 	}
+	if superseded {
+		e.metrics().RunEnded(RunCancelled)
+	}
 	if cancelled {
+		e.metrics().RunEnded(RunCancelled)
 		e.interrupt(wake)
 		e.log.Info("run cancelled", "run", wake, "channel", string(ch), "by", ev.Author.ID)
 	}

@@ -540,7 +540,9 @@ func (d *driver) callModel(ctx context.Context, v View, runID string, remaining 
 	defer cancel()
 	wait := d.e.cfg.RetryBackoff
 	for attempt := 0; ; attempt++ {
+		began := time.Now()
 		reply, err := d.e.model.Step(mctx, v)
+		d.e.metrics().ModelCalled(time.Since(began), reply.Usage, err)
 		if err == nil {
 			return reply, nil
 		}
@@ -1056,6 +1058,7 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	d.e.metrics().RunEnded(RunDone)
 	d.e.log.Info("run completed", "run", rs.ID, "steps", rs.Steps, "tokens", rs.Tokens)
 	return true, nil
 }
@@ -1104,6 +1107,7 @@ func (d *driver) fail(ctx context.Context, st RunStatus, cause string) error {
 	if _, err := d.appendRun(ctx, nil, fd); err != nil {
 		return err
 	}
+	d.e.metrics().RunEnded(st)
 	d.e.log.Info("run ended", "run", d.rs.ID, "status", string(st), "cause", cause)
 	return d.reconcileEnd(ctx)
 }

@@ -39,6 +39,8 @@ const Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 
 // Adapter is the Discord core.Surface.
 type Adapter struct {
+	// onAck hears how long each delivered event took to acknowledge (ops.go).
+	onAck  func(time.Duration)
 	cfg    Config
 	log    *slog.Logger
 	sess   *discordgo.Session

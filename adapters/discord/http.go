@@ -60,6 +60,7 @@ func (a *Adapter) Handler() http.Handler {
 			once.Do(func() { got <- resp })
 			return nil
 		}
+		received := a.now()
 		a.handleInteraction(r.Context(), &i, send)
 		select {
 		case resp := <-got:
@@ -67,6 +68,7 @@ func (a *Adapter) Handler() http.Handler {
 		default:
 			w.WriteHeader(http.StatusNoContent)
 		}
+		a.acked(received)
 	})
 	return mux
 }

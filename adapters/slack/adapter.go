@@ -23,6 +23,8 @@ import (
 
 // Adapter is the Slack core.Surface.
 type Adapter struct {
+	// onAck hears how long each delivered event took to acknowledge (ops.go).
+	onAck  func(time.Duration)
 	cfg    Config
 	log    *slog.Logger
 	api    *slack.Client

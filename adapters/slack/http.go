@@ -152,4 +152,5 @@ func (a *Adapter) serveDelivery(ctx context.Context, w http.ResponseWriter, retr
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+	a.acked(received)
 }

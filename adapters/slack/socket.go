@@ -186,6 +186,7 @@ func (a *Adapter) handleSocketJob(ctx context.Context, smc *socketmode.Client, j
 		return
 	}
 	a.ack(ctx, smc, job.envelopeID)
+	a.acked(job.received)
 }
 
 func (a *Adapter) ack(ctx context.Context, smc *socketmode.Client, envelopeID string) {

@@ -35,9 +35,11 @@ import (
 
 // Adapter is the Telegram core.Surface.
 type Adapter struct {
-	cfg Config
-	log *slog.Logger
-	now func() time.Time
+	// onAck hears how long each delivered event took to acknowledge (ops.go).
+	onAck func(time.Duration)
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
 
 	// httpClient has no retries of its own: a lost sendMessage response
 	// must not become a second post.

@@ -83,6 +83,7 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	received := a.now()
 	a.runMu.RLock()
 	defer a.runMu.RUnlock()
 	if !a.running || a.deliver == nil {
@@ -95,4 +96,5 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+	a.acked(received)
 }

@@ -2,26 +2,34 @@ package main
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
 
 type composeFile struct {
-	Services map[string]struct {
-		EnvFile     any               `yaml:"env_file"`
-		Environment map[string]string `yaml:"environment"`
-		Ports       []string          `yaml:"ports"`
-		ExtraHosts  []string          `yaml:"extra_hosts"`
-		Healthcheck struct {
-			Test []string `yaml:"test"`
-		} `yaml:"healthcheck"`
-	} `yaml:"services"`
+	Services map[string]composeService `yaml:"services"`
+	Volumes  map[string]any            `yaml:"volumes"`
+}
+
+type composeService struct {
+	EnvFile     any               `yaml:"env_file"`
+	Environment map[string]string `yaml:"environment"`
+	Ports       []string          `yaml:"ports"`
+	ExtraHosts  []string          `yaml:"extra_hosts"`
+	Volumes     []string          `yaml:"volumes"`
+	Profiles    []string          `yaml:"profiles"`
+	StopGrace   string            `yaml:"stop_grace_period"`
+	Healthcheck struct {
+		Test []string `yaml:"test"`
+	} `yaml:"healthcheck"`
 }
 
 func readCompose(t *testing.T) composeFile {
@@ -164,6 +172,67 @@ func TestEnvExampleListsEveryVariable(t *testing.T) {
 	for v, path := range found {
 		if !testOnlyVar(v) && !listed[v] {
 			t.Errorf("%s (read in %s) is not in .env.example", v, path)
+		}
+	}
+}
+
+// TestComposeTwoReplicas: the "replicas" profile adds bot2, the bot's
+// twin (the same build, healthcheck, .env and wiring, so the same database
+// and Redis) with its own data volume and host ports that clash with
+// nothing, and both replicas get longer than the drain timeout to stop.
+func TestComposeTwoReplicas(t *testing.T) {
+	c := readCompose(t)
+	bot, ok1 := c.Services["bot"]
+	bot2, ok2 := c.Services["bot2"]
+	if !ok1 || !ok2 {
+		t.Fatalf("services bot and bot2 are needed (found %v)", slices.Sorted(maps.Keys(c.Services)))
+	}
+	if len(bot.Profiles) != 0 {
+		t.Errorf("bot has profiles %v: plain `docker compose up` must start it", bot.Profiles)
+	}
+	if !slices.Contains(bot2.Profiles, "replicas") {
+		t.Errorf("bot2 profiles = %v, want replicas (one replica unless asked)", bot2.Profiles)
+	}
+	if !maps.Equal(bot.Environment, bot2.Environment) || !slices.Equal(bot.Healthcheck.Test, bot2.Healthcheck.Test) || bot2.EnvFile == nil {
+		t.Errorf("bot2's wiring differs from bot's:\n%v\n%v", bot.Environment, bot2.Environment)
+	}
+	hostPort := func(p string) string { // "127.0.0.1:8081:8081" -> "127.0.0.1:8081"
+		i := strings.LastIndexByte(p, ':')
+		return p[:i]
+	}
+	seen := map[string]string{}
+	for name, s := range c.Services {
+		for _, p := range s.Ports {
+			if other, dup := seen[hostPort(p)]; dup {
+				t.Errorf("%s and %s both publish %s", other, name, hostPort(p))
+			}
+			seen[hostPort(p)] = name
+		}
+	}
+	// bot2 publishes its own HTTP port (what its healthcheck asks inside).
+	addr := strings.TrimSuffix(strings.TrimPrefix(bot2.Environment["MARLOWE_HTTP_ADDR"], "${MARLOWE_HTTP_ADDR:-"), "}")
+	_, port, _ := strings.Cut(addr, ":")
+	if !slices.ContainsFunc(bot2.Ports, func(p string) bool { return strings.HasSuffix(p, ":"+port) }) {
+		t.Errorf("bot2 does not publish its HTTP port %s: %v", port, bot2.Ports)
+	}
+	vol := func(s composeService) string {
+		for _, v := range s.Volumes {
+			if name, dst, _ := strings.Cut(v, ":"); dst == "/data" {
+				return name
+			}
+		}
+		return ""
+	}
+	if vol(bot) == "" || vol(bot2) == "" || vol(bot) == vol(bot2) {
+		t.Errorf("data volumes: bot %q, bot2 %q; want one each (the key file and sandbox messages are per process)", vol(bot), vol(bot2))
+	}
+	if _, ok := c.Volumes[vol(bot2)]; !ok {
+		t.Errorf("volume %q is not declared", vol(bot2))
+	}
+	for name, s := range map[string]composeService{"bot": bot, "bot2": bot2} {
+		d, err := time.ParseDuration(s.StopGrace)
+		if err != nil || d <= defaultDrainTimeout {
+			t.Errorf("%s stop_grace_period = %q, want longer than the %s drain", name, s.StopGrace, defaultDrainTimeout)
 		}
 	}
 }

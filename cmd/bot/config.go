@@ -37,11 +37,18 @@ type config struct {
 	// channels wait before another takes them (MARLOWE_LEASE_TTL, default 10s).
 	Replica  string
 	LeaseTTL time.Duration
+	// DrainTimeout is how long serve, told to stop, lets in-flight runs
+	// finish or park before it closes (MARLOWE_DRAIN_TIMEOUT, default 20s).
+	DrainTimeout time.Duration
 
 	// Getenv reads the merged configuration (environment over file) for the
 	// packages that read their own keys (model providers, platforms).
 	Getenv func(string) string
 }
+
+// defaultDrainTimeout stays under the 30 s an orchestrator (Docker,
+// Kubernetes) usually waits between SIGTERM and SIGKILL.
+const defaultDrainTimeout = 20 * time.Second
 
 // loadConfig merges the environment over the optional config file.
 func loadConfig(getenv func(string) string) (config, error) {
@@ -102,6 +109,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("config: MARLOWE_LEASE_TTL=%q: want a Go duration (10s) or seconds, at least 1s", v)
 		}
 		c.LeaseTTL = d
+	}
+	c.DrainTimeout = defaultDrainTimeout
+	if v := get("MARLOWE_DRAIN_TIMEOUT"); v != "" {
+		d, err := parseDurationOrSeconds(v)
+		if err != nil || d < 0 {
+			return config{}, fmt.Errorf("config: MARLOWE_DRAIN_TIMEOUT=%q: want a Go duration (20s, 1m) or seconds; 0 closes at once", v)
+		}
+		c.DrainTimeout = d
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -19,7 +19,17 @@ import (
 
 // env builds a getenv over a fixed map.
 func env(kv map[string]string) func(string) string {
-	return func(k string) string { return kv[k] }
+	return func(k string) string {
+		if v, ok := kv[k]; ok {
+			return v
+		}
+		if k == "MARLOWE_DRAIN_TIMEOUT" {
+			// Serves stopped by a test drain briefly: a test's stop limit
+			// (15 s) is shorter than the 20 s default.
+			return "3s"
+		}
+		return ""
+	}
 }
 
 func runBot(t *testing.T, getenv func(string) string, stdin string, args ...string) (string, error) {

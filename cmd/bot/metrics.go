@@ -1,29 +1,177 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/intent"
+	pq "github.com/marlowe-bot/marlowe/internal/pacer"
 	"github.com/marlowe-bot/marlowe/memory"
 )
 
-// newMetrics exposes the filter's decision counts by reason (ignored
-// messages are counted, never recorded) and memory's recall cost.
-func newMetrics(f *intent.Filter, mem *memory.Service) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+// opsMetrics is serve's one collector: counters the engine and the
+// surfaces feed as things happen (RunMetrics, ack observers), and gauges
+// read at scrape time. It registers on its own registry, never the
+// process-wide default one.
+type opsMetrics struct {
+	reg *prometheus.Registry
+
+	runsEnded   *prometheus.CounterVec
+	modelSecs   prometheus.Histogram
+	modelErrors *prometheus.CounterVec
+	modelTokens *prometheus.CounterVec
+	ackSecs     *prometheus.HistogramVec
+
+	// engine and channelsOwned are set by the composition root once the
+	// engine exists (scrapes come later: the HTTP server starts after).
+	// channelsOwned counts the channels this replica drives; today that is
+	// every channel the engine has loaded, and with channel leases it is
+	// the leases held: set it to whatever knows.
+	engine        func() core.EngineStats
+	channelsOwned func() int
+	draining      func() bool
+}
+
+// outboundStatser is a surface whose writes go through a pacer.
+type outboundStatser interface {
+	OutboundStats() pq.Stats
+}
+
+// ackObservable is a surface that can report its acknowledgement latency.
+type ackObservable interface {
+	SetAckObserver(func(time.Duration))
+}
+
+// newMetrics builds the collector over the filter's decision counts by
+// reason (ignored messages are counted, never recorded), memory's recall
+// cost, and each surface's outbound queue and ack latency.
+func newMetrics(f *intent.Filter, mem *memory.Service, surfaces map[string]core.Surface) *opsMetrics {
+	m := &opsMetrics{
+		reg: prometheus.NewRegistry(),
+		runsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "marlowe_runs_ended_total",
+			Help: "Runs that reached a terminal status on this replica, by status (done, broken, cancelled).",
+		}, []string{"status"}),
+		modelSecs: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "marlowe_model_call_seconds",
+			Help:    "Latency of each model call attempt, failed ones included.",
+			Buckets: []float64{.1, .25, .5, 1, 2, 5, 10, 20, 30, 60, 120},
+		}),
+		modelErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "marlowe_model_errors_total",
+			Help: "Failed model call attempts, by failure (rate-limited, unavailable, timeout, auth, bad-request, bad-response, cancelled, other).",
+		}, []string{"failure"}),
+		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "marlowe_model_tokens_total",
+			Help: "Tokens the model reported using, by kind (input, output).",
+		}, []string{"kind"}),
+		ackSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "marlowe_ack_seconds",
+			Help:    "Time from receiving a platform delivery to acknowledging it, by platform (only deliveries acknowledged after being delivered).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5},
+		}, []string{"platform"}),
+	}
+	for _, st := range []core.RunStatus{core.RunDone, core.RunBroken, core.RunCancelled} {
+		m.runsEnded.WithLabelValues(string(st)) // present at 0 before the first end
+	}
+	for _, k := range []string{"input", "output"} {
+		m.modelTokens.WithLabelValues(k)
+	}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.runsEnded, m.modelSecs, m.modelErrors, m.modelTokens, m.ackSecs)
 	for _, r := range intent.Reasons() {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "marlowe_intent_decisions_total",
 			Help:        "Messages seen by the intent filter, by decision reason.",
 			ConstLabels: prometheus.Labels{"reason": r.String()},
 		}, func() float64 { return float64(f.Counts().Get(r)) }))
 	}
 	if mem != nil {
-		reg.MustRegister(memoryCollector{mem})
+		m.reg.MustRegister(memoryCollector{mem})
 	}
-	return reg
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "marlowe_approvals_pending",
+			Help: "Approvals waiting for a decision, with their deadline armed on this replica.",
+		}, func() float64 { return float64(m.engineStats().PendingApprovals) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "marlowe_channels_owned",
+			Help: "Channels this replica drives.",
+		}, func() float64 {
+			if m.channelsOwned == nil {
+				return 0
+			}
+			return float64(m.channelsOwned())
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "marlowe_draining",
+			Help: "1 while this replica drains for shutdown (it refuses new deliveries), else 0.",
+		}, func() float64 {
+			if m.draining != nil && m.draining() {
+				return 1
+			}
+			return 0
+		}),
+	)
+	for _, name := range slices.Sorted(maps.Keys(surfaces)) {
+		s := surfaces[name]
+		if o, ok := s.(outboundStatser); ok {
+			labels := prometheus.Labels{"platform": name}
+			m.reg.MustRegister(
+				prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+					Name: "marlowe_outbound_queued", ConstLabels: labels,
+					Help: "Platform writes waiting in the outbound queue (one being sent counts), by platform.",
+				}, func() float64 { return float64(o.OutboundStats().Queued) }),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "marlowe_outbound_rate_limited_total", ConstLabels: labels,
+					Help: "Rate-limit refusals (HTTP 429) of platform writes, waited out and retried, by platform.",
+				}, func() float64 { return float64(o.OutboundStats().RateLimited) }),
+			)
+		}
+		if a, ok := s.(ackObservable); ok {
+			h := m.ackSecs.WithLabelValues(name)
+			a.SetAckObserver(func(d time.Duration) { h.Observe(d.Seconds()) })
+		}
+	}
+	return m
+}
+
+func (m *opsMetrics) engineStats() core.EngineStats {
+	if m.engine == nil {
+		return core.EngineStats{}
+	}
+	return m.engine()
+}
+
+// RunEnded implements core.RunMetrics.
+func (m *opsMetrics) RunEnded(st core.RunStatus) { m.runsEnded.WithLabelValues(string(st)).Inc() }
+
+// ModelCalled implements core.RunMetrics.
+func (m *opsMetrics) ModelCalled(elapsed time.Duration, u core.Usage, err error) {
+	m.modelSecs.Observe(elapsed.Seconds())
+	if u.InputTokens > 0 {
+		m.modelTokens.WithLabelValues("input").Add(float64(u.InputTokens))
+	}
+	if u.OutputTokens > 0 {
+		m.modelTokens.WithLabelValues("output").Add(float64(u.OutputTokens))
+	}
+	if err == nil {
+		return
+	}
+	failure := "other"
+	if me, ok := core.AsModelError(err); ok {
+		failure = string(me.Failure)
+	} else if errors.Is(err, context.Canceled) {
+		failure = "cancelled" // shutdown or a cancel interrupted the call
+	}
+	m.modelErrors.WithLabelValues(failure).Inc()
 }
 
 // memoryCollector reads memory.Stats at scrape time.

@@ -127,3 +127,14 @@ func readyURL(addr string) (string, error) {
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/readyz", nil
 }
+
+// drainCheck fails once the engine drains for shutdown, first of all
+// checks, so a load balancer stops sending work the moment it begins.
+func drainCheck(e *core.Engine) readyCheck {
+	return readyCheck{"drain", func(context.Context) error {
+		if e.Draining() {
+			return errors.New("draining for shutdown: new deliveries are refused")
+		}
+		return nil
+	}}
+}

@@ -112,6 +112,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return d.Route, d.Reason.String(), nil
 	})
 
+	metrics := newMetrics(filter, mem, surfaces.byName)
 	engine, err := core.NewEngine(core.EngineConfig{
 		Journal:       st.Journal,
 		Boundary:      boundary,
@@ -129,10 +130,13 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		Leases:        st.Leases,
 		Replica:       cfg.Replica,
 		LeaseTTL:      cfg.LeaseTTL,
+		Metrics:       metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	metrics.engine, metrics.draining = engine.Stats, engine.Draining
+	metrics.channelsOwned = engine.OwnedChannels
 	// A surface with a home page (Slack's App Home) shows the person's inbox when opened.
 	for name, s := range surfaces.byName {
 		if h, ok := s.(interface {
@@ -144,9 +148,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
-	mux.Handle("GET /readyz", readyHandler(append(readyChecks(st.Journal, rdb, surfaces.byName),
+	mux.Handle("GET /readyz", readyHandler(append(append([]readyCheck{drainCheck(engine)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
 		readyCheck{"leases", func(context.Context) error { return engine.LeaseHealth() }})))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(filter, mem), promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
 	}
@@ -162,27 +166,30 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 	log.Info("http listening", "health", "http://"+addr+"/healthz", "ready", "http://"+addr+"/readyz", "metrics", "http://"+addr+"/metrics")
 
-	runCtx, stopRuns := context.WithCancel(ctx)
-	defer stopRuns()
-	var wg sync.WaitGroup
+	// Two lifetimes: intake (surfaces reading, routines firing) ends at
+	// the signal; the engine outlives it by the drain, so in-flight runs
+	// can still post, and ends only when serve closes it.
+	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
+	intake, stopIntake := context.WithCancel(ctx)
+	defer stopIntake()
+	var bg sync.WaitGroup
 	if st.Listen != nil {
 		// Other replicas' appends wake this one for the channels it owns.
 		// Listening starts before Start so nothing journaled meanwhile is
 		// missed (a reconnect wakes every loaded channel).
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st.Listen(runCtx, func(ch core.ChannelKey, seq uint64) { engine.Wake(runCtx, ch, seq) },
+		bg.Go(func() {
+			st.Listen(engineCtx, func(ch core.ChannelKey, seq uint64) { engine.Wake(engineCtx, ch, seq) },
 				func(err error) { log.Warn("journal notifications interrupted; reconnecting", "error", err) })
-		}()
+		})
 		log.Info("replica", "id", engine.Replica(), "lease_ttl", cfg.LeaseTTL)
 	}
-	if err := engine.Start(runCtx); err != nil {
+	if err := engine.Start(engineCtx); err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("start engine: %w", err)
 	}
 	if surfaces.sandbox != nil {
-		url, err := surfaces.sandbox.Listen(runCtx)
+		url, err := surfaces.sandbox.Listen(intake)
 		if err != nil {
 			_ = srv.Close()
 			_ = engine.Close()
@@ -192,41 +199,41 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 	waitProbe := func() {}
 	if info.Configured || info.Embedding != nil {
-		waitProbe = probeModels(runCtx, cfg, log)
+		waitProbe = probeModels(intake, cfg, log)
 	}
 
-	// Each surface runs until the context ends; one failing stops the bot
+	// Each surface runs until intake ends; one failing stops the bot
 	// rather than leaving it half-connected.
+	var wg sync.WaitGroup
 	errc := make(chan error, len(surfaces.byName))
 	for name, s := range surfaces.byName {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Run(runCtx, engine.Deliver); err != nil && runCtx.Err() == nil {
+			if err := s.Run(intake, engine.Deliver); err != nil && intake.Err() == nil {
 				errc <- fmt.Errorf("surface %s: %w", name, err)
-				stopRuns()
+				stopIntake()
 			}
 		}()
 		log.Info("surface running", "platform", name)
 	}
 
 	wg.Add(1)
-	go func() { defer wg.Done(); runScheduler(runCtx, sched, engine, log) }()
+	go func() { defer wg.Done(); runScheduler(intake, sched, engine, log) }()
 
 	if rdb != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			watchRedisEpoch(runCtx, redisEpochInterval, st.Journal, redisstore.NewWindowStore(rdb, "marlowe:"), redisstore.NewEpoch(rdb, "marlowe:"), log)
-		}()
+		bg.Go(func() {
+			watchRedisEpoch(engineCtx, redisEpochInterval, st.Journal, redisstore.NewWindowStore(rdb, "marlowe:"), redisstore.NewEpoch(rdb, "marlowe:"), log)
+		})
 	}
 
-	<-runCtx.Done()
-	log.Info("shutting down")
-	stopRuns()
+	<-intake.Done()
+	drainErr := drain(engine, cfg.DrainTimeout, log)
 	wg.Wait()
 	waitProbe()
+	stopEngine()
 	engErr := engine.Close()
+	bg.Wait()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	httpErr := srv.Shutdown(shutCtx)
@@ -235,7 +242,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	case runErr = <-errc:
 	default:
 	}
-	if err := errors.Join(runErr, engErr, httpErr); err != nil {
+	if err := errors.Join(runErr, drainErr, engErr, httpErr); err != nil {
 		return err
 	}
 	log.Info("stopped")
@@ -356,4 +363,25 @@ func listenHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logg
 		}
 	}()
 	return srv, ln.Addr().String(), nil
+}
+
+// drain is a graceful stop's first half: the engine refuses new deliveries
+// at once (surfaces leave them unacknowledged, so the platform redelivers
+// them; /readyz says 503) and in-flight runs get up to timeout to finish
+// or park. Runs still going then are closed mid-step and resume from the
+// journal at the next start: a timeout is logged, not an error.
+func drain(e *core.Engine, timeout time.Duration, log *slog.Logger) error {
+	log.Info("shutting down: draining in-flight runs", "timeout", timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := e.Drain(ctx)
+	switch {
+	case err == nil:
+		log.Info("drained: no run in flight")
+	case errors.Is(err, context.DeadlineExceeded):
+		log.Warn("drain timed out; unfinished runs resume from the journal at the next start", "timeout", timeout, "busy_threads", e.Stats().Busy)
+	default:
+		return err
+	}
+	return nil
 }

@@ -292,3 +292,25 @@ func (p *Pacer[K]) Queued(key K, prio core.Priority) (calls, callers int) {
 	}
 	return calls, callers
 }
+
+// Stats is a pacer's load at one moment, for metrics.
+type Stats struct {
+	// Queued is how many calls wait in every queue (a call being sent
+	// counts too).
+	Queued int
+	// RateLimited is how many rate-limit refusals have been waited out
+	// since the pacer was made.
+	RateLimited int
+}
+
+// Stats reads the pacer's queue depth and refusal count.
+func (p *Pacer[K]) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{RateLimited: p.limited}
+	for _, q := range p.chans {
+		s.Queued += len(q.items)
+		s.RateLimited += q.limited
+	}
+	return s
+}

@@ -268,3 +268,32 @@ func TestSpacing(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsCountsQueuedCallsAndRefusals: Stats sees calls waiting across
+// keys, and refusals both while a queue lives and after it was dropped.
+func TestStatsCountsQueuedCallsAndRefusals(t *testing.T) {
+	p := pacer.New(time.Now, unpaced[string]())
+	var wg sync.WaitGroup
+	releaseA := hold(t, p, "a", &wg)
+	releaseB := hold(t, p, "b", &wg)
+	for _, k := range []string{"a", "a", "b"} {
+		wg.Go(func() { _ = p.Do(t.Context(), k, core.PriorityNormal, "", func(context.Context) error { return nil }) })
+	}
+	await(t, "five calls queued", func() bool { return p.Stats().Queued == 5 })
+	releaseA()
+	releaseB()
+	wg.Wait()
+	if s := p.Stats(); s.Queued != 0 || s.RateLimited != 0 {
+		t.Fatalf("after the calls: %+v, want nothing queued or refused", s)
+	}
+	var tries atomic.Int32
+	if err := p.Do(t.Context(), "c", core.PriorityNormal, "", func(context.Context) error {
+		if tries.Add(1) == 1 {
+			return errLimited{after: time.Millisecond}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, "the refusal counted", func() bool { return p.Stats().RateLimited == 1 })
+}
