@@ -26,9 +26,9 @@ type stores struct {
 	// Listen delivers other processes' appends (Postgres NOTIFY); nil for
 	// the embedded store.
 	Listen func(ctx context.Context, fn func(core.ChannelKey, uint64), onErr func(error))
-	Desc    string // for the start-up log, without secrets
-	KeySrc  string
-	close   func()
+	Desc   string // for the start-up log, without secrets
+	KeySrc string
+	close  func()
 }
 
 func (s *stores) Close() {
