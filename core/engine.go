@@ -143,8 +143,8 @@ type EngineConfig struct {
 	// drives only the channels whose lease it holds (see ownership.go).
 	// Nil: it drives every channel (embedded mode, one process).
 	Leases Leases
-	// Replica names this process in the lease table (default
-	// DefaultReplicaID()); LeaseTTL is how long its leases outlive its last
+	// Replica names this process in the lease table (default host-pid; a
+	// random suffix is always added); LeaseTTL is how long its leases outlive its last
 	// renewal (default DefaultLeaseTTL).
 	Replica  string
 	LeaseTTL time.Duration

@@ -41,19 +41,22 @@ func newOwnership(l Leases, holder string, ttl time.Duration) *ownership {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	if holder == "" {
-		holder = DefaultReplicaID()
-	}
+	// A random suffix always: a restarted process, or two replicas given
+	// the same name by mistake, never pass for one holder.
+	holder = replicaName(holder)
 	return &ownership{leases: l, holder: holder, ttl: ttl, owned: map[ChannelKey]Fence{}, renewedAt: time.Now()}
 }
 
-// DefaultReplicaID names this process in the lease table: host, pid and a
-// random suffix, so a restarted process never passes for its dead self.
-func DefaultReplicaID() string {
-	host, _ := os.Hostname()
+// replicaName names this process in the lease table: the configured name
+// (default host and pid) and a random suffix.
+func replicaName(name string) string {
+	if name == "" {
+		host, _ := os.Hostname()
+		name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	return name + "-" + hex.EncodeToString(b[:])
 }
 
 type fenceKey struct{}

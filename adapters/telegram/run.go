@@ -127,6 +127,9 @@ func (a *Adapter) poll(ctx, held context.Context, deliver func(context.Context, 
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
+		// The long poll just aborted may still be open at the server for
+		// a moment; a getUpdates overlapping it is a 409 conflict.
+		_ = sleep(cctx, 100*time.Millisecond)
 		_, _ = a.getUpdates(cctx, offset, 0, 1)
 	}()
 	for held.Err() == nil {

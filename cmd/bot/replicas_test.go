@@ -176,10 +176,12 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 		}
 		switch i {
 		case 10, 24:
-			// SIGKILL replica 0 while runs are in flight, restart it.
+			// SIGKILL the replica that owns the channels while runs are
+			// in flight, and restart it.
 			time.Sleep(100 * time.Millisecond)
-			reps[0].kill()
-			reps[0].start()
+			r := reps[owner(t, dbURL, reps)]
+			r.kill()
+			r.start()
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -218,6 +220,9 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 			t.Errorf("chatter outside any window was answered: %q", p.Text)
 		}
 	}
+	if !strings.Contains(dump(), "took over a lapsed channel") {
+		t.Errorf("no replica took over the killed owner's channels (the kills missed the owner)")
+	}
 	for _, r := range reps {
 		r.stop()
 	}
@@ -229,6 +234,29 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 	if t.Failed() {
 		t.Logf("replica logs:\n%s", dump())
 	}
+}
+
+// owner is the index of the replica holding the most channel leases.
+func owner(t *testing.T, dbURL string, reps []*replicaProc) int {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var holder string
+	err = conn.QueryRow(t.Context(), `SELECT holder FROM leases WHERE name LIKE 'channel:%' AND holder <> ''
+		GROUP BY holder ORDER BY count(*) DESC LIMIT 1`).Scan(&holder)
+	if err != nil {
+		t.Fatalf("no channel lease held: %v", err)
+	}
+	for i, r := range reps {
+		if strings.HasPrefix(holder, r.name+"-") {
+			return i
+		}
+	}
+	t.Fatalf("lease holder %q is none of the replicas", holder)
+	return 0
 }
 
 func waitConns(t *testing.T, sl *slackfake.Server, n int, reps []*replicaProc) {
