@@ -335,7 +335,7 @@ func TestReadyz(t *testing.T) {
 	addr := b.readyAddr()
 	hc := env(map[string]string{"MARLOWE_HTTP_ADDR": addr})
 	code, body := getReady(t, addr)
-	if code != 200 || body != "ready\ndrain: ok\njournal: ok\nredis: ok\nslack: ok\n" {
+	if code != 200 || body != "ready\ndrain: ok\njournal: ok\nredis: ok\nslack: ok\nleases: ok\n" {
 		t.Fatalf("readyz = %d %q", code, body)
 	}
 	if out, err := runBot(t, hc, "", "healthcheck"); err != nil || !strings.HasPrefix(out, "ready") {
