@@ -37,6 +37,10 @@ type chanView struct {
 	// the bot's answers) so a new run in a thread knows what came before.
 	history      map[string][]ThreadTurn
 	historyOrder []string // threads in first-seen order, to bound the map
+
+	// touched is when the engine last handed the view out (guarded by
+	// Engine.chMu): eviction drops views untouched for a while (evict.go).
+	touched time.Time
 }
 
 // Bounds of the per-thread history a new run is given.

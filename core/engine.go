@@ -139,6 +139,11 @@ type EngineConfig struct {
 	// its checklist (default 3 s); a run that does tool work posts it at
 	// once, one that answers in one step sooner posts only its answer.
 	ChecklistDelay time.Duration
+	// ChannelIdle is how long a channel's cache (its fold) stays in memory
+	// untouched while it has no live runs, pending approvals or queued work
+	// (default DefaultChannelIdle; negative: never evicted). An evicted
+	// channel is folded again from the journal when next touched.
+	ChannelIdle time.Duration
 	// Operators administer every channel of their platform (MARLOWE_ADMINS).
 	// With none, a channel's admins come from the platform and from policy
 	// set by an existing admin; with no admin known, policy is read-only.
@@ -161,6 +166,7 @@ type Engine struct {
 
 	chMu     sync.Mutex
 	channels map[ChannelKey]*chanView
+	evicting bool // the eviction goroutine runs (guarded by mu)
 
 	// recalls holds automatic recalls not yet journaled (see keepRecall).
 	recallMu sync.Mutex
@@ -270,55 +276,76 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.stopLink = context.AfterFunc(ctx, e.cancel)
 	}
 	e.mu.Unlock()
-	chs, err := e.j.Channels(ctx)
+	// Only the channels the journal's tail shows unfinished work in are
+	// folded: the others load on first touch (docs/architecture.md,
+	// "Start-up and eviction").
+	tail, err := e.j.Unfinished(ctx)
 	if err != nil {
-		return fmt.Errorf("engine start: list channels: %w", err)
+		return fmt.Errorf("engine start: read unfinished work: %w", err)
+	}
+	chs, err := unfinishedChannels(tail)
+	if err != nil {
+		return fmt.Errorf("engine start: %w", err)
 	}
 	resumed := 0
 	for _, ch := range chs {
-		v, err := e.channel(ctx, ch)
+		n, err := e.resumeChannel(ctx, ch)
 		if err != nil {
 			return fmt.Errorf("engine start: %w", err)
 		}
-		type pick struct {
-			key threadKey
-			run string
-		}
-		var picks []pick
-		var overdue, waiting []*approvalView
-		now := e.now()
-		if err := v.with(ctx, func() {
-			for _, r := range v.runs {
-				if r.status.Terminal() && r.endNotice == "" {
-					continue
-				}
-				picks = append(picks, pick{threadKey{ch, r.thread}, r.id})
-			}
-			for _, a := range v.approvals {
-				if a.pending() && !now.Before(a.ExpiresAt) {
-					overdue = append(overdue, a)
-				} else if a.pending() {
-					waiting = append(waiting, a)
-				}
-			}
-		}); err != nil {
-			return fmt.Errorf("engine start: %w", err)
-		}
-		for _, a := range overdue {
-			if err := e.expire(ctx, v, a.ID); err != nil {
-				return fmt.Errorf("engine start: %w", err)
-			}
-		}
-		for _, a := range waiting {
-			e.armExpiry(ch, a.Scope.Thread, a.ID, a.ExpiresAt)
-		}
-		for _, p := range picks {
-			e.enqueue(p.key, job{run: p.run, resume: true})
-			resumed++
-		}
+		resumed += n
 	}
+	e.startEviction()
 	e.log.Info("engine started", "channels", len(chs), "unfinished_runs", resumed)
 	return nil
+}
+
+// resumeChannel folds ch and resumes its unfinished work: its unfinished
+// runs are queued (resume: true), overdue approvals expire and the others
+// get their expiry timers. It returns how many runs it queued. It is what
+// Start does per channel, kept apart so a caller can wrap it (a channel
+// ownership claim) and call it for a channel it takes over later.
+func (e *Engine) resumeChannel(ctx context.Context, ch ChannelKey) (int, error) {
+	v, err := e.channel(ctx, ch)
+	if err != nil {
+		return 0, err
+	}
+	type pick struct {
+		key threadKey
+		run string
+	}
+	var picks []pick
+	var overdue, waiting []*approvalView
+	now := e.now()
+	if err := v.with(ctx, func() {
+		for _, r := range v.runs {
+			if r.status.Terminal() && r.endNotice == "" {
+				continue
+			}
+			picks = append(picks, pick{threadKey{ch, r.thread}, r.id})
+		}
+		for _, a := range v.approvals {
+			if a.pending() && !now.Before(a.ExpiresAt) {
+				overdue = append(overdue, a)
+			} else if a.pending() {
+				waiting = append(waiting, a)
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	for _, a := range overdue {
+		if err := e.expire(ctx, v, a.ID); err != nil {
+			return 0, err
+		}
+	}
+	for _, a := range waiting {
+		e.armExpiry(ch, a.Scope.Thread, a.ID, a.ExpiresAt)
+	}
+	for _, p := range picks {
+		e.enqueue(p.key, job{run: p.run, resume: true})
+	}
+	return len(picks), nil
 }
 
 // Close stops the engine: in-flight runs are cancelled at their next step
@@ -369,6 +396,7 @@ func (e *Engine) channel(ctx context.Context, ch ChannelKey) (*chanView, error) 
 		v = newChanView(ch, e.j)
 		e.channels[ch] = v
 	}
+	v.touched = e.now()
 	e.chMu.Unlock()
 	if err := v.with(ctx, func() {}); err != nil {
 		return nil, err

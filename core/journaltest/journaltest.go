@@ -103,6 +103,7 @@ func Run(t *testing.T, open func(t *testing.T, signer *core.Signer) Harness) {
 		{"KeyTamper", testKeyTamper},
 		{"NewestSigners", testNewestSigners},
 		{"ReadOnly", testReadOnly},
+		{"Tail", testTail},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
