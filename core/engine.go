@@ -296,7 +296,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		resumed += n
 	}
 	e.startEviction()
-	e.log.Info("engine started", "channels", len(chs), "unfinished_runs", resumed)
+	e.log.Info("engine started", "channels_with_work", len(chs), "unfinished_runs", resumed)
 	return nil
 }
 

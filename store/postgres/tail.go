@@ -9,19 +9,16 @@ import (
 )
 
 // The tail reads (core.Journal.Unfinished, Policies, PostsSince; store/sqlite
-// has the same SQL): each subquery starts from a kind that
-// commands_lifecycle_idx or commands_posted_at_idx (migration 00004)
-// holds, and reaches a run's other commands through commands_run_idx, so
-// none of them reads the whole journal. The kinds are literals: the
-// planner can match a partial index's predicate only against constants.
+// has the same SQL), none of which reads the whole journal: open runs come
+// from open_runs (kept by triggers, migration 00004); the other subqueries
+// start from a kind that commands_lifecycle_idx or commands_posted_at_idx
+// holds and reach a run's other commands through commands_run_idx. The
+// kinds are literals: the planner matches a partial index's predicate only
+// against constants.
 
 // unfinishedSQL selects the (channel, seq) of what Journal.Unfinished returns.
 const unfinishedSQL = `
-	SELECT s.channel, s.seq FROM commands s
-	 WHERE s.kind = 'run.started' AND NOT s.redacted AND s.run <> ''
-	   AND NOT EXISTS (SELECT 1 FROM commands t
-	        WHERE t.kind IN ('run.completed', 'run.failed') AND NOT t.redacted
-	          AND t.run = s.run AND t.channel = s.channel)
+	SELECT channel, seq FROM open_runs
 	UNION
 	SELECT f.channel, f.seq FROM commands f
 	 WHERE f.kind = 'run.failed' AND NOT f.redacted AND f.run <> ''

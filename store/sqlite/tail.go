@@ -9,18 +9,15 @@ import (
 )
 
 // The tail reads (core.Journal.Unfinished, Policies, PostsSince; the same
-// SQL as store/postgres): each subquery starts from a kind, looked up in
-// commands_kind_run_idx or commands_kind_at_idx (migration 00004), and
-// reaches a run's other commands through commands_run_idx, so none of them
-// reads the whole journal.
+// SQL as store/postgres), none of which reads the whole journal: open runs
+// come from open_runs (kept by triggers, migration 00004); the other
+// subqueries start from a kind, looked up in commands_kind_run_idx or
+// commands_kind_at_idx, and reach a run's other commands through
+// commands_run_idx.
 
 // unfinishedSQL selects the (channel, seq) of what Journal.Unfinished returns.
 const unfinishedSQL = `
-	SELECT s.channel, s.seq FROM commands s
-	 WHERE s.kind = 'run.started' AND NOT s.redacted AND s.run <> ''
-	   AND NOT EXISTS (SELECT 1 FROM commands t
-	        WHERE t.kind IN ('run.completed', 'run.failed') AND NOT t.redacted
-	          AND t.run = s.run AND t.channel = s.channel)
+	SELECT channel, seq FROM open_runs
 	UNION
 	SELECT f.channel, f.seq FROM commands f
 	 WHERE f.kind = 'run.failed' AND NOT f.redacted AND f.run <> ''
