@@ -291,7 +291,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, ch := range chs {
 		n, err := e.resumeChannel(ctx, ch)
 		if err != nil {
-			return fmt.Errorf("engine start: %w", err)
+			return fmt.Errorf("engine start: resume %s: %w", ch, err)
 		}
 		resumed += n
 	}

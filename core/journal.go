@@ -40,9 +40,12 @@ type Journal interface {
 
 	// Unfinished returns the commands that may leave work unfinished:
 	//   - the run.started of every run with no run.completed or run.failed;
-	//   - every run.failed, each with the message.posted commands of its run
-	//     that follow it (Engine.Start decodes them: a failed run whose end
-	//     notice is not among them still has a notice to post);
+	//   - the run.failed of every run that owes an end notice (broken, or
+	//     cancelled other than by being superseded) with no message.posted
+	//     of key EffectID(channel, seq of the run.failed, 0) after it. A
+	//     store may return more failed runs, each with the message.posted
+	//     commands of its run that follow it: Engine.Start applies the rule
+	//     itself;
 	//   - the approval.requested of every run with more approval.requested
 	//     than approval.resolved (a pending approval).
 	Unfinished(ctx context.Context) ([]Command, error)

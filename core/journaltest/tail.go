@@ -19,7 +19,9 @@ type runKey struct {
 
 func rk(c core.Command) runKey { return runKey{c.Channel(), c.Run()} }
 
-// Unfinished is the reference for core.Journal.Unfinished.
+// Unfinished is the reference for core.Journal.Unfinished, in its widest
+// form: every failed run with the posts that follow it. A store may leave
+// out failed runs that owe no notice, with their posts.
 func Unfinished(all []core.Command) []core.Command {
 	ended := map[runKey]bool{}
 	balance := map[runKey]int{} // approval.requested minus approval.resolved

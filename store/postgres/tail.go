@@ -8,13 +8,30 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
-// The tail reads (core.Journal.Unfinished, Policies, PostsSince; store/sqlite
-// has the same SQL), none of which reads the whole journal: open runs come
-// from open_runs (kept by triggers, migration 00004); the other subqueries
-// start from a kind that commands_lifecycle_idx or commands_posted_at_idx
-// holds and reach a run's other commands through commands_run_idx. The
-// kinds are literals: the planner matches a partial index's predicate only
-// against constants.
+// The tail reads (core.Journal.Unfinished, Policies, PostsSince), none of
+// which reads the whole journal: open runs come from open_runs (kept by
+// triggers, migration 00004); the other subqueries start from a kind that
+// commands_lifecycle_idx or commands_posted_at_idx holds and reach a run's
+// other commands through commands_run_idx. The kinds are literals: the
+// planner matches a partial index's predicate only against constants.
+//
+// Failed runs are settled here exactly (store/sqlite, which has no sha256,
+// returns every failed run with its later posts and leaves it to core):
+// only a failed run that owes an end notice not yet posted is returned, so
+// the answer stays the size of the work in flight.
+
+// owesNotice is the channel fold's rule for a failed run that owes an end
+// notice (chanView.apply, run.failed): broken, or cancelled other than by
+// being superseded.
+const owesNotice = `(convert_from(f.payload, 'UTF8')::jsonb ->> 'status' = 'broken'
+	     OR convert_from(f.payload, 'UTF8')::jsonb ->> 'status' = 'cancelled'
+	        AND convert_from(f.payload, 'UTF8')::jsonb ->> 'cause' <> 'superseded by a new message in the thread')`
+
+// endNoticeID is core.EffectID(f.channel, f.seq, 0) in SQL: the key the
+// end notice of failed run f is posted with. TestUnfinishedSettlesFailedRuns
+// keeps the two in step.
+const endNoticeID = `'fx' || substr(encode(sha256(convert_to(f.channel, 'UTF8') || '\x00'::bytea
+	  || convert_to(f.seq::text, 'UTF8') || '\x00'::bytea || '0'::bytea), 'hex'), 1, 24)`
 
 // unfinishedSQL selects the (channel, seq) of what Journal.Unfinished returns.
 const unfinishedSQL = `
@@ -22,11 +39,11 @@ const unfinishedSQL = `
 	UNION
 	SELECT f.channel, f.seq FROM commands f
 	 WHERE f.kind = 'run.failed' AND NOT f.redacted AND f.run <> ''
-	UNION
-	SELECT p.channel, p.seq FROM commands f
-	  JOIN commands p ON p.run = f.run AND p.channel = f.channel AND p.seq > f.seq AND p.run <> ''
-	 WHERE f.kind = 'run.failed' AND NOT f.redacted AND f.run <> ''
-	   AND p.kind = 'message.posted' AND NOT p.redacted
+	   AND ` + owesNotice + `
+	   AND NOT EXISTS (SELECT 1 FROM commands p
+	        WHERE p.run = f.run AND p.channel = f.channel AND p.seq > f.seq AND p.run <> ''
+	          AND p.kind = 'message.posted' AND NOT p.redacted
+	          AND convert_from(p.payload, 'UTF8')::jsonb ->> 'effect_id' = ` + endNoticeID + `)
 	UNION
 	SELECT a.channel, a.seq FROM commands a
 	 WHERE a.kind = 'approval.requested' AND NOT a.redacted AND a.run <> ''
