@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // chanView is the engine's cache of one channel: the channel's one fold
@@ -27,6 +28,10 @@ type chanView struct {
 	foreign, woke int
 	// The fold's fields (v.runs, v.approvals, ...) are read under mu.
 	channelFold
+
+	// touched is when the engine last handed the view out (guarded by
+	// Engine.chMu): eviction drops views untouched for a while (evict.go).
+	touched time.Time
 }
 
 func newChanView(key ChannelKey, j Journal) *chanView {

@@ -148,6 +148,11 @@ type EngineConfig struct {
 	// renewal (default DefaultLeaseTTL).
 	Replica  string
 	LeaseTTL time.Duration
+	// ChannelIdle is how long a channel's cache (its fold) stays in memory
+	// untouched while it has no live runs, pending approvals or queued work
+	// (default DefaultChannelIdle; negative: never evicted). An evicted
+	// channel is folded again from the journal when next touched.
+	ChannelIdle time.Duration
 	// Operators administer every channel of their platform (MARLOWE_ADMINS).
 	// With none, a channel's admins come from the platform and from policy
 	// set by an existing admin; with no admin known, policy is read-only.
@@ -172,6 +177,7 @@ type Engine struct {
 
 	chMu     sync.Mutex
 	channels map[ChannelKey]*chanView
+	evicting bool // the eviction goroutine runs (guarded by mu)
 
 	// own is the channel leases this replica holds (nil: embedded mode).
 	own *ownership
@@ -288,23 +294,19 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.stopLink = context.AfterFunc(ctx, e.cancel)
 	}
 	e.mu.Unlock()
-	chs, err := e.j.Channels(ctx)
+	// Only the channels the journal's tail shows unfinished work in are
+	// folded: the others load on first touch (docs/architecture.md,
+	// "Start-up and eviction").
+	tail, err := e.j.Unfinished(ctx)
 	if err != nil {
-		return fmt.Errorf("engine start: list channels: %w", err)
+		return fmt.Errorf("engine start: read unfinished work: %w", err)
+	}
+	chs, err := unfinishedChannels(tail)
+	if err != nil {
+		return fmt.Errorf("engine start: %w", err)
 	}
 	resumed, owned := 0, 0
 	for _, ch := range chs {
-		if e.own != nil {
-			// Only channels with something unfinished are claimed at start;
-			// the rest go to whichever replica first has work for them.
-			busy, err := e.unfinished(ctx, ch)
-			if err != nil {
-				return fmt.Errorf("engine start: %w", err)
-			}
-			if !busy {
-				continue
-			}
-		}
 		ok, _, err := e.claim(ctx, ch)
 		if err != nil {
 			return fmt.Errorf("engine start: claim %s: %w", ch, err)
@@ -315,7 +317,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		owned++
 		n, err := e.resumeChannel(ctx, ch)
 		if err != nil {
-			return fmt.Errorf("engine start: %w", err)
+			return fmt.Errorf("engine start: resume %s: %w", ch, err)
 		}
 		resumed += n
 	}
@@ -330,32 +332,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.mu.Unlock()
 	}
-	e.log.Info("engine started", "channels", len(chs), "owned", owned, "unfinished_runs", resumed, "replica", e.Replica())
+	e.startEviction()
+	e.log.Info("engine started", "channels_with_work", len(chs), "owned", owned, "unfinished_runs", resumed, "replica", e.Replica())
 	return nil
-}
-
-// unfinished reports whether ch has a run to drive or an approval pending.
-func (e *Engine) unfinished(ctx context.Context, ch ChannelKey) (bool, error) {
-	v, err := e.channel(ctx, ch)
-	if err != nil {
-		return false, err
-	}
-	busy := false
-	err = v.with(ctx, func() {
-		for _, r := range v.runs {
-			if !r.status.Terminal() || r.endNotice != "" {
-				busy = true
-				return
-			}
-		}
-		for _, a := range v.approvals {
-			if a.pending() {
-				busy = true
-				return
-			}
-		}
-	})
-	return busy, err
 }
 
 // resumeChannel picks up what ch left unfinished, from the journal: runs
@@ -464,6 +443,7 @@ func (e *Engine) channel(ctx context.Context, ch ChannelKey) (*chanView, error) 
 		v = newChanView(ch, e.j)
 		e.channels[ch] = v
 	}
+	v.touched = e.now()
 	e.chMu.Unlock()
 	if err := v.with(ctx, func() {}); err != nil {
 		return nil, err

@@ -374,6 +374,9 @@ func (e *Engine) findApproval(ctx context.Context, sc Scope, id string) (*chanVi
 	}
 	e.chMu.Unlock()
 	for _, v := range views {
+		if !v.isLoaded() {
+			continue // evicted: folded below only if the journal has the channel
+		}
 		if a := look(v); a != nil {
 			return v, a, nil
 		}
@@ -386,9 +389,9 @@ func (e *Engine) findApproval(ctx context.Context, sc Scope, id string) (*chanVi
 	}
 	for _, ch := range chs {
 		e.chMu.Lock()
-		_, loaded := e.channels[ch]
+		v := e.channels[ch]
 		e.chMu.Unlock()
-		if loaded {
+		if v != nil && v.isLoaded() {
 			continue
 		}
 		v, err := e.channel(ctx, ch)

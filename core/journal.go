@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // Journal is the append-only, signed, per-channel hash-chained log of
@@ -40,6 +41,29 @@ type Journal interface {
 	// channel and appends the draft (a command.redacted naming that seq) in
 	// the same transaction. The payload hash stays, so the chain verifies.
 	Redact(ctx context.Context, seq uint64, record Draft) (Command, error)
+
+	// Tail reads: what start-up needs, without reading every channel. Each
+	// is answered from indexes (migration 00004), skips redacted commands
+	// (as the folds do) and returns commands in (channel, seq) order.
+
+	// Unfinished returns the commands that may leave work unfinished:
+	//   - the run.started of every run with no run.completed or run.failed;
+	//   - the run.failed of every run that owes an end notice (broken, or
+	//     cancelled other than by being superseded) with no message.posted
+	//     of key EffectID(channel, seq of the run.failed, 0) after it. A
+	//     store may return more failed runs, each with the message.posted
+	//     commands of its run that follow it: Engine.Start applies the rule
+	//     itself;
+	//   - the approval.requested of every run with more approval.requested
+	//     than approval.resolved (a pending approval).
+	Unfinished(ctx context.Context) ([]Command, error)
+	// Policies returns every policy.changed command.
+	Policies(ctx context.Context) ([]Command, error)
+	// PostsSince returns every message.posted at or after since, with what
+	// rebuilding intent windows from them needs: the policy.changed
+	// commands of their channels and the message.received commands of
+	// their runs (the messages they answer).
+	PostsSince(ctx context.Context, since time.Time) ([]Command, error)
 }
 
 // Expect is what an AppendAt requires of the journal.

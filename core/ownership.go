@@ -271,6 +271,31 @@ func (e *Engine) sweepLapsed(ctx context.Context) {
 	}
 }
 
+// releaseChannels gives up the leases of chs (evicted idle channels).
+func (e *Engine) releaseChannels(chs []ChannelKey) {
+	o := e.own
+	if o == nil || len(chs) == 0 {
+		return
+	}
+	var names []string
+	o.mu.Lock()
+	for _, ch := range chs {
+		if _, ok := o.owned[ch]; ok {
+			delete(o.owned, ch)
+			names = append(names, ChannelLease(ch))
+		}
+	}
+	o.mu.Unlock()
+	if len(names) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.runCtx, 5*time.Second)
+	defer cancel()
+	if err := o.leases.Release(ctx, o.holder, names...); err != nil && ctx.Err() == nil {
+		e.log.Warn("release idle channel leases; they lapse after their TTL instead", "channels", len(names), "error", err)
+	}
+}
+
 // releaseLeases gives up every lease this replica holds (Close).
 func (e *Engine) releaseLeases(ctx context.Context) {
 	o := e.own

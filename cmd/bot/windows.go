@@ -10,27 +10,44 @@ import (
 	"github.com/marlowe-bot/marlowe/intent"
 )
 
-// rebuildWindows derives every channel's open intent windows from the
-// journal's message.posted commands into store.
+// rebuildWindows derives the open intent windows from the journal's tail
+// into store: only posts recent enough to have a window still open are read
+// (Journal.PostsSince), never every channel's journal.
 func rebuildWindows(ctx context.Context, j core.Journal, store intent.WindowStore, log *slog.Logger) (int, error) {
-	chs, err := j.Channels(ctx)
+	now := time.Now()
+	since, err := windowHorizon(ctx, j, now)
 	if err != nil {
 		return 0, fmt.Errorf("rebuild windows: %w", err)
 	}
-	total := 0
-	for _, ch := range chs {
-		cmds, err := j.Read(ctx, ch, 1, 0)
-		if err != nil {
-			return total, fmt.Errorf("rebuild windows of %s: %w", ch, err)
-		}
-		n, err := intent.Rebuild(ctx, store, cmds, nil, time.Now())
-		if err != nil {
-			return total, fmt.Errorf("rebuild windows of %s: %w", ch, err)
-		}
-		total += n
+	cmds, err := j.PostsSince(ctx, since)
+	if err != nil {
+		return 0, fmt.Errorf("rebuild windows: %w", err)
 	}
-	log.Info("intent windows rebuilt from the journal", "channels", len(chs), "open_windows", total)
-	return total, nil
+	n, err := intent.Rebuild(ctx, store, cmds, nil, now)
+	if err != nil {
+		return n, fmt.Errorf("rebuild windows: %w", err)
+	}
+	log.Info("intent windows rebuilt from the journal", "since", since.UTC().Format(time.RFC3339), "commands", len(cmds), "open_windows", n)
+	return n, nil
+}
+
+// windowHorizon returns the earliest time a post still opening a window at
+// now can have been made: now less the longest window any policy the
+// journal has ever set (or the defaults) gives.
+func windowHorizon(ctx context.Context, j core.Journal, now time.Time) (time.Time, error) {
+	longest := max(core.DefaultThreadWindow, core.DefaultToplevelWindow)
+	pols, err := j.Policies(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, c := range pols {
+		pc, err := core.Decode[*core.PolicyChanged](c)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("read policy %s: %w", c, err)
+		}
+		longest = max(longest, pc.Policy.ThreadWindow(), pc.Policy.ToplevelWindow())
+	}
+	return now.Add(-longest), nil
 }
 
 // epoch is the Redis marker that says whether Redis still holds its data.

@@ -107,6 +107,7 @@ func Run(t *testing.T, open func(t *testing.T, signer *core.Signer) Harness) {
 		{"AppendAtRace", testAppendAtRace},
 		{"AppendAtFence", testAppendAtFence},
 		{"Leases", testLeases},
+		{"Tail", testTail},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,91 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// The tail reads (core.Journal.Unfinished, Policies, PostsSince; the same
+// SQL as store/postgres), none of which reads the whole journal: open runs
+// come from open_runs (kept by triggers, migration 00004); the other
+// subqueries start from a kind, looked up in commands_kind_run_idx or
+// commands_kind_at_idx, and reach a run's other commands through
+// commands_run_idx.
+
+// unfinishedSQL selects the (channel, seq) of what Journal.Unfinished returns.
+const unfinishedSQL = `
+	SELECT channel, seq FROM open_runs
+	UNION
+	SELECT f.channel, f.seq FROM commands f
+	 WHERE f.kind = 'run.failed' AND NOT f.redacted AND f.run <> ''
+	UNION
+	SELECT p.channel, p.seq FROM commands f
+	  JOIN commands p ON p.run = f.run AND p.channel = f.channel AND p.seq > f.seq AND p.run <> ''
+	 WHERE f.kind = 'run.failed' AND NOT f.redacted AND f.run <> ''
+	   AND p.kind = 'message.posted' AND NOT p.redacted
+	UNION
+	SELECT a.channel, a.seq FROM commands a
+	 WHERE a.kind = 'approval.requested' AND NOT a.redacted AND a.run <> ''
+	   AND (SELECT count(*) FROM commands b WHERE b.kind = 'approval.requested' AND NOT b.redacted
+	          AND b.run = a.run AND b.channel = a.channel)
+	     > (SELECT count(*) FROM commands b WHERE b.kind = 'approval.resolved' AND NOT b.redacted
+	          AND b.run = a.run AND b.channel = a.channel)`
+
+// postsSinceSQL selects the (channel, seq) of what Journal.PostsSince
+// returns; the placeholder is the time, written by the store.
+const postsSinceSQL = `
+	SELECT p.channel, p.seq FROM commands p
+	 WHERE p.kind = 'message.posted' AND NOT p.redacted AND p.at >= %[1]s
+	UNION
+	SELECT r.channel, r.seq FROM (
+	        SELECT DISTINCT channel, run FROM commands
+	         WHERE kind = 'message.posted' AND NOT redacted AND at >= %[1]s AND run <> '') pr
+	  JOIN commands r ON r.run = pr.run AND r.channel = pr.channel AND r.run <> ''
+	 WHERE r.kind = 'message.received' AND NOT r.redacted
+	UNION
+	SELECT c.channel, c.seq FROM commands c
+	 WHERE c.kind = 'policy.changed' AND NOT c.redacted
+	   AND c.channel IN (SELECT channel FROM commands
+	        WHERE kind = 'message.posted' AND NOT redacted AND at >= %[1]s)`
+
+// policiesSQL selects the (channel, seq) of every policy.changed.
+const policiesSQL = `
+	SELECT channel, seq FROM commands WHERE kind = 'policy.changed' AND NOT redacted`
+
+// tail reads the commands whose (channel, seq) picked selects.
+func (s *Store) tail(ctx context.Context, what, picked string, args ...any) ([]core.Command, error) {
+	cmds, err := query(ctx, s.r, `WITH picked AS (`+picked+`) `+selectCommand+
+		`WHERE (channel, seq) IN (SELECT channel, seq FROM picked) ORDER BY channel, seq`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	return cmds, nil
+}
+
+// Unfinished implements core.Journal.
+func (s *Store) Unfinished(ctx context.Context) ([]core.Command, error) {
+	return s.tail(ctx, "unfinished work", unfinishedSQL)
+}
+
+// Policies implements core.Journal.
+func (s *Store) Policies(ctx context.Context) ([]core.Command, error) {
+	return s.tail(ctx, "policies", policiesSQL)
+}
+
+// PostsSince implements core.Journal.
+func (s *Store) PostsSince(ctx context.Context, since time.Time) ([]core.Command, error) {
+	return s.tail(ctx, "posts since "+since.UTC().Format(time.RFC3339), fmt.Sprintf(postsSinceSQL, "?1"), ceilMicro(since).UnixMicro())
+}
+
+// ceilMicro rounds since up to the microsecond, the precision commands are
+// stored at, so "at or after since" holds exactly as in Go.
+func ceilMicro(since time.Time) time.Time {
+	t := since.UTC().Truncate(time.Microsecond)
+	if t.Before(since) {
+		t = t.Add(time.Microsecond)
+	}
+	return t
+}
