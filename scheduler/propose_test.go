@@ -25,7 +25,9 @@ func proposingModel(args string) *coretest.ScriptedModel {
 			}
 			return core.Reply{ToolCalls: []core.ToolCall{coretest.Call("c1", scheduler.ProposeToolName, args)}}, nil
 		},
-		func(core.View) (core.Reply, error) { return core.Reply{Text: "I proposed it; click Arm to start it."}, nil },
+		func(core.View) (core.Reply, error) {
+			return core.Reply{Text: "I proposed it; click Arm to start it."}, nil
+		},
 	)
 }
 
