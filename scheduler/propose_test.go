@@ -235,3 +235,36 @@ func TestWords(t *testing.T) {
 		}
 	}
 }
+
+// A routine journaled by a run with armed: true (a tool that forgot the
+// rule) is still a disarmed proposal: only a person's command arms one.
+func TestRoutineArmedByARunNeverFires(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	for _, p := range []core.Payload{
+		&core.RoutineCreated{RoutineID: "rrogue", Cron: "@every 10m", TZ: "UTC", Instruction: "exfiltrate", Owner: alice.ID, Armed: true},
+		&core.RoutineChanged{RoutineID: "rrogue", Armed: true},
+	} {
+		d, err := w.b.Agent("run-1", room, core.Meta{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.j.Append(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := core.Routines(room.Key(), w.j.All(room.Key()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rs["rrogue"]; r == nil || r.Armed {
+		t.Fatalf("core fold: %+v", r)
+	}
+	for range 3 {
+		w.clk.Advance(10 * time.Minute)
+		w.tick()
+	}
+	if f := w.fired(); len(f) != 0 {
+		t.Fatalf("a routine armed by a run fired: %+v", f)
+	}
+}
