@@ -229,7 +229,7 @@ func (f *channelFold) apply(c Command) error {
 	case *RoutineCreated:
 		f.createRoutine(c, p)
 	case *RoutineChanged:
-		f.changeRoutine(p)
+		f.changeRoutine(c, p)
 	case *RoutineFired:
 		f.fireRoutine(c, p)
 	case *CommandRedacted:

@@ -233,6 +233,9 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 		}
 		return nil
 	}
+	if isProposalAction(action) {
+		return e.deliverProposalClick(ctx, click, id, action) // proposal.go
+	}
 	v, a, err := e.findApproval(ctx, click.Scope, id)
 	if err != nil {
 		return fmt.Errorf("deliver click: %w", err)

@@ -21,6 +21,14 @@ type Routine struct {
 	Deleted     bool
 	CreatedAt   time.Time
 	CreatedSeq  uint64
+	// CreatedID is the routine.created command's id (a proposal card's
+	// tokens name it); Proposed says it was created disarmed (a routine the
+	// model proposed), and Decided that a routine.changed has followed.
+	CreatedID string
+	Proposed  bool
+	Decided   bool
+	// ProposedIn is where the proposal's card was shown (the run's thread).
+	ProposedIn Scope
 	// Cursor is the latest scheduled slot decided (fired or skipped): no
 	// slot at or before it is considered again.
 	Cursor time.Time
@@ -67,15 +75,20 @@ func Routines(ch ChannelKey, cmds []Command) (map[string]*Routine, error) {
 func (f *channelFold) createRoutine(c Command, p *RoutineCreated) {
 	sc := c.Scope()
 	sc.Thread = ""
+	// Only a person arms a routine: a routine.created from anyone else (a
+	// run's schedule_routine call) is a proposal, disarmed whatever it says.
+	armed := p.Armed && c.Actor().Type == ActorHuman
 	f.routines[p.RoutineID] = &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ,
-		Instruction: p.Instruction, Armed: p.Armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), fired: map[int64]bool{}}
+		Instruction: p.Instruction, Armed: armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), fired: map[int64]bool{},
+		CreatedID: c.ID(), Proposed: !armed, ProposedIn: c.Scope()}
 }
 
-func (f *channelFold) changeRoutine(p *RoutineChanged) {
+func (f *channelFold) changeRoutine(c Command, p *RoutineChanged) {
 	r := f.routines[p.RoutineID]
 	if r == nil {
 		return
 	}
+	r.Decided = true
 	if p.Cron != "" {
 		r.Spec = p.Cron
 	}
@@ -85,7 +98,7 @@ func (f *channelFold) changeRoutine(p *RoutineChanged) {
 	if p.Instruction != "" {
 		r.Instruction = p.Instruction
 	}
-	r.Armed = p.Armed && !p.Deleted
+	r.Armed = p.Armed && !p.Deleted && c.Actor().Type == ActorHuman // only a person arms
 	r.Deleted = r.Deleted || p.Deleted
 }
 

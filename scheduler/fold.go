@@ -26,6 +26,13 @@ type Routine struct {
 	Deleted     bool
 	CreatedAt   time.Time
 	CreatedSeq  uint64
+	// CreatedID is the routine.created command's id; Proposed says it was
+	// created disarmed (the model proposed it) and awaits its owner's Arm.
+	CreatedID string
+	Proposed  bool
+	// ArmedAt is when a person last armed it (created armed, resumed, or a
+	// proposal's Arm click): slots before it never fire.
+	ArmedAt time.Time
 	// Cursor is the latest scheduled slot decided (fired or skipped): no
 	// slot at or before it is considered again.
 	Cursor time.Time
@@ -119,8 +126,16 @@ func Fold(cmds []core.Command) map[string]*Routine {
 			}
 			sc := c.Scope()
 			sc.Thread = ""
-			out[p.RoutineID] = &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ,
-				Instruction: p.Instruction, Armed: p.Armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), Epoch: c.Seq(), fired: map[int64]bool{}}
+			// Only a person arms a routine: one created by anyone else (a
+			// run's schedule_routine call) is a disarmed proposal.
+			armed := p.Armed && c.Actor().Type == core.ActorHuman
+			r := &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ,
+				Instruction: p.Instruction, Armed: armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), Epoch: c.Seq(), fired: map[int64]bool{},
+				CreatedID: c.ID(), Proposed: !armed}
+			if armed {
+				r.ArmedAt = c.At()
+			}
+			out[p.RoutineID] = r
 		case core.KindRoutineChanged:
 			p, err := core.Decode[*core.RoutineChanged](c)
 			if err != nil {
@@ -139,7 +154,11 @@ func Fold(cmds []core.Command) map[string]*Routine {
 				if p.Instruction != "" {
 					r.Instruction = p.Instruction
 				}
-				r.Armed = p.Armed && !p.Deleted
+				arm := p.Armed && !p.Deleted && c.Actor().Type == core.ActorHuman
+				if arm && !r.Armed {
+					r.ArmedAt = c.At()
+				}
+				r.Armed = arm
 				r.Deleted = r.Deleted || p.Deleted
 			}
 		case core.KindRoutineFired:

@@ -100,7 +100,7 @@ func (w *world) start(j *coretest.MemJournal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := core.NewToolRegistry(w.sch.Tool())
+	reg, err := core.NewToolRegistry(w.sch.Tool(), w.sch.ProposeTool())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,6 +223,9 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 		if r.Cursor.After(start) {
 			start = r.Cursor
 		}
+		if r.ArmedAt.After(start) {
+			start = r.ArmedAt // slots while disarmed (a proposal, a pause) never fire
+		}
 		var last time.Time
 		n := 0
 		for t := sched.Next(start); !t.IsZero() && !t.After(now) && n < maxSlotScan; t = sched.Next(t) {

@@ -91,7 +91,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("routines: %w", err)
 	}
-	registry, err := core.NewToolRegistry(append(tools.Builtins(tools.Options{HTTPClient: egress.NewClient()}), sched.Tool())...)
+	registry, err := core.NewToolRegistry(append(tools.Builtins(tools.Options{HTTPClient: egress.NewClient()}), sched.Tool(), sched.ProposeTool())...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}

@@ -1,0 +1,198 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// A routine the model proposes (the scheduler's schedule_routine tool) is
+// journaled disarmed and shown to its requester as a card; only the
+// requester's click on Arm arms it (ARCHITECTURE.md section 8). The card's
+// tokens name the routine and its routine.created command, so a token can
+// never arm another routine that happens to share the short id.
+
+// Proposal card actions: distinct from approval actions ('a', 'd', 'A',
+// '0'..'9'), so deliverClick hands them here before looking for an approval.
+const (
+	actionArmRoutine     = 'R'
+	actionDiscardRoutine = 'X'
+)
+
+// proposalTokenSep joins routine id and routine.created id in a token's id
+// (approval ids are bare ULIDs and never contain it).
+const proposalTokenSep = "~"
+
+// isProposalAction reports whether a verified token's action is a routine
+// proposal's.
+func isProposalAction(action byte) bool {
+	return action == actionArmRoutine || action == actionDiscardRoutine
+}
+
+// RoutineProposal is what a proposal card shows: the scheduler renders the
+// schedule (words, next firings in the routine's zone) and core signs it.
+type RoutineProposal struct {
+	RoutineID   string
+	CreatedID   string // the routine.created command's id
+	Owner       string // the requester: the only one who may arm it
+	Spec        string
+	Words       string   // the spec in words: "every weekday at 09:00"
+	TZ          string   // IANA zone
+	Next        []string // the next firings, formatted in TZ
+	Instruction string
+}
+
+// RoutineProposalCard renders p's card with signed Arm and Discard buttons.
+func (e *Engine) RoutineProposalCard(p RoutineProposal) (*Card, error) {
+	if p.RoutineID == "" || p.CreatedID == "" || p.Owner == "" {
+		return nil, fmt.Errorf("proposal card: routine id, creation id and owner are required")
+	}
+	id := p.RoutineID + proposalTokenSep + p.CreatedID
+	arm, err := cardToken(e.cfg.CardKey, id, actionArmRoutine)
+	if err != nil {
+		return nil, err
+	}
+	discard, err := cardToken(e.cfg.CardKey, id, actionDiscardRoutine)
+	if err != nil {
+		return nil, err
+	}
+	return &Card{
+		ID:    "proposal-" + p.RoutineID,
+		Title: "🗓️ Proposed routine " + p.RoutineID + ": " + p.Words,
+		Body:  p.Instruction,
+		Fields: []CardField{
+			{Label: "Schedule", Value: fmt.Sprintf("%s (`%s`, %s)", p.Words, p.Spec, p.TZ)},
+			{Label: "Next firings (" + p.TZ + ")", Value: strings.Join(p.Next, "; ")},
+			{Label: "Instruction", Value: p.Instruction},
+			{Label: "Owner", Value: mentionOf(p.Owner)},
+			{Label: "Status", Value: "Not armed: it will not run until " + mentionOf(p.Owner) + " clicks Arm."},
+		},
+		Actions: []CardAction{
+			{ID: "arm", Label: "Arm", Token: arm, Style: "primary"},
+			{ID: "discard", Label: "Discard", Token: discard, Style: "danger"},
+		},
+	}, nil
+}
+
+// deliverProposalClick arms or discards the proposal a verified token
+// names. Only the routine's owner (its requester) may do either; any other
+// click, and a click on a proposal already decided, changes nothing and is
+// answered to the clicker alone.
+func (e *Engine) deliverProposalClick(ctx context.Context, click CardClick, tokenID string, action byte) error {
+	rid, created, ok := strings.Cut(tokenID, proposalTokenSep)
+	if !ok {
+		return nil // a verified token we never mint: nothing to do
+	}
+	tell := func(sc Scope, key, text string) {
+		if sc.Validate() == nil {
+			e.enqueue(threadKey{sc.Key(), sc.Thread}, job{notice: &notice{key: key, scope: sc, text: text, to: click.By.ID}})
+		}
+	}
+	v, err := e.findRoutine(ctx, click.Scope, rid, created)
+	if err != nil {
+		return fmt.Errorf("deliver proposal click: %w", err)
+	}
+	if v == nil {
+		e.log.Warn("proposal click refused: unknown routine", "routine", rid, "by", click.By.ID)
+		tell(click.Scope, "proposal-unknown"+rid+click.By.ID, "⚠️ I can't find the routine behind that button, so nothing was done.")
+		return nil
+	}
+	var refusal, done string
+	var where Scope
+	_, err = v.appendPlan(ctx, func() ([]Draft, error) {
+		refusal, done = "", ""
+		r := v.routines[rid]
+		where = r.ProposedIn
+		if click.Scope.Validate() == nil {
+			where = click.Scope
+		}
+		clicked, err := e.b.Human(click.By, r.ProposedIn, Meta{},
+			&CardClicked{Card: "proposal-" + rid, Action: string(action), Token: click.Token, By: click.By})
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case click.By.ID == "" || click.By.IsBot:
+			refusal = "🚫 Only people can arm routines. Nothing was done."
+		case click.By.ID != r.Owner:
+			refusal = fmt.Sprintf("🚫 Not accepted: only %s, who asked for routine %s, can arm or discard it. It stays disarmed; nothing was done.",
+				mentionOf(r.Owner), rid)
+		case r.Deleted:
+			refusal = "Routine " + rid + " was already discarded. Nothing more was done."
+		case r.Armed:
+			refusal = "Routine " + rid + " is already armed. Nothing more was done."
+		case r.Decided:
+			refusal = "Routine " + rid + " was already decided (see `routines`). Nothing more was done."
+		}
+		if refusal != "" {
+			return []Draft{clicked}, nil
+		}
+		p := &RoutineChanged{RoutineID: rid, Armed: true}
+		done = fmt.Sprintf("✅ Routine %s armed by %s: %s. Pause it with `routine pause %s`.", rid, mentionOf(click.By.ID), r.Instruction, rid)
+		if action == actionDiscardRoutine {
+			p = &RoutineChanged{RoutineID: rid, Deleted: true}
+			done = fmt.Sprintf("🗑️ Routine %s discarded by %s; it will never run.", rid, mentionOf(click.By.ID))
+		}
+		d, err := e.b.Human(click.By, r.ProposedIn, Meta{Cause: clicked.ID()}, p)
+		if err != nil {
+			return nil, err
+		}
+		return []Draft{clicked, d}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("deliver proposal click on %s: %w", rid, err)
+	}
+	if refusal != "" {
+		tell(where, "proposal-refused"+rid+click.By.ID, refusal)
+	} else if done != "" {
+		e.enqueue(threadKey{where.Key(), where.Thread}, job{notice: &notice{key: "proposal-" + string(action) + rid, scope: where, text: done}})
+	}
+	e.log.Info("proposal click", "routine", rid, "by", click.By.ID, "action", string(action), "refused", refusal != "")
+	return nil
+}
+
+// findRoutine finds the channel holding routine rid created by command
+// created: the click's channel first, else any channel in the journal (a
+// click from a DM names no channel).
+func (e *Engine) findRoutine(ctx context.Context, sc Scope, rid, created string) (*chanView, error) {
+	has := func(v *chanView) bool {
+		found := false
+		_ = v.with(ctx, func() {
+			if r := v.routines[rid]; r == nil || r.CreatedID != created {
+				// The scheduler journals proposals directly: fold what came since.
+				if err := v.catchUp(ctx); err != nil {
+					e.log.Warn("catch up channel for a proposal click", "channel", string(v.key), "error", err)
+				}
+			}
+			r := v.routines[rid]
+			found = r != nil && r.CreatedID == created
+		})
+		return found
+	}
+	if sc.Validate() == nil {
+		v, err := e.channel(ctx, sc.Key())
+		if err != nil {
+			return nil, err
+		}
+		if has(v) {
+			return v, nil
+		}
+	}
+	chs, err := e.j.Channels(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("find routine %s: %w", rid, err)
+	}
+	for _, ch := range chs {
+		if sc.Validate() == nil && ch == sc.Key() {
+			continue
+		}
+		v, err := e.channel(ctx, ch)
+		if err != nil {
+			return nil, err
+		}
+		if has(v) {
+			return v, nil
+		}
+	}
+	return nil, nil
+}
