@@ -98,9 +98,18 @@ func TestSIGTERMDrainLetsTheRunFinish(t *testing.T) {
 	<-m.started // the run's first model call is in flight
 
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
-	code, body := getReady(t, addr)
+	// The signal is delivered asynchronously: readiness must turn within
+	// moments, while the run (700 ms a model call) is still in hand.
+	var code int
+	var body string
+	for deadline := time.Now().Add(500 * time.Millisecond); ; time.Sleep(5 * time.Millisecond) {
+		code, body = getReady(t, addr)
+		if code == http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+	}
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "drain: draining for shutdown") {
-		t.Fatalf("readyz right after SIGTERM = %d %q, want 503 naming the drain", code, body)
+		t.Fatalf("readyz after SIGTERM = %d %q, want 503 naming the drain", code, body)
 	}
 	select {
 	case <-b.exited:
