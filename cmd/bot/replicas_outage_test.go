@@ -178,6 +178,9 @@ func TestReplicaDatabaseOutageAnswersEachMessageOnce(t *testing.T) {
 			t.Errorf("ow%03d answered %d times", i, n)
 		}
 	}
+	if !strings.Contains(reps[1].logs.String(), "took over a lapsed channel") {
+		t.Errorf("the replica with the database never took a lapsed channel over: the outage missed the owner")
+	}
 	for _, r := range reps {
 		select {
 		case <-r.exited:
