@@ -318,7 +318,7 @@ func probeCheck(r llm.ProbeResult) core.Check {
 // doctorPlatforms builds the surfaces serve would run and asks each that
 // can check itself (core.Doctor) to do so.
 func doctorPlatforms(ctx context.Context, d *doctor, cfg config) {
-	set, err := newPlatforms(cfg, nil, slog.New(slog.DiscardHandler))
+	set, err := newPlatforms(cfg, nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		d.add(fail("platforms", err.Error(), "docs/slack.md walks through the Slack settings"))
 		return

@@ -17,11 +17,11 @@ import (
 // newScheduler reads the routine settings (MARLOWE_ROUTINE_MIN_INTERVAL,
 // MARLOWE_ROUTINE_GRACE, MARLOWE_ROUTINE_TICK; Go durations) and builds the
 // scheduler. Its tool joins the registry; Bind it to the engine once built.
-// With Redis, replicas elect the one that fires routines by a lease.
-func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, rdb *goredis.Client, log *slog.Logger) (*scheduler.Scheduler, error) {
+// With an elector, replicas elect the one that fires routines.
+func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, elect elector, log *slog.Logger) (*scheduler.Scheduler, error) {
 	cfg := scheduler.Config{Journal: j, Boundary: b, Logger: log}
-	if rdb != nil {
-		cfg.Lease = redisstore.NewLease(rdb, "marlowe:routines:", 15*time.Second)
+	if elect != nil {
+		cfg.Lease = elect
 	}
 	for name, dst := range map[string]*time.Duration{
 		"MARLOWE_ROUTINE_MIN_INTERVAL": &cfg.MinInterval,
@@ -47,4 +47,25 @@ func runScheduler(ctx context.Context, s *scheduler.Scheduler, e *core.Engine, l
 	s.Bind(e)
 	log.Info("routines scheduler running")
 	_ = s.Run(ctx)
+}
+
+// elector elects one replica for a job (routine firing, Telegram polling).
+type elector interface {
+	Acquire(ctx context.Context, name string) (context.Context, func(), error)
+}
+
+// electionTTL is how long an elected job waits after its holder dies.
+const electionTTL = 15 * time.Second
+
+// newElector is the database's lease table when the store has one
+// (Postgres), else Redis's lease when Redis is configured, else nil (one
+// process: nothing to elect).
+func newElector(st *stores, rdb *goredis.Client, cfg config) elector {
+	switch {
+	case st.Leases != nil:
+		return core.NewElector(st.Leases, cfg.Replica, electionTTL)
+	case rdb != nil:
+		return redisstore.NewLease(rdb, "marlowe:lease:", electionTTL)
+	}
+	return nil
 }

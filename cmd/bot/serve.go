@@ -87,7 +87,10 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	// One egress client for every tool: public addresses only, no proxy.
-	sched, err := newScheduler(cfg.Getenv, st.Journal, boundary, rdb, log)
+	// One election mechanism for the routine firer and the Telegram
+	// poller: the database's lease table when there is one.
+	elect := newElector(st, rdb, cfg)
+	sched, err := newScheduler(cfg.Getenv, st.Journal, boundary, elect, log)
 	if err != nil {
 		return fmt.Errorf("routines: %w", err)
 	}
@@ -96,7 +99,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return fmt.Errorf("tool registry: %w", err)
 	}
 
-	surfaces, err := newSurfaces(cfg, rdb, log)
+	surfaces, err := newSurfaces(cfg, rdb, elect, log)
 	if err != nil {
 		return err
 	}
@@ -280,8 +283,8 @@ type surfaceSet struct {
 
 // newSurfaces starts the configured platforms, and the sandbox when no
 // platform is configured or MARLOWE_SANDBOX=1.
-func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet, error) {
-	set, err := newPlatforms(cfg, rdb, log)
+func newSurfaces(cfg config, rdb *goredis.Client, elect elector, log *slog.Logger) (surfaceSet, error) {
+	set, err := newPlatforms(cfg, rdb, elect, log)
 	if err != nil {
 		return set, err
 	}
@@ -307,7 +310,7 @@ func newSurfaces(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet,
 // newPlatforms builds each platform whose settings are given: Slack when any
 // of its settings is (so a missing token is reported, not silently replaced
 // by the sandbox). It connects to nothing; bot doctor uses it too.
-func newPlatforms(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet, error) {
+func newPlatforms(cfg config, rdb *goredis.Client, elect elector, log *slog.Logger) (surfaceSet, error) {
 	set := surfaceSet{byName: map[string]core.Surface{}}
 	if slackConfigured(cfg.Getenv) {
 		scfg, err := slack.ConfigFromEnv(cfg.Getenv)
@@ -331,7 +334,7 @@ func newPlatforms(cfg config, rdb *goredis.Client, log *slog.Logger) (surfaceSet
 	if err := addDiscord(&set, cfg, rdb, log); err != nil {
 		return set, err
 	}
-	if err := addTelegram(&set, cfg, rdb, log); err != nil {
+	if err := addTelegram(&set, cfg, rdb, elect, log); err != nil {
 		return set, err
 	}
 	return set, nil

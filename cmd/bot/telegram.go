@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -26,7 +25,7 @@ func telegramConfigured(getenv func(string) string) bool {
 // addTelegram adds the Telegram surface when configured. Its HTTP handler
 // (the webhook in webhook mode, /telegram/status always) is served on
 // MARLOWE_HTTP_ADDR.
-func addTelegram(set *surfaceSet, cfg config, rdb *goredis.Client, log *slog.Logger) error {
+func addTelegram(set *surfaceSet, cfg config, rdb *goredis.Client, elect elector, log *slog.Logger) error {
 	if !telegramConfigured(cfg.Getenv) {
 		return nil
 	}
@@ -39,9 +38,11 @@ func addTelegram(set *surfaceSet, cfg config, rdb *goredis.Client, log *slog.Log
 		// Shared update_id dedupe: a webhook retry reaching another replica,
 		// or a restart, delivers once.
 		opts = append(opts, telegram.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:telegram:")))
+	}
+	if elect != nil {
 		// One poller per token across replicas: the others wait for the
-		// lease (it lapses 15 s after its holder stops renewing).
-		opts = append(opts, telegram.WithLease(redisstore.NewLease(rdb, "marlowe:telegram:", 15*time.Second)))
+		// lease (it lapses after its holder stops renewing).
+		opts = append(opts, telegram.WithLease(elect))
 	}
 	a, err := telegram.New(tcfg, opts...)
 	if err != nil {
