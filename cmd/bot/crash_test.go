@@ -150,7 +150,7 @@ var crashDelays = []time.Duration{0, crashStep, 3 * crashStep, 10 * crashStep}
 // and with the default build settings, so that the packages go vet and go
 // build compiled are reused from the build cache: the binary is the
 // subject, killed and restarted a hundred times, not the checked code.
-func buildCrashBot(t *testing.T) string {
+func buildCrashBot(t testing.TB) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {

@@ -27,7 +27,7 @@ import (
 // connections in turn, as Slack does.
 
 type replicaProc struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	env  []string
 	name string
@@ -308,7 +308,7 @@ func waitRunsEnded(t *testing.T, dbURL string, dump func() string) {
 }
 
 // testSigningKey is a fresh base64 ed25519 seed: replicas share one key.
-func testSigningKey(t *testing.T) string {
+func testSigningKey(t testing.TB) string {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
