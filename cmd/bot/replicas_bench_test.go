@@ -38,13 +38,7 @@ func replicasAck(b *testing.B, bin string, n int) {
 	var reps []*replicaProc
 	for i := range n {
 		dir := b.TempDir()
-		r := &replicaProc{t: b, bin: bin, name: fmt.Sprintf("r%d", i), logs: &syncBuffer{}, env: []string{
-			"HOME=" + dir, "MARLOWE_DATA_DIR=" + dir, "MARLOWE_HTTP_ADDR=127.0.0.1:0",
-			"MARLOWE_DATABASE_URL=" + dbURL, "MARLOWE_REDIS_URL=" + rs.URL(), key,
-			"SLACK_BOT_TOKEN=xoxb-qa", "SLACK_APP_TOKEN=xapp-qa", "MARLOWE_SLACK_API_URL=" + sl.APIURL(),
-			"MARLOWE_MODEL_PROVIDER=openai", "MARLOWE_MODEL=fake", "MARLOWE_MODEL_BASE_URL=" + model.URL,
-			"MARLOWE_LOG_LEVEL=warn",
-		}}
+		r := &replicaProc{t: b, bin: bin, name: fmt.Sprintf("r%d", i), logs: &syncBuffer{}, env: replicaEnv(dir, fmt.Sprintf("r%d", i), dbURL, rs.URL(), key, sl.APIURL(), model.URL, "MARLOWE_LOG_LEVEL=warn")}
 		reps = append(reps, r)
 		r.start()
 		b.Cleanup(r.kill)

@@ -37,27 +37,13 @@ func TestReplicasFireEachRoutineSlotOnceThroughKills(t *testing.T) {
 	var reps []*replicaProc
 	for i := range 2 {
 		dir := t.TempDir()
-		r := &replicaProc{t: t, bin: bin, name: fmt.Sprintf("r%d", i), logs: &syncBuffer{}, env: []string{
-			"HOME=" + dir, "MARLOWE_DATA_DIR=" + dir, "MARLOWE_HTTP_ADDR=127.0.0.1:0",
-			"MARLOWE_DATABASE_URL=" + dbURL, "MARLOWE_REDIS_URL=" + rs.URL(), key,
-			"MARLOWE_LEASE_TTL=2s", "MARLOWE_REPLICA_ID=" + fmt.Sprintf("r%d", i),
-			"MARLOWE_ROUTINE_MIN_INTERVAL=1s", "MARLOWE_ROUTINE_TICK=100ms", "MARLOWE_ROUTINE_GRACE=1m",
-			"SLACK_BOT_TOKEN=xoxb-qa", "SLACK_APP_TOKEN=xapp-qa", "MARLOWE_SLACK_API_URL=" + sl.APIURL(),
-			"MARLOWE_MODEL_PROVIDER=openai", "MARLOWE_MODEL=fake", "MARLOWE_MODEL_BASE_URL=" + modelURL,
-			"MARLOWE_MODEL_MAX_RETRIES=0", "MARLOWE_LOG_LEVEL=debug",
-		}}
+		r := &replicaProc{t: t, bin: bin, name: fmt.Sprintf("r%d", i), logs: &syncBuffer{}, env: replicaEnv(dir, fmt.Sprintf("r%d", i), dbURL, rs.URL(), key, sl.APIURL(), modelURL, "MARLOWE_LEASE_TTL=2s", "MARLOWE_ROUTINE_MIN_INTERVAL=1s", "MARLOWE_ROUTINE_TICK=100ms", "MARLOWE_ROUTINE_GRACE=1m")}
 		reps = append(reps, r)
 		r.start()
 		t.Cleanup(r.kill)
 		waitConns(t, sl, i+1, reps)
 	}
-	dump := func() string {
-		var b strings.Builder
-		for _, r := range reps {
-			b.WriteString(r.logs.String())
-		}
-		return b.String()
-	}
+	dump := func() string { return dumpLogs(reps) }
 	conn, err := pgx.Connect(t.Context(), dbURL)
 	if err != nil {
 		t.Fatal(err)

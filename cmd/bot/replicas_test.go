@@ -74,6 +74,29 @@ func (r *replicaProc) stop() {
 	r.cmd = nil
 }
 
+// replicaEnv is one replica's environment: its own data directory, the
+// shared database, Redis, signing key, fake Slack and model; extra adds or
+// overrides variables (the last of a name wins).
+func replicaEnv(dir, name, dbURL, redisURL, key, slackURL, modelURL string, extra ...string) []string {
+	return append([]string{
+		"HOME=" + dir, "MARLOWE_DATA_DIR=" + dir, "MARLOWE_HTTP_ADDR=127.0.0.1:0",
+		"MARLOWE_DATABASE_URL=" + dbURL, "MARLOWE_REDIS_URL=" + redisURL, key,
+		"MARLOWE_REPLICA_ID=" + name,
+		"SLACK_BOT_TOKEN=xoxb-qa", "SLACK_APP_TOKEN=xapp-qa", "MARLOWE_SLACK_API_URL=" + slackURL,
+		"MARLOWE_MODEL_PROVIDER=openai", "MARLOWE_MODEL=fake", "MARLOWE_MODEL_BASE_URL=" + modelURL,
+		"MARLOWE_MODEL_MAX_RETRIES=0", "MARLOWE_LOG_LEVEL=debug",
+	}, extra...)
+}
+
+// dumpLogs is every replica's log, for a failure message.
+func dumpLogs(reps []*replicaProc) string {
+	var b strings.Builder
+	for _, r := range reps {
+		b.WriteString(r.logs.String())
+	}
+	return b.String()
+}
+
 // slowModel is the echo model with a delay, so that kills land mid-run.
 func slowModel(t *testing.T, d time.Duration) string {
 	f := llmtest.NewOpenAI()
@@ -111,14 +134,7 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 	var reps []*replicaProc
 	for i := range 3 {
 		dir := t.TempDir()
-		r := &replicaProc{t: t, bin: bin, name: fmt.Sprintf("r%d", i), logs: &syncBuffer{}, env: []string{
-			"HOME=" + dir, "MARLOWE_DATA_DIR=" + dir, "MARLOWE_HTTP_ADDR=127.0.0.1:0",
-			"MARLOWE_DATABASE_URL=" + dbURL, "MARLOWE_REDIS_URL=" + rs.URL(), key,
-			"MARLOWE_LEASE_TTL=2s", "MARLOWE_REPLICA_ID=" + fmt.Sprintf("r%d", i),
-			"SLACK_BOT_TOKEN=xoxb-qa", "SLACK_APP_TOKEN=xapp-qa", "MARLOWE_SLACK_API_URL=" + sl.APIURL(),
-			"MARLOWE_MODEL_PROVIDER=openai", "MARLOWE_MODEL=fake", "MARLOWE_MODEL_BASE_URL=" + modelURL,
-			"MARLOWE_MODEL_MAX_RETRIES=0", "MARLOWE_LOG_LEVEL=debug",
-		}}
+		r := &replicaProc{t: t, bin: bin, name: fmt.Sprintf("r%d", i), logs: &syncBuffer{}, env: replicaEnv(dir, fmt.Sprintf("r%d", i), dbURL, rs.URL(), key, sl.APIURL(), modelURL, "MARLOWE_LEASE_TTL=2s")}
 		reps = append(reps, r)
 		r.start()
 		t.Cleanup(r.kill)
@@ -128,13 +144,7 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 		}
 	}
 	waitConns(t, sl, 3, reps)
-	dump := func() string {
-		var b strings.Builder
-		for _, r := range reps {
-			b.WriteString(r.logs.String())
-		}
-		return b.String()
-	}
+	dump := func() string { return dumpLogs(reps) }
 	mention := "<@" + sl.Config().BotUserID + ">"
 	answered := func(word string) int {
 		n := 0
@@ -264,11 +274,7 @@ func waitConns(t *testing.T, sl *slackfake.Server, n int, reps []*replicaProc) {
 	deadline := time.Now().Add(qaStartTimeout)
 	for sl.Connections() < n {
 		if time.Now().After(deadline) {
-			var b strings.Builder
-			for _, r := range reps {
-				b.WriteString(r.logs.String())
-			}
-			t.Fatalf("%d Socket Mode connections, want %d\n%s", sl.Connections(), n, b.String())
+			t.Fatalf("%d Socket Mode connections, want %d\n%s", sl.Connections(), n, dumpLogs(reps))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
