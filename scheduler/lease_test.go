@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -10,9 +11,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
-	"github.com/marlowe-bot/marlowe/internal/testredis"
 	"github.com/marlowe-bot/marlowe/scheduler"
-	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 )
 
 // passJournal counts the passes one replica makes (each starts by listing
@@ -27,11 +26,9 @@ func (j passJournal) Channels(ctx context.Context) ([]core.ChannelKey, error) {
 	return j.Journal.Channels(ctx)
 }
 
-// Two replicas with a Redis lease: only the holder makes passes, and every
-// slot fires once.
+// Two replicas electing through the lease table: only the holder makes
+// passes, and every slot fires once.
 func TestTwoReplicasOneLeaseOneFiringPerSlot(t *testing.T) {
-	c := testredis.Client(t, 0)
-	prefix := testredis.Prefix(t, c)
 	w := newWorld(t)
 	routineID(t, w.say(alice, "routine add @every 10m: digest"))
 
@@ -42,7 +39,7 @@ func TestTwoReplicasOneLeaseOneFiringPerSlot(t *testing.T) {
 		passes[i] = &atomic.Int64{}
 		s, err := scheduler.New(scheduler.Config{
 			Journal: passJournal{w.j, passes[i]}, Boundary: w.b, Clock: w.clk.Now, Tick: 2 * time.Millisecond,
-			Lease: redisstore.NewLease(c, prefix, 15*time.Second), Logger: slog.New(slog.DiscardHandler),
+			Lease: core.NewElector(w.j, fmt.Sprintf("r%d", i), 15*time.Second), Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			t.Fatal(err)

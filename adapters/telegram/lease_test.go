@@ -5,11 +5,13 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/adapters/telegram/telegramfake"
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
 	"github.com/marlowe-bot/marlowe/internal/testredis"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 )
 
-// Two replicas polling one token: with the shared Redis lease exactly one
+// Two replicas polling one token: electing through one lease table, exactly one
 // polls (Telegram never sees concurrent getUpdates) and every update is
 // delivered once; stopping the holder hands polling to the other.
 func TestTwoReplicasOnePoller(t *testing.T) {
@@ -17,7 +19,8 @@ func TestTwoReplicasOnePoller(t *testing.T) {
 	prefix := testredis.Prefix(t, c)
 	f := newFake(t, func(cfg *telegramfake.Config) { cfg.MaxPollWait = 200 * time.Millisecond })
 	dd := redisstore.NewDeduper(c, prefix)
-	lease := func() Option { return WithLease(redisstore.NewLease(c, prefix, 600*time.Millisecond)) }
+	leases := coretest.NewMemJournal(coretest.NewSigner(t))
+	lease := func() Option { return WithLease(core.NewElector(leases, "poller", time.Second)) }
 	cfg := testConfig(f, ModePolling)
 	cfg.PollTimeout = time.Second
 	a1, _ := newAdapter(t, cfg, lease(), WithDeduper(dd))

@@ -10,8 +10,6 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/scheduler"
-	redisstore "github.com/marlowe-bot/marlowe/store/redis"
-	goredis "github.com/redis/go-redis/v9"
 )
 
 // newScheduler reads the routine settings (MARLOWE_ROUTINE_MIN_INTERVAL,
@@ -42,7 +40,7 @@ func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, 
 }
 
 // runScheduler binds the scheduler to the engine and fires routines until
-// ctx ends (with Redis, while this replica holds the routine lease).
+// ctx ends (while this replica holds the routine lease).
 func runScheduler(ctx context.Context, s *scheduler.Scheduler, e *core.Engine, log *slog.Logger) {
 	s.Bind(e)
 	log.Info("routines scheduler running")
@@ -57,15 +55,11 @@ type elector interface {
 // electionTTL is how long an elected job waits after its holder dies.
 const electionTTL = 15 * time.Second
 
-// newElector is the database's lease table when the store has one
-// (Postgres), else Redis's lease when Redis is configured, else nil (one
-// process: nothing to elect).
-func newElector(st *stores, rdb *goredis.Client, cfg config) elector {
-	switch {
-	case st.Leases != nil:
-		return core.NewElector(st.Leases, cfg.Replica, electionTTL)
-	case rdb != nil:
-		return redisstore.NewLease(rdb, "marlowe:lease:", electionTTL)
+// newElector elects through the store's lease table (Postgres for
+// replicas; the embedded store's holds one process's leases).
+func newElector(st *stores, cfg config) elector {
+	if st.Elect == nil {
+		return nil
 	}
-	return nil
+	return core.NewElector(st.Elect, cfg.Replica, electionTTL)
 }

@@ -89,7 +89,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	// One egress client for every tool: public addresses only, no proxy.
 	// One election mechanism for the routine firer and the Telegram
 	// poller: the database's lease table when there is one.
-	elect := newElector(st, rdb, cfg)
+	elect := newElector(st, cfg)
 	sched, err := newScheduler(cfg.Getenv, st.Journal, boundary, elect, log)
 	if err != nil {
 		return fmt.Errorf("routines: %w", err)
