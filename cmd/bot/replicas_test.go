@@ -112,8 +112,10 @@ func slowModel(t *testing.T, d time.Duration) string {
 	return srv.URL + "/v1"
 }
 
-// TestReplicasAnswerEachMessageOnceThroughKills: three replicas, one of
-// them SIGKILLed twice while runs are in flight (and restarted). Every
+// TestReplicasAnswerEachMessageOnceThroughKills: three replicas and about
+// 1,000 events (mentions with Slack's app_mention + message pairs,
+// follow-ups, chatter, redeliveries); the replica owning the channels is
+// SIGKILLed twice while runs are in flight (and restarted). Every
 // mention and every follow-up in a thread window is answered exactly once,
 // in its thread; chatter outside any window is never answered; redelivered
 // events start nothing new; every run ends once; the journal verifies.
@@ -170,7 +172,8 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 		}
 	}
 
-	const mentions = 36
+	const mentions, chatterPerMention = 36, 26
+	events := 0
 	roots := map[string]string{} // word → thread root
 	var redelivered []string
 	for i := range mentions {
@@ -178,11 +181,15 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 		ch := []string{qaGeneral, qaOther}[i%2]
 		root, ids := sl.Say(ch, "", []string{qaAlice, qaBob}[i%2], mention+" please echo "+word)
 		roots[word] = ch + "/" + root
+		events += len(ids)
 		if i%5 == 0 && len(ids) > 0 {
 			redelivered = append(redelivered, ids[0])
 		}
-		if i%4 == 0 {
-			sl.Say(ch, "", qaCarol, fmt.Sprintf("chatter cx%03d among people", i)) // no window: ignored
+		// Chatter outside any window (Carol is never answered at top
+		// level): ignored, and the bulk of the ~1,000 events.
+		for k := range chatterPerMention {
+			_, cids := sl.Say(ch, "", qaCarol, fmt.Sprintf("chatter cx%03d-%02d among people", i, k))
+			events += len(cids)
 		}
 		switch i {
 		case 10, 24:
@@ -197,6 +204,7 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 	}
 	for _, id := range redelivered {
 		sl.Redeliver(id)
+		events++
 	}
 	// Follow-ups in each thread window once the first answer is there.
 	for i := range mentions {
@@ -207,13 +215,18 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 			t.Errorf("%s answered in %s/%s, want its thread %s", word, p.Channel, p.ThreadTS, roots[word])
 		}
 		if i%3 == 0 {
-			sl.Say(ch, root, qaCarol, fmt.Sprintf("and a follow-up fu%03d", i))
+			_, fids := sl.Say(ch, root, qaCarol, fmt.Sprintf("and a follow-up fu%03d", i))
+			events += len(fids)
 		}
 	}
 	for i := 0; i < mentions; i += 3 {
 		waitAnswer(fmt.Sprintf("fu%03d", i))
 	}
 	waitRunsEnded(t, dbURL, dump)
+	t.Logf("%d events delivered to %d replicas", events, len(reps))
+	if events < 1000 {
+		t.Errorf("only %d events: the scenario is meant to push about 1,000", events)
+	}
 
 	for i := range mentions {
 		if n := answered(fmt.Sprintf("zq%03d", i)); n != 1 {

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
+	"github.com/marlowe-bot/marlowe/internal/testpg"
+	"github.com/marlowe-bot/marlowe/internal/testredis"
+	"github.com/marlowe-bot/marlowe/llm/llmtest"
+)
+
+// TestReplicasDecideEachClickOnce: three replicas of the built binary; the
+// fake Slack hands each button click to one of them in turn, so most clicks
+// reach a replica that does not own the channel. Every valid click is
+// decided once (the approved post happens exactly once), and each replayed
+// click is refused as already decided.
+func TestReplicasDecideEachClickOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bot and runs three replicas of it (-short skips it)")
+	}
+	t.Parallel()
+	dbURL := testpg.New(t)
+	rs := testredis.StartServer(t)
+	sl := slackfake.New(slackfake.Config{EchoPosts: true, RedeliverAfter: 2 * time.Second,
+		Channels: map[string]string{qaGeneral: "channel", qaOther: "channel"},
+		Users:    []slackfake.User{{ID: qaAlice, Name: "alice"}, {ID: qaBob, Name: "bob"}}})
+	t.Cleanup(sl.Close)
+	model := llmtest.NewOpenAIServer(t)
+	bin := buildCrashBot(t)
+	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)
+	var reps []*replicaProc
+	for i := range 3 {
+		dir := t.TempDir()
+		r := &replicaProc{t: t, bin: bin, name: fmt.Sprintf("r%d", i), logs: &syncBuffer{},
+			env: replicaEnv(dir, fmt.Sprintf("r%d", i), dbURL, rs.URL(), key, sl.APIURL(), model.URL,
+				"MARLOWE_LEASE_TTL=2s", "MARLOWE_ADMINS=slack:"+qaBob)}
+		reps = append(reps, r)
+		r.start()
+		t.Cleanup(r.kill)
+		waitConns(t, sl, i+1, reps)
+	}
+	dump := func() string { return dumpLogs(reps) }
+	waitPost := func(what string, match func(slackfake.Post) bool) slackfake.Post {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			for _, p := range sl.Posts() {
+				if match(p) {
+					return p
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s\n%s", what, dump())
+			}
+		}
+	}
+	count := func(match func(slackfake.Post) bool) int {
+		n := 0
+		for _, p := range sl.Posts() {
+			if match(p) {
+				n++
+			}
+		}
+		return n
+	}
+	mention := "<@" + sl.Config().BotUserID + ">"
+	const rounds = 6
+	for i := range rounds {
+		word := fmt.Sprintf("relay%02d", i)
+		model.Enqueue(
+			llmtest.Tools(llmtest.Call("c1", "post_to_channel", `{"channel":"`+qaOther+`","text":"`+word+` report"}`)),
+			llmtest.Text("Shared it, "+word+" done."),
+		)
+		root, _ := sl.Say(qaGeneral, "", qaAlice, mention+" share the report with the other room "+word)
+		card := waitPost("the approval card for "+word, func(p slackfake.Post) bool { return p.ThreadTS == root && isCard(p) })
+		click := sl.BlockActionsJSON(slackfake.Click{
+			Channel: qaGeneral, MessageTS: card.TS, ThreadTS: root, User: qaBob, UserName: "bob",
+			ActionID: "approve", Value: cardButtons(t, card.Blocks)["approve"], Label: "Approve",
+		})
+		sl.PushInteraction(click)
+		waitPost(word+"'s final answer", func(p slackfake.Post) bool { return strings.Contains(p.Text, word+" done") })
+		sl.PushInteraction(click) // replayed: to another replica, round-robin
+		waitPost("the replayed click refused for "+word, func(p slackfake.Post) bool {
+			return p.ThreadTS == root && strings.Contains(p.Text, "already decided")
+		})
+	}
+	for i := range rounds {
+		word := fmt.Sprintf("relay%02d", i)
+		if n := count(func(p slackfake.Post) bool { return p.Channel == qaOther && strings.Contains(p.Text, word+" report") }); n != 1 {
+			t.Errorf("%s approved post made %d times", word, n)
+		}
+	}
+	if !strings.Contains(dump(), "card click") {
+		t.Fatalf("no click logged\n%s", dump())
+	}
+	// The clicks reached more than one replica (round-robin), so replicas
+	// that do not own the channel decided some of them.
+	deciders := 0
+	for _, r := range reps {
+		if strings.Contains(r.logs.String(), "outcome=accepted") {
+			deciders++
+		}
+	}
+	if deciders < 2 {
+		t.Errorf("valid clicks were decided on %d replica(s); round-robin should spread them", deciders)
+	}
+	for _, r := range reps {
+		r.stop()
+	}
+	if t.Failed() {
+		t.Logf("replica logs:\n%s", dump())
+	}
+}
