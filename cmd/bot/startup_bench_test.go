@@ -67,8 +67,12 @@ func (blockModel) Step(ctx context.Context, _ core.View) (core.Reply, error) {
 func benchStartup(b *testing.B, j core.Journal) {
 	ctx := b.Context()
 	log := slog.New(slog.DiscardHandler)
+	// As serve runs on Postgres: channels are claimed under leases (each
+	// iteration's Close releases them for the next).
+	leases, _ := j.(core.Leases)
 	newEngine := func() *core.Engine {
 		e, err := core.NewEngine(core.EngineConfig{
+			Leases:  leases,
 			Journal: j, Boundary: core.NewBoundary(nil), Model: blockModel{},
 			Surfaces: map[string]core.Surface{"slack": coretest.NewFakeSurface("slack", "UBOT")},
 			Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
