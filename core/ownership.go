@@ -206,7 +206,7 @@ func (e *Engine) keepLeases(ctx context.Context) {
 	o := e.own
 	tick := time.NewTicker(o.ttl / 4)
 	defer tick.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -214,6 +214,46 @@ func (e *Engine) keepLeases(ctx context.Context) {
 		}
 		e.renewLeases(ctx)
 		e.sweepLapsed(ctx)
+		if n%4 == 0 {
+			e.sweepUnowned(ctx)
+		}
+	}
+}
+
+// sweepUnowned claims channels whose unfinished work nobody drives: a
+// lease released (drain, eviction) or never taken (a claim that failed on
+// a database error) just as another replica journaled work there. Lapsed
+// leases are swept more often by sweepLapsed; this is the backstop, once
+// per TTL.
+func (e *Engine) sweepUnowned(ctx context.Context) {
+	tail, err := e.j.Unfinished(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("sweep unowned channels: read unfinished work", "error", err)
+		}
+		return
+	}
+	chs, err := unfinishedChannels(tail)
+	if err != nil {
+		e.log.Warn("sweep unowned channels", "error", err)
+		return
+	}
+	for _, ch := range chs {
+		if _, held := e.owns(ch); held {
+			continue
+		}
+		ok, fresh, err := e.claim(ctx, ch)
+		if err != nil || !ok || !fresh {
+			continue
+		}
+		n, err := e.resumeChannel(ctx, ch)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("resume an unowned channel", "channel", string(ch), "error", err)
+			}
+			continue
+		}
+		e.log.Info("took over an unowned channel with unfinished work", "channel", string(ch), "unfinished_runs", n)
 	}
 }
 

@@ -320,3 +320,32 @@ func TestDeposedReplicaCannotWrite(t *testing.T) {
 		t.Errorf("%d model.step journaled, want 1", n)
 	}
 }
+
+// A replica that stops (Close: drives cancelled, leases released) in the
+// middle of a run leaves the run to the others: with no event in the channel
+// and no lapsed lease to find, the unowned-work sweep still resumes it.
+func TestReleasedChannelWithUnfinishedWorkIsResumed(t *testing.T) {
+	c := newCluster(t)
+	ma := coretest.NewScriptedModel(coretest.Text("answer from a"))
+	started := make(chan struct{}, 1)
+	ma.OnCall = func(ctx context.Context, n int, v core.View) {
+		started <- struct{}{}
+		<-ctx.Done() // a never answers: it is stopped mid-call
+	}
+	a := c.add("a", ma, nil)
+	mb := coretest.NewScriptedModel(coretest.Text("answer from b"))
+	b := c.add("b", mb, nil)
+	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
+		Text: "<@" + botID + "> do it", MentionsBot: true, At: time.Now()})
+	<-started
+	if err := a.e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to resume the released channel's run", func() bool { return answers(b.s, "answer from b") == 1 })
+	if n := c.count("C1", core.KindRunCompleted); n != 1 {
+		t.Errorf("%d run.completed, want 1", n)
+	}
+	if !strings.Contains(b.logs.String(), "took over an unowned channel") {
+		t.Errorf("b resumed it some other way:\n%s", b.logs.String())
+	}
+}
