@@ -297,11 +297,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	// Only the channels the journal's tail shows unfinished work in are
 	// folded: the others load on first touch (docs/architecture.md,
 	// "Start-up and eviction").
-	tail, err := e.j.Unfinished(ctx)
-	if err != nil {
-		return fmt.Errorf("engine start: read unfinished work: %w", err)
-	}
-	chs, err := unfinishedChannels(tail)
+	chs, err := e.channelsWithWork(ctx)
 	if err != nil {
 		return fmt.Errorf("engine start: %w", err)
 	}
@@ -343,10 +339,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // overdue approvals expire, pending ones get their deadline timer. Callers
 // own ch. It returns how many runs it queued.
 func (e *Engine) resumeChannel(ctx context.Context, ch ChannelKey) (int, error) {
-	v, err := e.channel(ctx, ch)
-	if err != nil {
-		return 0, err
-	}
+	v := e.view(ch)
 	type pick struct {
 		key threadKey
 		run string
@@ -355,7 +348,7 @@ func (e *Engine) resumeChannel(ctx context.Context, ch ChannelKey) (int, error) 
 	var overdue, waiting []*approvalView
 	now := e.now()
 	// withFresh: a view loaded while another replica owned ch is stale.
-	if err := v.withFresh(ctx, 0, func([]Command) {
+	if err := v.withFresh(ctx, 0, func() {
 		for _, r := range v.runs {
 			if r.status.Terminal() && r.endNotice == "" {
 				continue
@@ -437,18 +430,25 @@ func (e *Engine) WaitIdle(ctx context.Context) error {
 
 // channel returns the loaded cache of ch.
 func (e *Engine) channel(ctx context.Context, ch ChannelKey) (*chanView, error) {
+	v := e.view(ch)
+	if err := v.with(ctx, func() {}); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// view returns ch's cache, folded or not (its next locked use folds it),
+// and marks it touched.
+func (e *Engine) view(ch ChannelKey) *chanView {
 	e.chMu.Lock()
+	defer e.chMu.Unlock()
 	v := e.channels[ch]
 	if v == nil {
 		v = newChanView(ch, e.j)
 		e.channels[ch] = v
 	}
 	v.touched = e.now()
-	e.chMu.Unlock()
-	if err := v.with(ctx, func() {}); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return v
 }
 
 func (e *Engine) surface(platform string) (Surface, error) {

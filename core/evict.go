@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -75,6 +76,16 @@ func unfinishedChannels(tail []Command) ([]ChannelKey, error) {
 	}
 	flush(cur)
 	return out, nil
+}
+
+// channelsWithWork lists the channels with unfinished work, from the
+// journal's tail.
+func (e *Engine) channelsWithWork(ctx context.Context) ([]ChannelKey, error) {
+	tail, err := e.j.Unfinished(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read unfinished work: %w", err)
+	}
+	return unfinishedChannels(tail)
 }
 
 // channelIdle is the configured idle time before eviction (0: never).

@@ -135,7 +135,7 @@ func (e *Engine) lose(ch ChannelKey, why string) {
 	}
 }
 
-// claimThen claims ch off the caller's goroutine (enqueue holds e.mu) and
+// claimThenLocked claims ch off the caller's goroutine (enqueue holds e.mu) and
 // hands j to the mailbox if this replica got the channel. When another
 // replica owns it, nothing is lost: the journal has what j was for, and the
 // owner hears of it through Wake. Callers hold e.mu.
@@ -226,16 +226,11 @@ func (e *Engine) keepLeases(ctx context.Context) {
 // leases are swept more often by sweepLapsed; this is the backstop, once
 // per TTL.
 func (e *Engine) sweepUnowned(ctx context.Context) {
-	tail, err := e.j.Unfinished(ctx)
+	chs, err := e.channelsWithWork(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("sweep unowned channels: read unfinished work", "error", err)
+			e.log.Warn("sweep unowned channels", "error", err)
 		}
-		return
-	}
-	chs, err := unfinishedChannels(tail)
-	if err != nil {
-		e.log.Warn("sweep unowned channels", "error", err)
 		return
 	}
 	for _, ch := range chs {
@@ -377,17 +372,7 @@ func (e *Engine) Wake(ctx context.Context, ch ChannelKey, seq uint64) {
 	if _, ok := e.owns(ch); !ok {
 		return
 	}
-	e.chMu.Lock()
-	v := e.channels[ch]
-	e.chMu.Unlock()
-	if v == nil {
-		// Not loaded: the next touch folds it whole. Something may be
-		// waiting to be driven, though.
-		if _, err := e.resumeChannel(ctx, ch); err != nil && ctx.Err() == nil {
-			e.log.Warn("wake: resume channel", "channel", string(ch), "error", err)
-		}
-		return
-	}
+	v := e.view(ch)
 	type drive struct{ id, thread string }
 	var drives []drive
 	var pending []*approvalView
@@ -399,7 +384,7 @@ func (e *Engine) Wake(ctx context.Context, ch ChannelKey, seq uint64) {
 	}
 	e.mu.Unlock()
 	quiet := false
-	err := v.withFresh(ctx, seq, func([]Command) {
+	err := v.withFresh(ctx, seq, func() {
 		if quiet = v.foreign == v.woke; quiet {
 			return // only this replica's own appends since the last wake
 		}
@@ -448,38 +433,27 @@ func (e *Engine) Wake(ctx context.Context, ch ChannelKey, seq uint64) {
 	}
 }
 
-// withFresh folds what the journal holds past v.seq (when the journal may
-// be ahead of seq) and calls fn with the newly folded commands, under the
-// lock.
-func (v *chanView) withFresh(ctx context.Context, seq uint64, fn func([]Command)) error {
+// withFresh runs fn under the lock on the view after folding what the
+// journal holds past v.seq, when it may be ahead of seq (0: it may always
+// be: another replica may have appended since the view was folded).
+func (v *chanView) withFresh(ctx context.Context, seq uint64, fn func()) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if !v.loaded {
-		if err := v.load(ctx); err != nil {
+	folded := v.loaded
+	if err := v.load(ctx); err != nil {
+		return err
+	}
+	switch {
+	case !folded:
+		// Folded just now: fresh, and anything in it may be another
+		// replica's (Wake must not take it for this replica's own).
+		v.foreign++
+	case seq == 0 || seq > v.seq:
+		if err := v.catchUp(ctx); err != nil {
 			return err
 		}
 	}
-	var fresh []Command
-	if seq == 0 || seq > v.seq {
-		const page = 2048
-		for {
-			cmds, err := v.j.Read(ctx, v.key, v.seq+1, page)
-			if err != nil {
-				return fmt.Errorf("catch up channel %s from seq %d: %w", v.key, v.seq+1, err)
-			}
-			for _, c := range cmds {
-				if err := v.apply(c); err != nil {
-					return err
-				}
-			}
-			fresh = append(fresh, cmds...)
-			v.foreign += len(cmds)
-			if len(cmds) < page {
-				break
-			}
-		}
-	}
-	fn(fresh)
+	fn()
 	return nil
 }
 

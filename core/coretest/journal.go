@@ -79,22 +79,15 @@ func (j *MemJournal) Reopen(signer *core.Signer) *MemJournal {
 
 // Append implements core.Journal.
 func (j *MemJournal) Append(ctx context.Context, drafts ...core.Draft) ([]core.Command, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if _, err := core.CheckBatch(drafts); err != nil {
-		return nil, err
-	}
-	if j.signer == nil {
-		return nil, core.ErrReadOnly
-	}
-	j.st.mu.Lock()
-	defer j.st.mu.Unlock()
-	return j.appendLocked(drafts)
+	return j.append(ctx, nil, drafts)
 }
 
 // AppendAt implements core.Journal.
 func (j *MemJournal) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
+	return j.append(ctx, &exp, drafts)
+}
+
+func (j *MemJournal) append(ctx context.Context, exp *core.Expect, drafts []core.Draft) ([]core.Command, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -106,16 +99,18 @@ func (j *MemJournal) AppendAt(ctx context.Context, exp core.Expect, drafts ...co
 	}
 	j.st.mu.Lock()
 	defer j.st.mu.Unlock()
-	if h := j.st.heads[drafts[0].Channel()]; h.seq != exp.Head {
-		return nil, fmt.Errorf("mem journal: expected head %d, head is %d: %w", exp.Head, h.seq, core.ErrHeadMoved)
-	}
-	if f := exp.Fence; f != nil {
-		var token int64
-		if l := j.st.leases[f.Name]; l != nil {
-			token = l.token
+	if exp != nil {
+		if h := j.st.heads[drafts[0].Channel()]; h.seq != exp.Head {
+			return nil, fmt.Errorf("mem journal: expected head %d, head is %d: %w", exp.Head, h.seq, core.ErrHeadMoved)
 		}
-		if token != f.Token {
-			return nil, fmt.Errorf("mem journal: lease %s fence %d, current %d: %w", f.Name, f.Token, token, core.ErrFenced)
+		if f := exp.Fence; f != nil {
+			var token int64
+			if l := j.st.leases[f.Name]; l != nil {
+				token = l.token
+			}
+			if token != f.Token {
+				return nil, fmt.Errorf("mem journal: lease %s fence %d, current %d: %w", f.Name, f.Token, token, core.ErrFenced)
+			}
 		}
 	}
 	return j.appendLocked(drafts)
@@ -389,31 +384,23 @@ func NewCrashJournal(j core.Journal, after int) *CrashJournal {
 
 // Append implements core.Journal.
 func (c *CrashJournal) Append(ctx context.Context, drafts ...core.Draft) ([]core.Command, error) {
-	c.mu.Lock()
-	if c.after > 0 && c.n >= c.after {
-		c.mu.Unlock()
-		return nil, ErrCrashed
-	}
-	cmds, err := c.Journal.Append(ctx, drafts...)
-	if err == nil {
-		c.n++
-	}
-	crash := c.after > 0 && c.n == c.after && err == nil
-	c.mu.Unlock()
-	if crash && c.OnCrash != nil {
-		c.OnCrash()
-	}
-	return cmds, err
+	return c.count(func() ([]core.Command, error) { return c.Journal.Append(ctx, drafts...) })
 }
 
 // AppendAt implements core.Journal, crashing like Append.
 func (c *CrashJournal) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
+	return c.count(func() ([]core.Command, error) { return c.Journal.AppendAt(ctx, exp, drafts...) })
+}
+
+// count runs one append unless the journal has crashed, and crashes it
+// after the configured number of successes.
+func (c *CrashJournal) count(appendFn func() ([]core.Command, error)) ([]core.Command, error) {
 	c.mu.Lock()
 	if c.after > 0 && c.n >= c.after {
 		c.mu.Unlock()
 		return nil, ErrCrashed
 	}
-	cmds, err := c.Journal.AppendAt(ctx, exp, drafts...)
+	cmds, err := appendFn()
 	if err == nil {
 		c.n++
 	}

@@ -29,6 +29,19 @@ const insertCommand = `INSERT INTO commands (channel, seq, id, kind, v,
 // transaction. The head row lock serialises appenders to one channel across
 // every connection and process; UNIQUE (channel, seq) backs it up.
 func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Command, error) {
+	return s.append(ctx, nil, drafts)
+}
+
+// AppendAt appends only at the expected head and, with a fence, only while
+// the fence's lease token is current.
+func (s *Store) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
+	return s.append(ctx, &exp, drafts)
+}
+
+// append is Append (exp nil) and AppendAt. A writer that knows the head
+// it wrote last (and needs no fence checked) takes the one-round-trip
+// path; otherwise the head row is locked and read (appendTx).
+func (s *Store) append(ctx context.Context, exp *core.Expect, drafts []core.Draft) ([]core.Command, error) {
 	ch, err := core.CheckBatch(drafts)
 	if err != nil {
 		return nil, fmt.Errorf("append: %w", err)
@@ -39,19 +52,22 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 	h := s.heads.get(ch)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.known {
+	if h.known && (exp == nil || h.seq == exp.Head && exp.Fence == nil) {
 		out, err := s.appendAfter(ctx, ch, h.seq, h.hash, drafts)
 		if err == nil {
 			h.set(out[len(out)-1])
 			return out, nil
 		}
 		h.known = false
-		if !errors.Is(err, errHeadMoved) {
+		switch {
+		case !errors.Is(err, errHeadMoved):
 			return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
+		case exp != nil:
+			return nil, fmt.Errorf("append %d command(s) to %s at head %d: %w", len(drafts), ch, exp.Head, core.ErrHeadMoved)
 		}
 		// Another writer appended since: take the lock and read the head.
 	}
-	out, err := s.appendTx(ctx, ch, 0, nil, noBefore, drafts)
+	out, err := s.appendTx(ctx, ch, 0, exp, noBefore, drafts)
 	if err != nil {
 		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
 	}
@@ -60,40 +76,6 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 }
 
 func noBefore([]core.Command) (*pgx.Batch, error) { return &pgx.Batch{}, nil }
-
-// AppendAt appends only at the expected head and, with a fence, only while
-// the fence's lease token is current. An unfenced append whose expected head
-// is the one this process last wrote takes the one-round-trip path.
-func (s *Store) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
-	ch, err := core.CheckBatch(drafts)
-	if err != nil {
-		return nil, fmt.Errorf("append: %w", err)
-	}
-	if s.signer == nil {
-		return nil, fmt.Errorf("append to %s: %w", ch, core.ErrReadOnly)
-	}
-	h := s.heads.get(ch)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.known && h.seq == exp.Head && exp.Fence == nil {
-		out, err := s.appendAfter(ctx, ch, h.seq, h.hash, drafts)
-		if err == nil {
-			h.set(out[len(out)-1])
-			return out, nil
-		}
-		h.known = false
-		if errors.Is(err, errHeadMoved) {
-			return nil, fmt.Errorf("append %d command(s) to %s at head %d: %w", len(drafts), ch, exp.Head, core.ErrHeadMoved)
-		}
-		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
-	}
-	out, err := s.appendTx(ctx, ch, 0, &exp, noBefore, drafts)
-	if err != nil {
-		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
-	}
-	h.set(out[len(out)-1])
-	return out, nil
-}
 
 // NotifyChannel is the LISTEN/NOTIFY channel every append notifies, with
 // "<seq> <channel key>" as payload, when it commits: how the replica that

@@ -25,6 +25,18 @@ const insertCommand = `INSERT INTO commands (channel, seq, id, kind, v,
 // BEGIN IMMEDIATE transaction: the write lock is taken before the head is
 // read, so no other connection or process can append in between.
 func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Command, error) {
+	return s.append(ctx, nil, drafts)
+}
+
+// AppendAt appends only at the expected head and, with a fence, only while
+// the fence's lease token is current; both are read inside the write
+// transaction, so nothing can move them before the insert.
+func (s *Store) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
+	return s.append(ctx, &exp, drafts)
+}
+
+// append is Append (exp nil) and AppendAt.
+func (s *Store) append(ctx context.Context, exp *core.Expect, drafts []core.Draft) ([]core.Command, error) {
 	ch, err := core.CheckBatch(drafts)
 	if err != nil {
 		return nil, fmt.Errorf("append: %w", err)
@@ -37,6 +49,11 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 		seq, prev, err := readHead(ctx, tx, ch)
 		if err != nil {
 			return err
+		}
+		if exp != nil {
+			if err := checkExpect(ctx, tx, seq, *exp); err != nil {
+				return err
+			}
 		}
 		out, err = s.write(ctx, tx, ch, seq, prev, drafts)
 		return err
@@ -47,43 +64,23 @@ func (s *Store) Append(ctx context.Context, drafts ...core.Draft) ([]core.Comman
 	return out, nil
 }
 
-// AppendAt appends only at the expected head and, with a fence, only while
-// the fence's lease token is current; both are read inside the write
-// transaction, so nothing can move them before the insert.
-func (s *Store) AppendAt(ctx context.Context, exp core.Expect, drafts ...core.Draft) ([]core.Command, error) {
-	ch, err := core.CheckBatch(drafts)
-	if err != nil {
-		return nil, fmt.Errorf("append: %w", err)
+// checkExpect refuses an append whose expected head or lease fence no
+// longer holds, inside the write transaction.
+func checkExpect(ctx context.Context, tx *sql.Tx, head uint64, exp core.Expect) error {
+	if head != exp.Head {
+		return fmt.Errorf("expected head %d, journal head is %d: %w", exp.Head, head, core.ErrHeadMoved)
 	}
-	if s.signer == nil {
-		return nil, fmt.Errorf("append to %s: %w", ch, core.ErrReadOnly)
+	if exp.Fence == nil {
+		return nil
 	}
-	var out []core.Command
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		seq, prev, err := readHead(ctx, tx, ch)
-		if err != nil {
-			return err
-		}
-		if seq != exp.Head {
-			return fmt.Errorf("expected head %d, journal head is %d: %w", exp.Head, seq, core.ErrHeadMoved)
-		}
-		if exp.Fence != nil {
-			var token int64
-			err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT token FROM leases WHERE name = ?), 0)`, exp.Fence.Name).Scan(&token)
-			if err != nil {
-				return fmt.Errorf("read lease: %w", err)
-			}
-			if token != exp.Fence.Token {
-				return fmt.Errorf("lease %s: fence %d, current %d: %w", exp.Fence.Name, exp.Fence.Token, token, core.ErrFenced)
-			}
-		}
-		out, err = s.write(ctx, tx, ch, seq, prev, drafts)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
+	var token int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT token FROM leases WHERE name = ?), 0)`, exp.Fence.Name).Scan(&token); err != nil {
+		return fmt.Errorf("read lease: %w", err)
 	}
-	return out, nil
+	if token != exp.Fence.Token {
+		return fmt.Errorf("lease %s: fence %d, current %d: %w", exp.Fence.Name, exp.Fence.Token, token, core.ErrFenced)
+	}
+	return nil
 }
 
 // inTx runs fn in a write transaction on the store's write connection.
