@@ -29,8 +29,6 @@ func (e *Engine) metrics() RunMetrics {
 
 // EngineStats is what the engine holds right now, read at scrape time.
 type EngineStats struct {
-	// Channels is how many channels this engine has loaded.
-	Channels int
 	// PendingApprovals is how many approvals wait for a decision with their
 	// deadline armed on this engine.
 	PendingApprovals int
@@ -41,10 +39,7 @@ type EngineStats struct {
 // Stats reads the engine's live counts. It takes only the engine's own
 // locks (never a channel's), so a scrape cannot wait on a journal append.
 func (e *Engine) Stats() EngineStats {
-	e.chMu.Lock()
-	chans := len(e.channels)
-	e.chMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return EngineStats{Channels: chans, PendingApprovals: len(e.expiries), Busy: e.busy}
+	return EngineStats{PendingApprovals: len(e.expiries), Busy: e.busy}
 }
