@@ -341,7 +341,10 @@ func TestReleasedChannelWithUnfinishedWorkIsResumed(t *testing.T) {
 	if err := a.e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b to resume the released channel's run", func() bool { return answers(b.s, "answer from b") == 1 })
+	// The answer is posted before run.completed is journaled: await both.
+	waitFor(t, "b to resume the released channel's run", func() bool {
+		return answers(b.s, "answer from b") == 1 && c.count("C1", core.KindRunCompleted) >= 1
+	})
 	if n := c.count("C1", core.KindRunCompleted); n != 1 {
 		t.Errorf("%d run.completed, want 1", n)
 	}

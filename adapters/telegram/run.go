@@ -52,6 +52,9 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 	if a.cfg.Mode == ModeWebhook {
 		if a.cfg.WebhookURL != "" {
 			if err := a.setWebhook(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil // stopped while registering: a stop, not a failure
+				}
 				return err
 			}
 		}
