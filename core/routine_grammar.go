@@ -24,22 +24,24 @@ const (
 	RoutineResume RoutineOp = "resume"
 	RoutineDelete RoutineOp = "delete"
 	RoutineRun    RoutineOp = "run"
+	RoutineEdit   RoutineOp = "edit"
 	RoutineUsage  RoutineOp = "usage" // a routine command that did not parse
 )
 
 // RoutineCommand is a parsed routine command.
 type RoutineCommand struct {
 	Op          RoutineOp
-	Spec        string // add: cron spec, descriptor or "@every <d>"
-	TZ          string // add: IANA zone ("" = UTC)
-	Instruction string // add
-	ID          string // pause, resume, delete, run
+	Spec        string // add, edit: cron spec, descriptor or "@every <d>" (edit: "" keeps it)
+	TZ          string // add: IANA zone ("" = UTC); edit: "" keeps it
+	Instruction string // add; edit: "" keeps it
+	ID          string // pause, resume, delete, run, edit
 }
 
 // RoutineUsageText is the reply to a routine command that did not parse.
 const RoutineUsageText = "Usage: `routine add <spec> [tz <zone>]: <instruction>` " +
 	"(spec: 5-field cron like `0 9 * * 1-5`, `@hourly`, `@daily`, `@weekly` or `@every 30m`), " +
-	"`routines` (list), `routine pause|resume|delete|run <id>`."
+	"`routines` (list), `routine pause|resume|delete|run <id>`, " +
+	"`routine edit <id> [<spec>] [tz <zone>][: <instruction>]` (what you leave out stays)."
 
 // ParseRoutineCommand reads a mention-stripped message; ok is false when it
 // is not a routine command at all (a known verb with bad arguments is a
@@ -80,13 +82,23 @@ func ParseRoutineCommand(text string) (RoutineCommand, bool) {
 			break
 		}
 		c := RoutineCommand{Op: RoutineAdd, Instruction: instr}
-		f := strings.Fields(sched)
-		if n := len(f); n >= 3 && strings.EqualFold(f[n-2], "tz") {
-			c.TZ, f = f[n-1], f[:n-2]
-		}
-		c.Spec = strings.Join(f, " ")
+		c.Spec, c.TZ = splitZone(strings.Fields(sched))
 		if c.Spec == "" {
 			break
+		}
+		return c, true
+	case RoutineEdit:
+		// routine edit <id> [<spec>] [tz <zone>][: <instruction>]
+		sched, instr, colon := strings.Cut(arg, ":")
+		instr = strings.TrimSpace(instr)
+		f := strings.Fields(sched)
+		if len(f) == 0 || (colon && instr == "") {
+			break
+		}
+		c := RoutineCommand{Op: RoutineEdit, ID: f[0], Instruction: instr}
+		c.Spec, c.TZ = splitZone(f[1:])
+		if c.Spec == "" && c.TZ == "" && c.Instruction == "" {
+			break // nothing to change
 		}
 		return c, true
 	default:
@@ -95,6 +107,14 @@ func ParseRoutineCommand(text string) (RoutineCommand, bool) {
 		return RoutineCommand{}, false
 	}
 	return RoutineCommand{Op: RoutineUsage}, true
+}
+
+// splitZone splits a trailing "tz <zone>" off a schedule's words.
+func splitZone(f []string) (spec, tz string) {
+	if n := len(f); n >= 2 && strings.EqualFold(f[n-2], "tz") {
+		tz, f = f[n-1], f[:n-2]
+	}
+	return strings.Join(f, " "), tz
 }
 
 // routineGrammarStep is the grammar's answer to a routine command: one call

@@ -33,6 +33,12 @@ type Routine struct {
 	// ArmedAt is when a person last armed it (created armed, resumed, or a
 	// proposal's Arm click): slots before it never fire.
 	ArmedAt time.Time
+	// RescheduledAt is when an edit last changed its spec or zone: slots
+	// of the new schedule before it never fire (nor count as missed).
+	RescheduledAt time.Time
+	// Decided says a routine.changed has followed its creation (a proposal
+	// is armed or discarded only once).
+	Decided bool
 	// Cursor is the latest scheduled slot decided (fired or skipped): no
 	// slot at or before it is considered again.
 	Cursor time.Time
@@ -142,8 +148,12 @@ func Fold(cmds []core.Command) map[string]*Routine {
 				continue
 			}
 			if r := out[p.RoutineID]; r != nil {
-				if p.Cron != "" || p.Instruction != "" {
+				r.Decided = true
+				if p.Cron != "" || p.TZ != "" || p.Instruction != "" {
 					r.Epoch = c.Seq() // an edit re-settles the anchor
+				}
+				if p.Cron != "" || p.TZ != "" {
+					r.RescheduledAt = c.At()
 				}
 				if p.Cron != "" {
 					r.Spec = p.Cron

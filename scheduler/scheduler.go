@@ -227,6 +227,9 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 		if r.ArmedAt.After(start) {
 			start = r.ArmedAt // slots while disarmed (a proposal, a pause) never fire
 		}
+		if r.RescheduledAt.After(start) {
+			start = r.RescheduledAt // the new schedule's slots before the edit never existed
+		}
 		var last time.Time
 		n := 0
 		for t := sched.Next(start); !t.IsZero() && !t.After(now) && n < maxSlotScan; t = sched.Next(t) {

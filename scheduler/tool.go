@@ -20,7 +20,8 @@ func (s *Scheduler) Tool() core.Tool {
 	return core.Tool{
 		Name: core.RoutineToolName,
 		Description: "Carry out a routine command exactly as the person typed it in this conversation " +
-			"(routine add <spec> [tz <zone>]: <instruction> | routines | routine pause|resume|delete|run <id>).",
+			"(routine add <spec> [tz <zone>]: <instruction> | routines | routine pause|resume|delete|run <id> | " +
+			"routine edit <id> [<spec>] [tz <zone>][: <instruction>]).",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"the person's routine command, verbatim"}},"required":["text"],"additionalProperties":false}`),
 		Consequence: core.Write,
 		Run:         s.runTool,
@@ -130,6 +131,9 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 	if r.Owner != by.ID && (s.eng == nil || !s.eng.IsAdmin(ctx, sc, by)) {
 		return "", fmt.Errorf("routine %s belongs to <@%s>: only its owner or an admin can %s it; nothing was changed", r.ID, r.Owner, cmd.Op)
 	}
+	if cmd.Op == core.RoutineEdit {
+		return s.edit(ctx, sc, by, r, cmd)
+	}
 	p := &core.RoutineChanged{RoutineID: r.ID}
 	var done string
 	switch cmd.Op {
@@ -146,6 +150,42 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		return "", err
 	}
 	return done, nil
+}
+
+// edit changes what cmd names of r and keeps the rest, armed or paused as
+// it was. The new schedule is checked like a new routine's; a changed
+// spec, zone or instruction re-settles its drift anchor (Fold).
+func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *Routine, cmd core.RoutineCommand) (string, error) {
+	if r.Proposed && !r.Armed && !r.Decided {
+		return "", fmt.Errorf("routine %s is a proposal waiting for <@%s> to arm or discard it on its card; nothing was changed", r.ID, r.Owner)
+	}
+	spec, tz, instr := r.Spec, r.TZ, r.Instruction
+	p := &core.RoutineChanged{RoutineID: r.ID, Armed: r.Armed}
+	if cmd.Spec != "" && cmd.Spec != spec {
+		spec, p.Cron = cmd.Spec, cmd.Spec
+	}
+	if cmd.TZ != "" && cmd.TZ != tz {
+		tz, p.TZ = cmd.TZ, cmd.TZ
+	}
+	if cmd.Instruction != "" && cmd.Instruction != instr {
+		instr, p.Instruction = cmd.Instruction, cmd.Instruction
+	}
+	if p.Cron == "" && p.TZ == "" && p.Instruction == "" {
+		return fmt.Sprintf("Routine %s already is `%s` (%s) — %s; nothing was changed.", r.ID, spec, tz, firstLine(instr, 120)), nil
+	}
+	sched, err := ParseSpec(spec, tz, s.cfg.MinInterval)
+	if err != nil {
+		return "", fmt.Errorf("routine %s not changed: %w", r.ID, err)
+	}
+	if err := s.appendHuman(ctx, by, sc, p); err != nil {
+		return "", err
+	}
+	state := "armed; next: " + nextSlots(sched, s.cfg.Clock(), tz, 3)
+	if !r.Armed {
+		state = "still paused (`routine resume " + r.ID + "` arms it)"
+	}
+	return fmt.Sprintf("✏️ Routine %s changed: `%s` (%s) — %s\nIt is %s. Drift is judged afresh from its next firings.",
+		r.ID, spec, tz, firstLine(instr, 120), state), nil
 }
 
 func (s *Scheduler) appendHuman(ctx context.Context, by core.Person, sc core.Scope, p core.Payload) error {
