@@ -58,6 +58,9 @@ func (e *Engine) post(ctx context.Context, s Surface, rs *RunReplay, out Outboun
 			e.log.Warn("post observer failed", "channel", string(out.Scope.Key()), "error", err)
 		}
 	}
+	if err := e.mayAct(ctx); err != nil {
+		return MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
+	}
 	ref, err := s.Post(ctx, out)
 	if err != nil {
 		return MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
@@ -124,6 +127,9 @@ func (e *Engine) edit(ctx context.Context, s Surface, rs *RunReplay, effect stri
 	}
 	out.Key = EffectID(ref.Scope.Key(), cmds[0].Seq(), 0)
 	out.Scope = ref.Scope
+	if err := e.mayAct(ctx); err != nil {
+		return fmt.Errorf("edit %s: %w", effect, err) // journaled: reissueEdits performs it
+	}
 	if err := s.Update(ctx, ref, out); err != nil {
 		return &editError{effect: effect, err: err}
 	}

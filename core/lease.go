@@ -35,6 +35,9 @@ type Leases interface {
 	// without releasing them (it crashed, or lost the database): what they
 	// guarded may be unfinished.
 	Lapsed(ctx context.Context, prefix string) ([]string, error)
+	// Live lists the leases under prefix that a holder has and renewed
+	// within their ttl.
+	Live(ctx context.Context, prefix string) ([]string, error)
 }
 
 // Channel leases. A channel is driven (its runs resumed, driven and

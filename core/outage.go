@@ -133,7 +133,7 @@ func (e *Engine) driveThroughOutages(ctx context.Context, run string, resume boo
 					"run", run, "outage", out.Round(time.Second), "error", err)
 				return
 			}
-			if !shown && out >= e.cfg.OutageNotice {
+			if !shown && out >= e.cfg.OutageNotice && e.mayShowOutage(ctx) {
 				if serr := e.showOutage(ctx, view); serr != nil {
 					e.log.Warn("could not show the outage on the checklist", "run", run, "error", serr)
 				} else {

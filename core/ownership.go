@@ -33,8 +33,11 @@ type ownership struct {
 
 	mu        sync.Mutex
 	owned     map[ChannelKey]Fence
-	renewedAt time.Time // last successful renewal (or start)
+	until     map[ChannelKey]time.Time // local time each lease surely lasts until (actable.go)
+	renewedAt time.Time                // last successful renewal (or start)
 	renewErr  error
+	peers     int             // other live replicas at the last presence check; -1 not known
+	unrun     map[string]bool // tool calls mayAct kept from running (actable.go)
 }
 
 func newOwnership(l Leases, holder string, ttl time.Duration) *ownership {
@@ -44,7 +47,8 @@ func newOwnership(l Leases, holder string, ttl time.Duration) *ownership {
 	// A random suffix always: a restarted process, or two replicas given
 	// the same name by mistake, never pass for one holder.
 	holder = replicaName(holder)
-	return &ownership{leases: l, holder: holder, ttl: ttl, owned: map[ChannelKey]Fence{}, renewedAt: time.Now()}
+	return &ownership{leases: l, holder: holder, ttl: ttl, owned: map[ChannelKey]Fence{}, until: map[ChannelKey]time.Time{},
+		renewedAt: time.Now(), peers: -1, unrun: map[string]bool{}}
 }
 
 // replicaName names this process in the lease table: the configured name
@@ -106,6 +110,7 @@ func (e *Engine) claim(ctx context.Context, ch ChannelKey) (ok, fresh bool, err 
 	if _, held := e.owns(ch); held {
 		return true, false, nil
 	}
+	start := time.Now()
 	f, ok, err := o.leases.Acquire(ctx, ChannelLease(ch), o.holder, o.ttl)
 	if err != nil || !ok {
 		return false, false, err
@@ -115,7 +120,7 @@ func (e *Engine) claim(ctx context.Context, ch ChannelKey) (ok, fresh bool, err 
 	if _, held := o.owned[ch]; held {
 		return true, false, nil
 	}
-	o.owned[ch] = f
+	o.owned[ch], o.until[ch] = f, start.Add(o.ttl)
 	e.log.Debug("channel claimed", "channel", string(ch), "fence", f.Token)
 	return true, true, nil
 }
@@ -129,6 +134,7 @@ func (e *Engine) lose(ch ChannelKey, why string) {
 	o.mu.Lock()
 	_, had := o.owned[ch]
 	delete(o.owned, ch)
+	delete(o.until, ch)
 	o.mu.Unlock()
 	if had {
 		e.log.Warn("channel lease lost; another replica drives the channel", "channel", string(ch), "why", why)
@@ -213,6 +219,7 @@ func (e *Engine) keepLeases(ctx context.Context) {
 		case <-tick.C:
 		}
 		e.renewLeases(ctx)
+		e.countPeers(ctx)
 		e.sweepLapsed(ctx)
 		if n%4 == 0 {
 			e.sweepUnowned(ctx)
@@ -260,6 +267,7 @@ func (e *Engine) renewLeases(ctx context.Context) {
 		names = append(names, ChannelLease(ch))
 	}
 	o.mu.Unlock()
+	start := time.Now()
 	held, err := o.leases.Renew(ctx, o.holder, o.ttl, names...)
 	o.mu.Lock()
 	if err != nil {
@@ -271,6 +279,12 @@ func (e *Engine) renewLeases(ctx context.Context) {
 		return
 	}
 	o.renewedAt, o.renewErr = time.Now(), nil
+	for _, n := range held {
+		ch := ChannelKey(strings.TrimPrefix(n, ChannelLeasePrefix))
+		if _, ok := o.owned[ch]; ok {
+			o.until[ch] = start.Add(o.ttl)
+		}
+	}
 	o.mu.Unlock()
 	for _, n := range names {
 		if !slices.Contains(held, n) {
@@ -317,6 +331,7 @@ func (e *Engine) releaseChannels(chs []ChannelKey) {
 	for _, ch := range chs {
 		if _, ok := o.owned[ch]; ok {
 			delete(o.owned, ch)
+			delete(o.until, ch)
 			names = append(names, ChannelLease(ch))
 		}
 	}
@@ -338,15 +353,14 @@ func (e *Engine) releaseLeases(ctx context.Context) {
 		return
 	}
 	o.mu.Lock()
-	names := make([]string, 0, len(o.owned))
+	names := make([]string, 0, len(o.owned)+1)
 	for ch := range o.owned {
 		names = append(names, ChannelLease(ch))
 	}
+	names = append(names, o.presence())
 	clear(o.owned)
+	clear(o.until)
 	o.mu.Unlock()
-	if len(names) == 0 {
-		return
-	}
 	if err := o.leases.Release(ctx, o.holder, names...); err != nil {
 		e.log.Warn("release channel leases; they lapse after their TTL instead", "channels", len(names), "error", err)
 	}

@@ -34,6 +34,8 @@ type cluster struct {
 
 	mu       sync.Mutex
 	replicas []*replica
+	// observers gives a replica, by name, a post observer.
+	observers map[string]core.PostObserver
 }
 
 // notifyingJournal wakes every replica after each append it commits.
@@ -104,6 +106,7 @@ func (c *cluster) add(name string, m *coretest.ScriptedModel, leases func(core.L
 		CardKey: cardKey, RetryBackoff: time.Millisecond, ChecklistDelay: time.Hour,
 		Leases: ls, Replica: name, LeaseTTL: 400 * time.Millisecond,
 		DefaultPolicy: core.Policy{Approvers: []string{bob.ID}},
+		PostObserver:  c.observers[name],
 	}
 	e, err := core.NewEngine(cfg)
 	if err != nil {

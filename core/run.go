@@ -768,7 +768,7 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 // is worse than telling people); anything else runs again with the same
 // effect keys, so its posts are not duplicated.
 func (d *driver) interrupted(ctx context.Context, cs *callState, tool Tool, args map[string]any) (bool, error) {
-	if tool.Consequence == Irreversible {
+	if tool.Consequence == Irreversible && !d.e.keptFromRunning(cs.call.ID) {
 		return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "interrupted",
 			Error: "the bot restarted while this irreversible action was running; its outcome is unknown and it was not retried — check before trying again"})
 	}
@@ -799,6 +799,10 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool Tool, args map
 	raw, err := canonicalArgs(args)
 	if err != nil {
 		return false, d.complete(ctx, cs, &ToolCompleted{OK: false, Code: "invalid", Error: err.Error()})
+	}
+	if err := d.e.mayAct(ctx); err != nil {
+		d.e.keepFromRunning(cs.call.ID)
+		return false, err // the call runs when the lease is sure again, or on the new owner
 	}
 	tctx, cancel := context.WithTimeout(ctx, d.e.cfg.ToolTimeout)
 	obs, err := runTool(tctx, tool, tc, raw)
@@ -1007,6 +1011,9 @@ func (d *driver) reissueEdits(ctx context.Context) error {
 				}
 				out.Card, out.Text = card, card.Title+"\n"+card.Resolution
 			}
+		}
+		if err := d.e.mayAct(ctx); err != nil {
+			return fmt.Errorf("re-issue edit %s: %w", out.Key, err)
 		}
 		if err := d.s.Update(ctx, ref, out); err != nil {
 			return fmt.Errorf("re-issue edit %s: %w", out.Key, err)

@@ -96,3 +96,21 @@ func (j *MemJournal) Lapsed(ctx context.Context, prefix string) ([]string, error
 	slices.Sort(out)
 	return out, nil
 }
+
+// Live implements core.Leases.
+func (j *MemJournal) Live(ctx context.Context, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	j.st.mu.Lock()
+	defer j.st.mu.Unlock()
+	var out []string
+	now := time.Now()
+	for n, l := range j.st.leases {
+		if l.holder != "" && now.Before(l.expires) && strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

@@ -2,6 +2,7 @@ package journaltest
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -182,6 +183,9 @@ func testLeases(t *testing.T, f *fixture) {
 	if lapsed, err := ls.Lapsed(ctx, "channel:"); err != nil || len(lapsed) != 0 {
 		t.Fatalf("lapsed with every lease live: %v %v", lapsed, err)
 	}
+	if live, err := other.Live(ctx, "channel:"); err != nil || !slices.Equal(live, []string{n1, n2}) {
+		t.Fatalf("live = %v (%v), want [%s %s]", live, err, n1, n2)
+	}
 	// A short lease left to lapse shows up; a released one never does.
 	if _, ok, _ := ls.Acquire(ctx, "channel:short", "a", 100*time.Millisecond); !ok {
 		t.Fatal("acquire short")
@@ -199,6 +203,10 @@ func testLeases(t *testing.T, f *fixture) {
 	lapsed, err := ls.Lapsed(ctx, "channel:")
 	if err != nil || len(lapsed) != 1 || lapsed[0] != "channel:short" {
 		t.Fatalf("lapsed = %v (%v), want [channel:short]", lapsed, err)
+	}
+	// Neither a lapsed nor a released lease is live; another prefix is not listed.
+	if live, err := ls.Live(ctx, "channel:"); err != nil || !slices.Equal(live, []string{n1, n2}) {
+		t.Fatalf("live = %v (%v), want [%s %s]", live, err, n1, n2)
 	}
 	// Renewing a lapsed lease nobody took keeps it, with the same fence.
 	if held, _ := ls.Renew(ctx, "a", time.Minute, "channel:short"); len(held) != 1 {

@@ -68,6 +68,20 @@ func (s *Store) Release(ctx context.Context, holder string, names ...string) err
 	return nil
 }
 
+// Live implements core.Leases.
+func (s *Store) Live(ctx context.Context, prefix string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name FROM leases
+		WHERE holder <> '' AND expires_at > clock_timestamp() AND starts_with(name, $1) ORDER BY name`, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("list live leases: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list live leases: %w", err)
+	}
+	return names, nil
+}
+
 // Lapsed implements core.Leases.
 func (s *Store) Lapsed(ctx context.Context, prefix string) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name FROM leases

@@ -105,3 +105,26 @@ func (s *Store) Lapsed(ctx context.Context, prefix string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Live implements core.Leases.
+func (s *Store) Live(ctx context.Context, prefix string) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT name FROM leases WHERE holder <> '' AND expires_at > ? ORDER BY name`, time.Now().UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("list live leases: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("list live leases: %w", err)
+		}
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list live leases: %w", err)
+	}
+	return out, nil
+}

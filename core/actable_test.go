@@ -1,0 +1,74 @@
+package core_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
+)
+
+// stallPost holds the first post a replica is about to make until
+// released: a drive slowed between journaling its step and posting it, as
+// a replica that just lost the database is.
+type stallPost struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func newStallPost() *stallPost {
+	return &stallPost{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *stallPost) ObservePost(context.Context, core.PostedMessage) error { return nil }
+
+func (s *stallPost) ObservePostIntent(ctx context.Context, _ core.PostedMessage) error {
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		close(s.entered)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// TestDeposedReplicaDoesNotPostAfterItsLeaseLapsed: replica a journals its
+// answer step, then stalls before posting it while it cannot renew its
+// lease (it lost the database). b takes the lapsed channel over, resumes
+// the run from the journal and answers. When a's post goes on, a must not
+// post: the platform knows no fence, so a's post would be the channel's
+// second answer.
+func TestDeposedReplicaDoesNotPostAfterItsLeaseLapsed(t *testing.T) {
+	c := newCluster(t)
+	stall := newStallPost()
+	c.observers = map[string]core.PostObserver{"a": stall}
+	a := c.add("a", coretest.NewScriptedModel(coretest.Text("answer from a")), func(l core.Leases) core.Leases { return renewFails{l} })
+	b := c.add("b", coretest.NewScriptedModel(coretest.Text("answer from b")), nil)
+
+	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
+		Text: "<@" + botID + "> do it", MentionsBot: true, At: time.Now()})
+	select {
+	case <-stall.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a never came to post\n%s", a.logs.String())
+	}
+	waitFor(t, "b to take the lapsed channel over and answer", func() bool {
+		return answers(b.s, "answer from") == 1 && c.count("C1", core.KindRunCompleted) == 1
+	})
+	close(stall.release)
+	waitFor(t, "a to post or refuse to", func() bool {
+		return strings.Contains(a.logs.String(), "not renewed in time") || answers(a.s, "answer from") > 0
+	})
+	if n := answers(a.s, "answer from"); n != 0 {
+		t.Errorf("the deposed replica posted its answer %d times (b answered too)", n)
+	}
+	if n := c.count("C1", core.KindRunCompleted); n != 1 {
+		t.Errorf("%d run.completed, want 1", n)
+	}
+}
