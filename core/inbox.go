@@ -255,7 +255,7 @@ func (d *driver) noApprover(ctx context.Context, cs *callState, tool Tool, req D
 	return false, err
 }
 
-// InboxItem is one decision waiting for a person.
+// InboxItem is one thing waiting for a person: a decision, or a routine report to read.
 type InboxItem struct {
 	ID          string    `json:"id"`
 	Kind        string    `json:"kind"` // approval | consent | question | report
