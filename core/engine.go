@@ -477,7 +477,12 @@ type job struct {
 	notice   *notice
 	expire   string     // an approval whose deadline passed
 	expireCh ChannelKey // its channel
+	report   *reportShow
 }
+
+// anyReplica says j is not the channel owner's to do: a reply to a click,
+// or a DM card edit, done by whichever replica took the click.
+func (j job) anyReplica() bool { return j.notice != nil || j.report != nil }
 
 // notice is a reply that is not part of a run's loop (a refused click).
 type notice struct {
@@ -506,7 +511,7 @@ func (e *Engine) enqueue(k threadKey, j job) {
 	if e.closed || e.runCtx.Err() != nil {
 		return // the journal has it; the next Start picks it up
 	}
-	if j.notice == nil {
+	if !j.anyReplica() {
 		if _, ok := e.owns(k.ch); !ok {
 			e.claimThenLocked(k, j)
 			return
@@ -547,7 +552,7 @@ func (e *Engine) consume(m *mailbox) {
 		m.queue = m.queue[1:]
 		e.mu.Unlock()
 		ctx := e.runCtx
-		if f, ok := e.owns(m.key.ch); ok || j.notice != nil {
+		if f, ok := e.owns(m.key.ch); ok || j.anyReplica() {
 			e.handle(withFence(ctx, f), j)
 		} // else handed over: the new owner resumes from the journal
 	}
@@ -558,6 +563,10 @@ func (e *Engine) handle(ctx context.Context, j job) {
 	case j.notice != nil:
 		if err := e.postNotice(ctx, j.notice); err != nil && ctx.Err() == nil {
 			e.log.Warn("post notice failed", "run", j.notice.run, "error", err)
+		}
+	case j.report != nil:
+		if err := e.showReport(ctx, j.report); err != nil && ctx.Err() == nil {
+			e.log.Warn("show a dismissed report failed", "report", j.report.id, "error", err)
 		}
 	case j.expire != "":
 		if err := e.expireDue(ctx, j.expireCh, j.expire); err != nil && ctx.Err() == nil {

@@ -39,6 +39,7 @@ type channelFold struct {
 	memories     map[string]*MemoryState
 	routines     map[string]*Routine
 	firings      map[string]*Firing // by routine.fired command id: its digest post names it as cause
+	reports      reportFold         // routine owners' reports (report.go)
 	posted       int
 	redacted     []uint64 // seqs named by command.redacted, in journal order
 }
@@ -49,6 +50,7 @@ func newChannelFold(ch ChannelKey) channelFold {
 		runs: map[string]*chanRun{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
 		dayTokens: map[string]int{}, history: map[string][]ThreadTurn{},
 		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
+		reports: newReportFold(),
 	}
 }
 
@@ -234,6 +236,10 @@ func (f *channelFold) apply(c Command) error {
 		f.fireRoutine(c, p)
 	case *CommandRedacted:
 		f.redacted = append(f.redacted, p.Seq)
+	case *ReportFiled:
+		f.reports.file(c, p)
+	case *ReportDismissed:
+		f.reports.dismiss(c, p)
 	case *CardClicked, *ToolRequested, *PermissionDecided, *ToolCompleted, *MessageUpdated:
 		// Observations: counted; their effects arrive as their own commands
 		// (approval.resolved, tool results live in the run's fold).

@@ -255,29 +255,31 @@ func (d *driver) noApprover(ctx context.Context, cs *callState, tool Tool, req D
 	return false, err
 }
 
-// InboxItem is one decision waiting for a person.
+// InboxItem is one thing waiting for a person: a decision, or a routine report to read.
 type InboxItem struct {
 	ID          string    `json:"id"`
-	Kind        string    `json:"kind"` // approval | consent | question
+	Kind        string    `json:"kind"` // approval | consent | question | report
 	Where       Scope     `json:"where"`
 	Title       string    `json:"title"`
 	Summary     string    `json:"summary,omitempty"`
 	Requester   string    `json:"requester,omitempty"`
 	Consequence string    `json:"consequence,omitempty"`
 	Destination string    `json:"destination,omitempty"`
-	RequestedAt time.Time `json:"requested_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
+	RequestedAt time.Time `json:"requested_at"` // a report: when it was filed
+	ExpiresAt   time.Time `json:"expires_at"`   // a report: when it leaves the inbox undismissed
 }
 
 // Inbox lists what waits for userID on platform, oldest first: pending
 // approvals they may decide (named on the request, or an approver or
 // admin of its channel now), consent requests of runs done on their
-// behalf, and questions put to them. It is folded from the journal, so
-// every replica and restart shows the same inbox.
+// behalf, questions put to them, and the open reports of their routines
+// (report.go: the newest maxInboxReports of the last reportHorizon). It is
+// folded from the journal, so every replica and restart shows the same inbox.
 func (e *Engine) Inbox(ctx context.Context, platform, userID string) ([]InboxItem, error) {
-	var out []InboxItem
+	var out, reports []InboxItem
 	now := e.now()
 	err := e.eachChannel(ctx, platform, func(v *chanView) {
+		reports = append(reports, reportItems(v, userID, now)...)
 		pol := e.policyLocked(v)
 		for _, a := range v.approvals {
 			if !a.pending() || !now.Before(a.ExpiresAt) || !e.waitsFor(a, pol, userID) {
@@ -294,6 +296,7 @@ func (e *Engine) Inbox(ctx context.Context, platform, userID string) ([]InboxIte
 			out = append(out, it)
 		}
 	})
+	out = append(out, newestReports(reports)...)
 	slices.SortFunc(out, func(a, b InboxItem) int {
 		if c := a.RequestedAt.Compare(b.RequestedAt); c != 0 {
 			return c
@@ -319,11 +322,17 @@ func (e *Engine) waitsFor(a *approvalView, pol Policy, user string) bool {
 // inboxText renders an inbox for a DM.
 func inboxText(items []InboxItem) string {
 	if len(items) == 0 {
-		return "📭 Nothing waits for you: no approvals, consent requests or questions."
+		return "📭 Nothing waits for you: no approvals, consent requests, questions or reports."
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "📬 Your inbox — %d waiting, oldest first:", len(items))
+	reports := 0
 	for i, it := range items {
+		if it.Kind == "report" {
+			reports++
+			fmt.Fprintf(&b, "\n%d. 📋 %s — in %s; filed %s", i+1, truncate(it.Title, 200), channelRef(it.Where), it.RequestedAt.UTC().Format("Jan 2 15:04 UTC"))
+			continue
+		}
 		icon := map[string]string{"approval": "🔐", "consent": "🔑", "question": "❓"}[it.Kind]
 		fmt.Fprintf(&b, "\n%d. %s %s — in %s", i+1, icon, truncate(it.Title, 200), channelRef(it.Where))
 		if it.Requester != "" {
@@ -337,7 +346,12 @@ func inboxText(items []InboxItem) string {
 		}
 		fmt.Fprintf(&b, "; asked %s, decide by %s", it.RequestedAt.UTC().Format("Jan 2 15:04 UTC"), it.ExpiresAt.UTC().Format("Jan 2 15:04 UTC"))
 	}
-	b.WriteString("\nDecide on each card, here in our DM or in its thread: it is the same decision.")
+	if reports < len(items) {
+		b.WriteString("\nDecide on each card, here in our DM or in its thread: it is the same decision.")
+	}
+	if reports > 0 {
+		b.WriteString("\nA report 📋 stays here until you click Dismiss on its card in our DM (at most 7 days).")
+	}
 	return b.String()
 }
 

@@ -236,6 +236,9 @@ func (e *Engine) deliverClick(ctx context.Context, click CardClick) error {
 	if isProposalAction(action) {
 		return e.deliverProposalClick(ctx, click, id, action) // proposal.go
 	}
+	if action == actionDismissReport {
+		return e.deliverReportClick(ctx, click, id) // report.go
+	}
 	v, a, err := e.findApproval(ctx, click.Scope, id)
 	if err != nil {
 		return fmt.Errorf("deliver click: %w", err)

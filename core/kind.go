@@ -33,6 +33,8 @@ const (
 	KindRunFailed
 	KindPolicyChanged
 	KindCommandRedacted
+	KindReportFiled
+	KindReportDismissed
 	kindEnd
 )
 
@@ -62,6 +64,8 @@ var kindNames = [kindEnd]string{
 	KindRunFailed:         "run.failed",
 	KindPolicyChanged:     "policy.changed",
 	KindCommandRedacted:   "command.redacted",
+	KindReportFiled:       "report.filed",
+	KindReportDismissed:   "report.dismissed",
 }
 
 // Kinds returns every valid kind, in declaration order.

@@ -70,6 +70,10 @@ func newPayload(k Kind) (Payload, bool) {
 		return &PolicyChanged{}, true
 	case KindCommandRedacted:
 		return &CommandRedacted{}, true
+	case KindReportFiled:
+		return &ReportFiled{}, true
+	case KindReportDismissed:
+		return &ReportDismissed{}, true
 	}
 	return nil, false
 }
@@ -324,6 +328,24 @@ type CommandRedacted struct {
 	Reason string `json:"reason"`
 }
 
+// ReportFiled: a report for a routine's owner (a skipped slot, a post that
+// never arrived, drift), journaled in the routine's channel. It is an item
+// of the owner's DM inbox until they dismiss it (report.go).
+type ReportFiled struct {
+	ReportID string      `json:"report_id"` // the notice key: one report per key
+	Owner    string      `json:"owner"`
+	Title    string      `json:"title"`
+	Body     string      `json:"body,omitempty"`
+	Fields   []CardField `json:"fields,omitempty"`
+	Cause    string      `json:"cause,omitempty"` // the command it is about (routine.fired)
+}
+
+// ReportDismissed: the owner dismissed a report (the command's time is when).
+type ReportDismissed struct {
+	ReportID string `json:"report_id"`
+	By       Person `json:"by"`
+}
+
 func (*MessageReceived) Kind() Kind   { return KindMessageReceived }
 func (*CardClicked) Kind() Kind       { return KindCardClicked }
 func (*RunStarted) Kind() Kind        { return KindRunStarted }
@@ -348,6 +370,8 @@ func (*RunCompleted) Kind() Kind      { return KindRunCompleted }
 func (*RunFailed) Kind() Kind         { return KindRunFailed }
 func (*PolicyChanged) Kind() Kind     { return KindPolicyChanged }
 func (*CommandRedacted) Kind() Kind   { return KindCommandRedacted }
+func (*ReportFiled) Kind() Kind       { return KindReportFiled }
+func (*ReportDismissed) Kind() Kind   { return KindReportDismissed }
 
 func (*MessageReceived) sealed()   {}
 func (*CardClicked) sealed()       {}
@@ -373,3 +397,5 @@ func (*RunCompleted) sealed()      {}
 func (*RunFailed) sealed()         {}
 func (*PolicyChanged) sealed()     {}
 func (*CommandRedacted) sealed()   {}
+func (*ReportFiled) sealed()       {}
+func (*ReportDismissed) sealed()   {}

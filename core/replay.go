@@ -425,7 +425,8 @@ func (rs *RunReplay) apply(c Command) error {
 	case *PolicyChanged:
 		rs.policySet = true
 	case *CardClicked, *ConsentGranted, *ConsentRevoked, *MemoryWritten, *MemoryForgotten,
-		*MemoryRedacted, *RoutineCreated, *RoutineChanged, *RoutineFired, *CommandRedacted:
+		*MemoryRedacted, *RoutineCreated, *RoutineChanged, *RoutineFired, *CommandRedacted,
+		*ReportFiled, *ReportDismissed:
 		// Recorded for audit; no run state of their own.
 	default:
 		return fmt.Errorf("replay run %s: unhandled kind %s", rs.ID, c.Kind())

@@ -81,7 +81,7 @@ func homeBlocks(items []core.InboxItem) []slack.Block {
 	}
 	blocks := []slack.Block{slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, "Your inbox", false, false))}
 	if len(items) == 0 {
-		return append(blocks, slack.NewSectionBlock(md("📭 Nothing waits for you: no approvals, consent requests or questions."), nil, nil))
+		return append(blocks, slack.NewSectionBlock(md("📭 Nothing waits for you: no approvals, consent requests, questions or reports."), nil, nil))
 	}
 	blocks = append(blocks, slack.NewContextBlock("", md(fmt.Sprintf("%d waiting, oldest first. Decide on each card, in our DM or in its thread: it is the same decision.", len(items)))))
 	for i, it := range items {
@@ -89,9 +89,15 @@ func homeBlocks(items []core.InboxItem) []slack.Block {
 			blocks = append(blocks, slack.NewContextBlock("", md(fmt.Sprintf("…and %d more: send me `inbox` in a DM.", len(items)-i))))
 			break
 		}
-		icon := map[string]string{"approval": "🔐", "consent": "🔑", "question": "❓"}[it.Kind]
+		icon := map[string]string{"approval": "🔐", "consent": "🔑", "question": "❓", "report": "📋"}[it.Kind]
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s *%s*\nIn <#%s>", icon, it.Title, it.Where.Channel)
+		if it.Kind == "report" {
+			// A routine's report: read, then dismissed on its DM card.
+			fmt.Fprintf(&b, " · filed %s · dismiss it on its card in our DM", it.RequestedAt.UTC().Format("Jan 2 15:04 UTC"))
+			blocks = append(blocks, slack.NewDividerBlock(), slack.NewSectionBlock(md(b.String()), nil, nil))
+			continue
+		}
 		if it.Requester != "" {
 			fmt.Fprintf(&b, " for <@%s>", it.Requester)
 		}
