@@ -124,7 +124,7 @@ func narrowSession(t *testing.T, chrome string, width, height int) {
 			t.Fatal(err)
 		}
 	}
-	step("open the thread", chromedp.Click(css(`#messages .msg[data-author="alice"] .text`)), chromedp.WaitVisible(css(`#thread`)))
+	until("open the thread", openThreadJS(`#messages .msg[data-author="alice"] .text`))
 	until("the thread fits the screen", inView("#thread")+" && "+inView("#thread-close")+" && "+inView("#composer-thread textarea")+" && "+noOverflow)
 	until("the answer is in the thread", `[...document.querySelectorAll('#thread-messages .msg[data-author="marlowe"] .text')].some(e => e.textContent.includes("Release 1.4 is on track"))`)
 	shot(fmt.Sprintf("sandbox-%d-thread.png", width))

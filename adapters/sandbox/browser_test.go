@@ -174,7 +174,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 		`!!document.querySelector('#messages .msg[data-author="alice"] .mention[data-mention="marlowe"]') && !!document.querySelector('#messages .msg[data-author="alice"] .why[data-reason="mention"]')`)
 	until("the bot acknowledges in the thread", `!!document.querySelector('#messages .msg[data-author="alice"] .replies')`)
 
-	step("open the thread", chromedp.Click(css(`#messages .msg[data-author="alice"] .text`)), chromedp.WaitVisible(css(`#thread`)))
+	until("open the thread", openThreadJS(`#messages .msg[data-author="alice"] .text`))
 	until("the answer is in the thread", has(`#thread-messages .msg[data-author="marlowe"] .text`, "Release 1.4 is on track"))
 	until("the bot acknowledged alice's message with a reaction", `!!document.querySelector('#messages .msg[data-author="alice"] .reaction[data-emoji="eyes"]')`)
 	until("a one-step answer is the thread's only bot message", `document.querySelectorAll('#thread-messages .msg[data-author="marlowe"]').length === 1`)
@@ -260,4 +260,18 @@ func TestBrowserEndToEnd(t *testing.T) {
 	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("browser test ran out of time")
 	}
+}
+
+// openThreadJS is a poll that opens the thread of the message sel names by
+// clicking it from script until the thread pane shows. A pointer click lands
+// by coordinates, and a re-render (a new message scrolling the list) can
+// move the row between locating it and clicking it.
+func openThreadJS(sel string) string {
+	return fmt.Sprintf(`(() => {
+		const pane = document.querySelector('#thread');
+		if (pane && !pane.hidden) return true;
+		const el = document.querySelector(%q);
+		if (el) el.click();
+		return false;
+	})()`, sel)
 }

@@ -100,7 +100,7 @@ func TestBrowserDMInbox(t *testing.T) {
 	step("alice approves in her DM", chromedp.Click(css(`#messages .card button[data-action="approve"]`)))
 	until("the DM card shows the decision", has(`#messages .card-resolution`, "Approved by Alice"))
 	step("open #general", chromedp.Click(css(`#channels .chan[data-channel="general"]`)))
-	step("open the thread", chromedp.Click(css(`#messages .msg[data-author="bob"] .text`)), chromedp.WaitVisible(css(`#thread`)))
+	until("open the thread", openThreadJS(`#messages .msg[data-author="bob"] .text`))
 	until("the thread card shows Alice's decision", has(`#thread-messages .card-resolution`, "Approved by Alice"))
 	until("the result is in the thread", has(`#thread-messages .msg[data-author="marlowe"] .text`, deployResult))
 

@@ -275,7 +275,13 @@ type crashBot struct {
 func newCrashBot(t *testing.T, bin, modelURL, name string) *crashBot {
 	t.Helper()
 	dir := t.TempDir()
-	port := crashFreePort(t)
+	// Both listeners on ports chosen here: with the HTTP port left to the
+	// kernel, a restart could be handed the sandbox port its predecessor
+	// just freed, and the sandbox would fail to bind.
+	port, httpPort := crashFreePort(t), crashFreePort(t)
+	for httpPort == port {
+		httpPort = crashFreePort(t)
+	}
 	b := &crashBot{
 		t: t, bin: bin, dir: dir, token: "K-" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano(), 36)) + name,
 		sandbox: "http://127.0.0.1:" + port,
@@ -283,7 +289,7 @@ func newCrashBot(t *testing.T, bin, modelURL, name string) *crashBot {
 		env: []string{
 			"HOME=" + dir,
 			"MARLOWE_DATA_DIR=" + dir,
-			"MARLOWE_HTTP_ADDR=127.0.0.1:0",
+			"MARLOWE_HTTP_ADDR=127.0.0.1:" + httpPort,
 			"MARLOWE_SANDBOX_ADDR=127.0.0.1:" + port,
 			"MARLOWE_MODEL_PROVIDER=openai",
 			"MARLOWE_MODEL=fake",
