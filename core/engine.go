@@ -478,11 +478,12 @@ type job struct {
 	expire   string     // an approval whose deadline passed
 	expireCh ChannelKey // its channel
 	report   *reportShow
+	proposal *proposalShow
 }
 
 // anyReplica says j is not the channel owner's to do: a reply to a click,
 // or a DM card edit, done by whichever replica took the click.
-func (j job) anyReplica() bool { return j.notice != nil || j.report != nil }
+func (j job) anyReplica() bool { return j.notice != nil || j.report != nil || j.proposal != nil }
 
 // notice is a reply that is not part of a run's loop (a refused click).
 type notice struct {
@@ -563,6 +564,10 @@ func (e *Engine) handle(ctx context.Context, j job) {
 	case j.notice != nil:
 		if err := e.postNotice(ctx, j.notice); err != nil && ctx.Err() == nil {
 			e.log.Warn("post notice failed", "run", j.notice.run, "error", err)
+		}
+	case j.proposal != nil:
+		if err := e.showProposal(ctx, j.proposal); err != nil && ctx.Err() == nil {
+			e.log.Warn("edit a decided proposal card failed", "routine", j.proposal.rid, "error", err)
 		}
 	case j.report != nil:
 		if err := e.showReport(ctx, j.report); err != nil && ctx.Err() == nil {

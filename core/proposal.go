@@ -19,6 +19,10 @@ const (
 	actionDiscardRoutine = 'X'
 )
 
+// proposalTitlePrefix starts a proposal card's title (and so the text its
+// message.posted records): how showProposal finds the card.
+const proposalTitlePrefix = "🗓️ Proposed routine "
+
 // proposalTokenSep joins routine id and routine.created id in a token's id
 // (approval ids are bare ULIDs and never contain it).
 const proposalTokenSep = "~"
@@ -58,7 +62,7 @@ func (e *Engine) RoutineProposalCard(p RoutineProposal) (*Card, error) {
 	}
 	return &Card{
 		ID:    "proposal-" + p.RoutineID,
-		Title: "🗓️ Proposed routine " + p.RoutineID + ": " + p.Words,
+		Title: proposalTitlePrefix + p.RoutineID + ": " + p.Words,
 		Body:  p.Instruction,
 		Fields: []CardField{
 			{Label: "Schedule", Value: fmt.Sprintf("%s (`%s`, %s)", p.Words, p.Spec, p.TZ)},
@@ -147,6 +151,9 @@ func (e *Engine) deliverProposalClick(ctx context.Context, click CardClick, toke
 	} else if done != "" {
 		e.enqueue(threadKey{where.Key(), where.Thread}, job{notice: &notice{key: "proposal-" + string(action) + rid, scope: where, text: done}})
 	}
+	// The card shows the decision in place of its buttons; after a refused
+	// second click this repairs a card whose edit a crash left undone.
+	e.enqueue(threadKey{where.Key(), where.Thread}, job{proposal: &proposalShow{ch: v.key, rid: rid}})
 	e.log.Info("proposal click", "routine", rid, "by", click.By.ID, "action", string(action), "refused", refusal != "")
 	return nil
 }
@@ -195,4 +202,80 @@ func (e *Engine) findRoutine(ctx context.Context, sc Scope, rid, created string)
 		}
 	}
 	return nil, nil
+}
+
+// proposalShow edits a decided proposal's card in place.
+type proposalShow struct {
+	ch  ChannelKey
+	rid string
+}
+
+// showProposal replaces a decided proposal card's buttons with who armed or
+// discarded it and when: journaled as message.updated in the card's
+// channel, then performed, once (a card already edited is left alone).
+func (e *Engine) showProposal(ctx context.Context, j *proposalShow) error {
+	v, err := e.channel(ctx, j.ch)
+	if err != nil {
+		return fmt.Errorf("show proposal %s: %w", j.rid, err)
+	}
+	var r Routine
+	found := false
+	if err := v.with(ctx, func() {
+		if p := v.routines[j.rid]; p != nil {
+			r, found = *p, true
+		}
+	}); err != nil {
+		return fmt.Errorf("show proposal %s: %w", j.rid, err)
+	}
+	if !found || !r.Proposed || !r.Decided || r.CreatedCause == "" {
+		return nil
+	}
+	cmds, err := e.j.Read(ctx, j.ch, r.CreatedSeq, 0)
+	if err != nil {
+		return fmt.Errorf("show proposal %s: read the card: %w", j.rid, err)
+	}
+	var ref *MessageRef
+	var effect, title string
+	for _, c := range cmds {
+		if c.Redacted() {
+			continue
+		}
+		switch c.Kind() {
+		case KindMessagePosted:
+			p, err := Decode[*MessagePosted](c)
+			if err == nil && ref == nil && c.Cause() == r.CreatedCause && strings.HasPrefix(p.Text, proposalTitlePrefix+j.rid+":") {
+				ref, effect, title = &MessageRef{Scope: c.Scope(), ID: p.MessageID, At: c.At()}, p.EffectID, p.Text
+			}
+		case KindMessageUpdated:
+			if p, err := Decode[*MessageUpdated](c); err == nil && ref != nil && p.EffectID == effect {
+				return nil // already shows the decision
+			}
+		}
+	}
+	if ref == nil {
+		return nil // the card was never posted
+	}
+	res := fmt.Sprintf("✅ Armed by %s at %s.", mentionOf(r.DecidedBy), r.DecidedAt.UTC().Format("2006-01-02 15:04 UTC"))
+	if !r.DecidedArm {
+		res = fmt.Sprintf("🗑️ Discarded by %s at %s; it will never run.", mentionOf(r.DecidedBy), r.DecidedAt.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	s, err := e.surface(ref.Scope.Platform)
+	if err != nil {
+		return fmt.Errorf("show proposal %s: %w", j.rid, err)
+	}
+	d, err := e.b.System("engine", ref.Scope, Meta{Cause: r.CreatedID}, &MessageUpdated{EffectID: effect, MessageID: ref.ID, Text: truncate(res, maxPostedText)})
+	if err != nil {
+		return fmt.Errorf("show proposal %s: %w", j.rid, err)
+	}
+	appended, err := v.append(ctx, nil, d)
+	if err != nil {
+		return fmt.Errorf("show proposal %s: %w", j.rid, err)
+	}
+	card := &Card{ID: "proposal-" + j.rid, Title: title, Body: r.Instruction, Resolution: res,
+		Fields: []CardField{{Label: "Schedule", Value: fmt.Sprintf("`%s` (%s)", r.Spec, r.TZ)}, {Label: "Owner", Value: mentionOf(r.Owner)}}}
+	out := Outbound{Key: EffectID(j.ch, appended[0].Seq(), 0), Scope: ref.Scope, Text: title + "\n" + res, Card: card, Priority: PriorityNormal}
+	if err := s.Update(ctx, *ref, out); err != nil {
+		return fmt.Errorf("show proposal %s: edit the card: %w", j.rid, err)
+	}
+	return nil
 }

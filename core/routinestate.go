@@ -27,6 +27,13 @@ type Routine struct {
 	CreatedID string
 	Proposed  bool
 	Decided   bool
+	// CreatedCause is the command that caused routine.created (for a
+	// proposal, the tool call whose card shows it); DecidedBy and
+	// DecidedAt are the first routine.changed's actor and time.
+	CreatedCause string
+	DecidedBy    string
+	DecidedAt    time.Time
+	DecidedArm   bool // the first routine.changed armed it
 	// ProposedIn is where the proposal's card was shown (the run's thread).
 	ProposedIn Scope
 	// Cursor is the latest scheduled slot decided (fired or skipped): no
@@ -80,7 +87,7 @@ func (f *channelFold) createRoutine(c Command, p *RoutineCreated) {
 	armed := p.Armed && c.Actor().Type == ActorHuman
 	f.routines[p.RoutineID] = &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ,
 		Instruction: p.Instruction, Armed: armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), fired: map[int64]bool{},
-		CreatedID: c.ID(), Proposed: !armed, ProposedIn: c.Scope()}
+		CreatedID: c.ID(), Proposed: !armed, ProposedIn: c.Scope(), CreatedCause: c.Cause()}
 }
 
 func (f *channelFold) changeRoutine(c Command, p *RoutineChanged) {
@@ -88,7 +95,6 @@ func (f *channelFold) changeRoutine(c Command, p *RoutineChanged) {
 	if r == nil {
 		return
 	}
-	r.Decided = true
 	if p.Cron != "" {
 		r.Spec = p.Cron
 	}
@@ -100,6 +106,10 @@ func (f *channelFold) changeRoutine(c Command, p *RoutineChanged) {
 	}
 	r.Armed = p.Armed && !p.Deleted && c.Actor().Type == ActorHuman // only a person arms
 	r.Deleted = r.Deleted || p.Deleted
+	if !r.Decided {
+		r.DecidedBy, r.DecidedAt, r.DecidedArm = c.Actor().ID, c.At(), r.Armed
+	}
+	r.Decided = true
 }
 
 func (f *channelFold) fireRoutine(c Command, p *RoutineFired) {

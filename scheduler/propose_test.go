@@ -165,6 +165,7 @@ func TestProposedRoutineStaysDisarmedUntilItsRequesterClicksArm(t *testing.T) {
 	if _, ok := w.s.Find("armed by <@" + alice.ID + ">"); !ok {
 		t.Fatal("no confirmation that the routine was armed")
 	}
+	w.cardDecided(card, "Armed by <@"+alice.ID+">")
 	w.tick()
 	if f := w.fired(); len(f) != 0 {
 		t.Fatalf("arming fired a slot from before it was armed: %+v", f)
@@ -188,6 +189,26 @@ func TestProposedRoutineStaysDisarmedUntilItsRequesterClicksArm(t *testing.T) {
 	if n := w.changes(); n != 1 {
 		t.Fatalf("%d routine.changed after replayed clicks, want 1", n)
 	}
+	w.cardDecided(card, "Armed by <@"+alice.ID+">") // still one edit
+}
+
+// cardDecided checks the proposal card was edited in place, once, to show
+// the decision instead of its buttons.
+func (w *world) cardDecided(card coretest.Post, want string) {
+	w.t.Helper()
+	cur, ok := w.s.Current(card.Ref.ID)
+	if !ok || cur.Card == nil || len(cur.Card.Actions) != 0 || !strings.Contains(cur.Card.Resolution, want) {
+		w.t.Fatalf("the proposal card now shows %+v, want no buttons and %q", cur.Card, want)
+	}
+	n := 0
+	for _, e := range w.s.Edits() {
+		if e.Ref.ID == card.Ref.ID {
+			n++
+		}
+	}
+	if n != 1 {
+		w.t.Fatalf("the proposal card was edited %d times, want 1", n)
+	}
 }
 
 func TestProposedRoutineDiscardedByItsRequesterNeverFires(t *testing.T) {
@@ -202,6 +223,7 @@ func TestProposedRoutineDiscardedByItsRequesterNeverFires(t *testing.T) {
 	if ws := w.whispers(alice.ID); len(ws) != 1 || !strings.Contains(ws[0], "already discarded") {
 		t.Fatalf("arm after discard told %q", ws)
 	}
+	w.cardDecided(card, "Discarded by <@"+alice.ID+">")
 	for range 3 {
 		w.clk.Advance(10 * time.Minute)
 		w.tick()

@@ -30,41 +30,13 @@ func TestReplicasDecideEachClickOnce(t *testing.T) {
 	t.Cleanup(sl.Close)
 	model := llmtest.NewOpenAIServer(t)
 	bin := buildCrashBot(t)
-	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)
-	var reps []*replicaProc
-	for i := range 3 {
-		dir := t.TempDir()
-		r := &replicaProc{t: t, bin: bin, name: fmt.Sprintf("r%d", i), logs: &syncBuffer{},
-			env: replicaEnv(dir, fmt.Sprintf("r%d", i), dbURL, rs.URL(), key, sl.APIURL(), model.URL,
-				"MARLOWE_LEASE_TTL=2s", "MARLOWE_ADMINS=slack:"+qaBob)}
-		reps = append(reps, r)
-		r.start()
-		t.Cleanup(r.kill)
-		waitConns(t, sl, i+1, reps)
-	}
+	reps := startReplicas(t, 3, bin, dbURL, rs.URL(), sl, model.URL, "MARLOWE_LEASE_TTL=2s", "MARLOWE_ADMINS=slack:"+qaBob)
 	dump := func() string { return dumpLogs(reps) }
 	waitPost := func(what string, match func(slackfake.Post) bool) slackfake.Post {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			for _, p := range sl.Posts() {
-				if match(p) {
-					return p
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s\n%s", what, dump())
-			}
-		}
+		return waitSlackPost(t, sl, 30*time.Second, dump, what, match)
 	}
-	count := func(match func(slackfake.Post) bool) int {
-		n := 0
-		for _, p := range sl.Posts() {
-			if match(p) {
-				n++
-			}
-		}
-		return n
-	}
+	count := func(match func(slackfake.Post) bool) int { return countSlackPosts(sl, match) }
 	mention := "<@" + sl.Config().BotUserID + ">"
 	const rounds = 6
 	for i := range rounds {
@@ -112,4 +84,47 @@ func TestReplicasDecideEachClickOnce(t *testing.T) {
 	if t.Failed() {
 		t.Logf("replica logs:\n%s", dump())
 	}
+}
+
+// waitSlackPost waits up to d for a post matching match.
+func waitSlackPost(t *testing.T, sl *slackfake.Server, d time.Duration, dump func() string, what string, match func(slackfake.Post) bool) slackfake.Post {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		for _, p := range sl.Posts() {
+			if match(p) {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s\n%s", what, dump())
+		}
+	}
+}
+
+// countSlackPosts counts the posts matching match.
+func countSlackPosts(sl *slackfake.Server, match func(slackfake.Post) bool) int {
+	n := 0
+	for _, p := range sl.Posts() {
+		if match(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// startReplicas starts n replicas of bin on one database, Redis and fake
+// Slack, one after another (each connected before the next starts).
+func startReplicas(t *testing.T, n int, bin, dbURL, redisURL string, sl *slackfake.Server, modelURL string, extra ...string) []*replicaProc {
+	t.Helper()
+	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)
+	var reps []*replicaProc
+	for i := range n {
+		name := fmt.Sprintf("r%d", i)
+		reps = append(reps, &replicaProc{t: t, bin: bin, name: name, logs: &syncBuffer{},
+			env: replicaEnv(t.TempDir(), name, dbURL, redisURL, key, sl.APIURL(), modelURL, extra...)})
+		reps[i].start()
+		t.Cleanup(reps[i].kill)
+		waitConns(t, sl, i+1, reps)
+	}
+	return reps
 }

@@ -35,39 +35,13 @@ func TestReplicasClickAroundAKill(t *testing.T) {
 	t.Cleanup(sl.Close)
 	model := llmtest.NewOpenAIServer(t)
 	bin := buildCrashBot(t)
-	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)
-	var reps []*replicaProc
-	for i := range 2 {
-		reps = append(reps, &replicaProc{t: t, bin: bin, name: fmt.Sprintf("r%d", i), logs: &syncBuffer{},
-			env: replicaEnv(t.TempDir(), fmt.Sprintf("r%d", i), dbURL, rs.URL(), key, sl.APIURL(), model.URL,
-				"MARLOWE_LEASE_TTL=2s", "MARLOWE_ADMINS=slack:"+qaBob)})
-		reps[i].start()
-		t.Cleanup(reps[i].kill)
-		waitConns(t, sl, i+1, reps)
-	}
+	reps := startReplicas(t, 2, bin, dbURL, rs.URL(), sl, model.URL, "MARLOWE_LEASE_TTL=2s", "MARLOWE_ADMINS=slack:"+qaBob)
 	dump := func() string { return dumpLogs(reps) }
 	waitPost := func(what string, match func(slackfake.Post) bool) slackfake.Post {
 		t.Helper()
-		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			for _, p := range sl.Posts() {
-				if match(p) {
-					return p
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s\n%s", what, dump())
-			}
-		}
+		return waitSlackPost(t, sl, 90*time.Second, dump, what, match)
 	}
-	count := func(match func(slackfake.Post) bool) int {
-		n := 0
-		for _, p := range sl.Posts() {
-			if match(p) {
-				n++
-			}
-		}
-		return n
-	}
+	count := func(match func(slackfake.Post) bool) int { return countSlackPosts(sl, match) }
 	mention := "<@" + sl.Config().BotUserID + ">"
 	for i, killFirst := range []bool{false, true, false, true} {
 		word := fmt.Sprintf("kc%02d", i)

@@ -81,24 +81,16 @@ func (j *MemJournal) Release(ctx context.Context, holder string, names ...string
 
 // Lapsed implements core.Leases.
 func (j *MemJournal) Lapsed(ctx context.Context, prefix string) ([]string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	j.st.mu.Lock()
-	defer j.st.mu.Unlock()
-	var out []string
-	now := time.Now()
-	for n, l := range j.st.leases {
-		if l.holder != "" && !now.Before(l.expires) && strings.HasPrefix(n, prefix) {
-			out = append(out, n)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+	return j.leasesWhere(ctx, prefix, false)
 }
 
 // Live implements core.Leases.
 func (j *MemJournal) Live(ctx context.Context, prefix string) ([]string, error) {
+	return j.leasesWhere(ctx, prefix, true)
+}
+
+// leasesWhere lists the held leases under prefix that are live (or lapsed).
+func (j *MemJournal) leasesWhere(ctx context.Context, prefix string, live bool) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -107,7 +99,7 @@ func (j *MemJournal) Live(ctx context.Context, prefix string) ([]string, error) 
 	var out []string
 	now := time.Now()
 	for n, l := range j.st.leases {
-		if l.holder != "" && now.Before(l.expires) && strings.HasPrefix(n, prefix) {
+		if l.holder != "" && now.Before(l.expires) == live && strings.HasPrefix(n, prefix) {
 			out = append(out, n)
 		}
 	}
