@@ -45,7 +45,7 @@ func discordReplicaEnv(dir, name, dbURL, redisURL, key, apiURL, modelURL string,
 // TestReplicasAnswerEachDiscordMessageOnceThroughKills: two replicas, each
 // holding its own gateway session, so both receive every MESSAGE_CREATE.
 // 20 mentions over two channels, untagged follow-ups in the bot's threads
-// (some sent while the owner is down), chatter outside any window; the
+// (one sent right after the kill), chatter outside any window; the
 // replica owning the channels is SIGKILLed mid-stream and restarted. Every
 // mention and follow-up is answered exactly once in its thread, chatter
 // never, no run ends twice, the journal verifies. Then one approval click,
@@ -142,7 +142,7 @@ func TestReplicasAnswerEachDiscordMessageOnceThroughKills(t *testing.T) {
 			r.start()
 		}
 		// A follow-up in an earlier mention's thread, every other mention:
-		// some land while the owner is down.
+		// one goes right after the kill.
 		if i >= lag && i%2 == 0 {
 			followUp(i - lag)
 		}
