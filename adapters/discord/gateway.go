@@ -214,17 +214,16 @@ func (a *Adapter) deliverOnce(ctx context.Context, key string, in core.Inbound) 
 	}
 	var last error
 	for attempt := 1; attempt <= 3; attempt++ {
-		token, done, err := a.dedupe.Claim(ctx, key, a.cfg.ClaimTTL)
+		token, done, err := a.claim(ctx, key)
 		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case err != nil:
 			// Without the dedupe store a duplicate is possible; the engine
 			// also drops a message id it has journaled.
 			a.log.Warn("discord: dedupe claim failed; delivering anyway", "err", err)
 		case done:
 			a.log.Debug("discord: duplicate delivery dropped", "key", key)
-			return nil
-		case token == "":
-			a.log.Debug("discord: delivery in flight elsewhere", "key", key)
 			return nil
 		}
 		last = deliver(ctx, in)
@@ -247,4 +246,25 @@ func (a *Adapter) deliverOnce(ctx context.Context, key string, in core.Inbound) 
 		}
 	}
 	return fmt.Errorf("discord: deliver: %w", last)
+}
+
+// claim claims key for delivery. While another delivery of it is in flight
+// (another replica's session got the same event) it waits for that one to
+// commit (done) or to give the claim up, by a release or a lapse: Discord
+// never redelivers, so dropping the event here would lose it when the
+// holder dies between its claim and its delivery. The wait holds up this
+// shard's later items, which keeps them in order.
+func (a *Adapter) claim(ctx context.Context, key string) (token string, done bool, err error) {
+	pause := 10 * time.Millisecond
+	for {
+		token, done, err = a.dedupe.Claim(ctx, key, a.cfg.ClaimTTL)
+		if err != nil || done || token != "" {
+			return token, done, err
+		}
+		a.log.Debug("discord: delivery in flight elsewhere; waiting", "key", key)
+		if err := sleep(ctx, pause); err != nil {
+			return "", false, err
+		}
+		pause = min(2*pause, 250*time.Millisecond)
+	}
 }

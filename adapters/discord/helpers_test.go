@@ -155,8 +155,16 @@ func (r *recorder) eventByText(text string) (core.Event, bool) {
 // startAdapter runs an adapter against f until the test ends.
 func startAdapter(t testing.TB, f *discordfake.Server, deliver func(context.Context, core.Inbound) error, opts ...Option) *Adapter {
 	t.Helper()
+	return startAdapterConfig(t, f, Config{}, deliver, opts...)
+}
+
+// startAdapterConfig is startAdapter with cfg (its token and API URL are
+// the fake's).
+func startAdapterConfig(t testing.TB, f *discordfake.Server, cfg Config, deliver func(context.Context, core.Inbound) error, opts ...Option) *Adapter {
+	t.Helper()
 	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithChannelPace(0, 1)}, opts...)
-	a, err := New(Config{BotToken: "test-token", APIURL: f.APIURL()}, opts...)
+	cfg.BotToken, cfg.APIURL = "test-token", f.APIURL()
+	a, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

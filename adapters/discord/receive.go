@@ -209,6 +209,12 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 			a.log.Warn("discord: interaction expired before it was acknowledged", "channel", click.Scope.Channel)
 			return
 		}
+		if errors.As(err, &re) && re.Message != nil && re.Message.Code == discordgo.ErrCodeInteractionHasAlreadyBeenAcknowledged {
+			// Another replica's session got the same click and answered
+			// first; one answer is all Discord takes.
+			a.log.Debug("discord: interaction already acknowledged by another session", "channel", click.Scope.Channel)
+			return
+		}
 		a.log.Warn("discord: interaction ack failed", "channel", click.Scope.Channel, "err", err)
 	}
 }

@@ -99,6 +99,13 @@ func dumpLogs(reps []*replicaProc) string {
 
 // slowModel is the echo model with a delay, so that kills land mid-run.
 func slowModel(t *testing.T, d time.Duration) string {
+	_, url := slowModelFake(t, d)
+	return url
+}
+
+// slowModelFake is slowModel with its fake, to queue scripted answers
+// (tool calls) ahead of the echo.
+func slowModelFake(t *testing.T, d time.Duration) (*llmtest.OpenAI, string) {
 	f := llmtest.NewOpenAI()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -109,7 +116,7 @@ func slowModel(t *testing.T, d time.Duration) string {
 		f.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() { f.Release(); srv.Close() })
-	return srv.URL + "/v1"
+	return f, srv.URL + "/v1"
 }
 
 // TestReplicasAnswerEachMessageOnceThroughKills: three replicas and about

@@ -5,7 +5,8 @@
 // members, interaction callbacks) and a gateway WebSocket speaking
 // HELLO / IDENTIFY / READY / HEARTBEAT / RESUME / RECONNECT /
 // INVALID_SESSION / DISPATCH, replaying after the resumed sequence at a
-// separate resume_gateway_url. Payloads follow Discord's documented shapes.
+// separate resume_gateway_url; optionally several sessions at once
+// (Config.MultiSession). Payloads follow Discord's documented shapes.
 // It listens on loopback only.
 package discordfake
 
@@ -91,6 +92,11 @@ type Config struct {
 	// NoMessageContent makes applications/@me report the Message Content
 	// intent switched off in the developer portal.
 	NoMessageContent bool
+	// MultiSession lets several gateway sessions of the bot live at once
+	// (replicas each holding one for the same shard): each IDENTIFY opens
+	// its own session, RESUMEs against its own, and every DISPATCH goes to
+	// every session. Off, a new IDENTIFY ends the previous session.
+	MultiSession bool
 }
 
 // Message is a stored message.
@@ -248,7 +254,7 @@ func (s *Server) Close() {
 	for c := range s.gw.conns {
 		conns = append(conns, c)
 	}
-	s.gw.cur = nil
+	s.gw.sessions = nil
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.shut()
@@ -315,6 +321,9 @@ func (s *Server) Calls() []Call {
 	defer s.mu.Unlock()
 	return append([]Call(nil), s.calls...)
 }
+
+// CallsLocked is Calls for use inside a Wait condition.
+func (s *Server) CallsLocked() []Call { return s.calls }
 
 // Posts returns the bot's created messages, in order.
 func (s *Server) Posts() []Message {

@@ -37,17 +37,64 @@ type event struct {
 
 // gateway is the fake's gateway state, guarded by Server.mu.
 type gateway struct {
-	session    string
-	log        []event // this session's dispatches, for replay
-	seq        int64
-	cur        *gwConn // the connection dispatches go to (nil: none)
+	// sessions are the resumable sessions, oldest first: at most one
+	// unless Config.MultiSession.
+	sessions   []*session
 	conns      map[*gwConn]bool
 	identifies []Identify
 	resumes    []Resume
-	sessions   int
+}
+
+// session is one identified gateway session: its own id, sequence and
+// replay log, and the connection it is attached to (nil: none, so
+// dispatches wait in the log for a RESUME).
+type session struct {
+	id  string
+	log []event
+	seq int64
+	cur *gwConn
 }
 
 func (g *gateway) init() { g.conns = map[*gwConn]bool{} }
+
+func (g *gateway) find(id string) *session {
+	for _, ss := range g.sessions {
+		if ss.id == id {
+			return ss
+		}
+	}
+	return nil
+}
+
+// detach takes c off any session it is attached to.
+func (g *gateway) detach(c *gwConn) {
+	for _, ss := range g.sessions {
+		if ss.cur == c {
+			ss.cur = nil
+		}
+	}
+}
+
+// attach makes c the connection of ss, closing the one it replaces.
+func (g *gateway) attach(ss *session, c *gwConn) {
+	g.detach(c)
+	if old := ss.cur; old != nil && old != c {
+		go old.shut()
+	}
+	ss.cur = c
+}
+
+// dispatch records one DISPATCH in the session's log and sends it to its
+// connection, if any.
+func (ss *session) dispatch(t string, b json.RawMessage) int64 {
+	ss.seq++
+	e := event{seq: ss.seq, t: t, d: b}
+	ss.log = append(ss.log, e)
+	if ss.cur != nil {
+		ss.cur.send(map[string]any{"op": 0, "s": e.seq, "t": e.t, "d": e.d})
+	}
+	return e.seq
+}
 
 // gwConn is one gateway WebSocket with its own writer, so a slow reader
 // never blocks the fake's lock.
@@ -128,9 +175,7 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 		c.shut()
 		s.mu.Lock()
 		delete(s.gw.conns, c)
-		if s.gw.cur == c {
-			s.gw.cur = nil
-		}
+		s.gw.detach(c)
 		s.notifyLocked()
 		s.mu.Unlock()
 	}()
@@ -180,19 +225,28 @@ func (s *Server) identify(c *gwConn, token string, intents int) bool {
 	if s.cfg.Token != "" && strings.TrimPrefix(token, "Bot ") != s.cfg.Token {
 		return false
 	}
-	if old := s.gw.cur; old != nil && old != c {
-		go old.shut()
+	if !s.cfg.MultiSession {
+		// One session: a new IDENTIFY ends the previous one.
+		for _, old := range s.gw.sessions {
+			if old.cur != nil && old.cur != c {
+				go old.cur.shut()
+			}
+		}
+		s.gw.sessions = nil
 	}
-	s.gw.sessions++
-	s.gw.session = s.nextIDLocked()
-	s.gw.log, s.gw.seq = nil, 0
-	s.gw.cur = c
+	ss := &session{id: s.nextIDLocked()}
+	s.gw.sessions = append(s.gw.sessions, ss)
+	s.gw.attach(ss, c)
+	send := func(t string, d any) {
+		b, _ := json.Marshal(d)
+		ss.dispatch(t, b)
+	}
 	guilds := []any{}
 	for _, id := range s.guildIDsLocked() {
 		guilds = append(guilds, map[string]any{"id": id, "unavailable": true})
 	}
-	s.gw.dispatchLocked(s, "READY", map[string]any{
-		"v": 10, "session_id": s.gw.session, "resume_gateway_url": s.wsURL("/resume"),
+	send("READY", map[string]any{
+		"v": 10, "session_id": ss.id, "resume_gateway_url": s.wsURL("/resume"),
 		"user": s.cfg.Bot, "guilds": guilds, "private_channels": []any{},
 		"application": map[string]any{"id": s.cfg.ApplicationID, "flags": 0},
 	})
@@ -209,7 +263,7 @@ func (s *Server) identify(c *gwConn, token string, intents int) bool {
 		}
 		js := s.guildJSONLocked(g)
 		js["channels"], js["threads"], js["unavailable"] = chans, threads, false
-		s.gw.dispatchLocked(s, "GUILD_CREATE", js)
+		send("GUILD_CREATE", js)
 	}
 	return true
 }
@@ -222,21 +276,19 @@ func (s *Server) guildIDsLocked() []string {
 	return ids
 }
 
-func (s *Server) resume(c *gwConn, session string, seq int64) {
+func (s *Server) resume(c *gwConn, id string, seq int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
-	rec := Resume{SessionID: session, Seq: seq, Path: c.path, At: time.Now()}
-	if session == "" || session != s.gw.session || seq > s.gw.seq {
+	rec := Resume{SessionID: id, Seq: seq, Path: c.path, At: time.Now()}
+	ss := s.gw.find(id)
+	if id == "" || ss == nil || seq > ss.seq {
 		s.gw.resumes = append(s.gw.resumes, rec)
 		c.send(map[string]any{"op": 9, "d": false})
 		return
 	}
-	if old := s.gw.cur; old != nil && old != c {
-		go old.shut()
-	}
-	s.gw.cur = c
-	for _, e := range s.gw.log {
+	s.gw.attach(ss, c)
+	for _, e := range ss.log {
 		if e.seq > seq-int64(s.cfg.ReplayOverlap) && e.t != "READY" && e.t != "RESUMED" {
 			c.send(map[string]any{"op": 0, "s": e.seq, "t": e.t, "d": e.d})
 			rec.Replayed++
@@ -244,23 +296,21 @@ func (s *Server) resume(c *gwConn, session string, seq int64) {
 	}
 	rec.Accepted = true
 	s.gw.resumes = append(s.gw.resumes, rec)
-	s.gw.dispatchLocked(s, "RESUMED", map[string]any{})
+	ss.dispatch("RESUMED", json.RawMessage(`{}`))
 }
 
-// dispatchLocked records a DISPATCH in the session's log and sends it to
-// the live connection, if any (otherwise it waits there for a RESUME).
-func (g *gateway) dispatchLocked(s *Server, t string, d any) int64 {
+// dispatchLocked records a DISPATCH in every session's log and sends it to
+// each session's live connection, if any (otherwise it waits there for a
+// RESUME), as Discord does for several sessions of one shard. It returns
+// the sequence in the newest session (0: no session, so nothing can
+// receive or replay it).
+func (g *gateway) dispatchLocked(t string, d any) int64 {
 	b, _ := json.Marshal(d)
-	if g.session == "" {
-		return 0 // no session: nothing can receive or replay it
+	var seq int64
+	for _, ss := range g.sessions {
+		seq = ss.dispatch(t, b)
 	}
-	g.seq++
-	e := event{seq: g.seq, t: t, d: b}
-	g.log = append(g.log, e)
-	if g.cur != nil {
-		g.cur.send(map[string]any{"op": 0, "s": e.seq, "t": e.t, "d": e.d})
-	}
-	return e.seq
+	return seq
 }
 
 // Dispatch sends a raw DISPATCH of type t (recorded for replay).
@@ -268,41 +318,51 @@ func (s *Server) Dispatch(t string, d any) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
-	return s.gw.dispatchLocked(s, t, d)
+	return s.gw.dispatchLocked(t, d)
 }
 
-// Reconnect sends op 7 RECONNECT on the live connection; dispatches after
+// Reconnect sends op 7 RECONNECT on every live connection; dispatches after
 // it wait for the client's RESUME.
 func (s *Server) Reconnect() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.gw.cur; c != nil {
-		c.send(map[string]any{"op": 7, "d": nil})
-		s.gw.cur = nil
+	for _, ss := range s.gw.sessions {
+		if c := ss.cur; c != nil {
+			c.send(map[string]any{"op": 7, "d": nil})
+			ss.cur = nil
+		}
 	}
 }
 
-// InvalidSession sends op 9; a non-resumable one ends the session, so the
-// client must IDENTIFY again (and what was dispatched meanwhile is gone).
+// InvalidSession sends op 9 on every live connection; a non-resumable one
+// ends the sessions, so clients must IDENTIFY again (and what was
+// dispatched meanwhile is gone).
 func (s *Server) InvalidSession(resumable bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.gw.cur; c != nil {
-		c.send(map[string]any{"op": 9, "d": resumable})
-		s.gw.cur = nil
+	for _, ss := range s.gw.sessions {
+		if c := ss.cur; c != nil {
+			c.send(map[string]any{"op": 9, "d": resumable})
+			ss.cur = nil
+		}
 	}
 	if !resumable {
-		s.gw.session = ""
+		s.gw.sessions = nil
 	}
 }
 
-// Drop cuts the live connection without a close frame.
+// Drop cuts every live connection without a close frame.
 func (s *Server) Drop() {
 	s.mu.Lock()
-	c := s.gw.cur
-	s.gw.cur = nil
+	var conns []*gwConn
+	for _, ss := range s.gw.sessions {
+		if ss.cur != nil {
+			conns = append(conns, ss.cur)
+			ss.cur = nil
+		}
+	}
 	s.mu.Unlock()
-	if c != nil {
+	for _, c := range conns {
 		c.shut()
 	}
 }
@@ -322,7 +382,18 @@ func (s *Server) Resumes() []Resume {
 }
 
 // ConnectedLocked reports (inside Wait) whether a session is live.
-func (s *Server) ConnectedLocked() bool { return s.gw.cur != nil }
+func (s *Server) ConnectedLocked() bool { return s.LiveSessionsLocked() > 0 }
+
+// LiveSessionsLocked is (inside Wait) how many sessions have a connection.
+func (s *Server) LiveSessionsLocked() int {
+	n := 0
+	for _, ss := range s.gw.sessions {
+		if ss.cur != nil {
+			n++
+		}
+	}
+	return n
+}
 
 // ResumesLocked is Resumes for use inside a Wait condition.
 func (s *Server) ResumesLocked() []Resume { return s.gw.resumes }
@@ -406,7 +477,7 @@ func (s *Server) Say(m Msg) string {
 			js["referenced_message"] = nil
 		}
 	}
-	s.gw.dispatchLocked(s, "MESSAGE_CREATE", js)
+	s.gw.dispatchLocked("MESSAGE_CREATE", js)
 	return msg.ID
 }
 
@@ -423,7 +494,7 @@ func (s *Server) Edit(channel, id, content string) {
 		m.Content = content
 		js := s.messageJSONLocked(m)
 		js["edited_timestamp"] = time.Now().UTC().Format(time.RFC3339Nano)
-		s.gw.dispatchLocked(s, "MESSAGE_UPDATE", js)
+		s.gw.dispatchLocked("MESSAGE_UPDATE", js)
 	}
 }
 
@@ -434,7 +505,12 @@ type Click struct {
 }
 
 // Click dispatches INTERACTION_CREATE (a message component) and returns the
-// interaction id; its token is accepted for 3 s for the initial response.
+// interaction id; its token is accepted for 3 s for the initial response,
+// once (a second acknowledgement is 400, code 40060).
+//
+// With MultiSession it goes to every session like any dispatch: Discord does
+// not document that an interaction reaches only one session, so the fake
+// takes the harder case.
 func (s *Server) Click(k Click) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -457,7 +533,7 @@ func (s *Server) Click(k Click) string {
 	} else {
 		js["user"] = k.User
 	}
-	s.gw.dispatchLocked(s, "INTERACTION_CREATE", js)
+	s.gw.dispatchLocked("INTERACTION_CREATE", js)
 	return id
 }
 
@@ -473,5 +549,5 @@ func (s *Server) AddChannel(guild string, ch Channel) {
 	if ch.Type == TypePublicThread || ch.Type == TypePrivateThread {
 		t = "THREAD_CREATE"
 	}
-	s.gw.dispatchLocked(s, t, s.channelJSONLocked(c))
+	s.gw.dispatchLocked(t, s.channelJSONLocked(c))
 }

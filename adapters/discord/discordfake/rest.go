@@ -239,7 +239,7 @@ func (s *Server) routeChannel(method string, p []string, q url.Values, body []by
 		s.channels[th.ID] = th
 		s.threads = append(s.threads, th.ID)
 		js := s.channelJSONLocked(th)
-		s.gw.dispatchLocked(s, "THREAD_CREATE", js)
+		s.gw.dispatchLocked("THREAD_CREATE", js)
 		return 201, js
 	case method == "PUT" && len(p) == 6 && p[1] == "messages" && p[3] == "reactions" && p[5] == "@me":
 		if c.find(p[2]) == nil {
@@ -309,7 +309,7 @@ func (s *Server) createLocked(c *chanState, body []byte) (int, any) {
 	s.posts = append(s.posts, *m)
 	js := s.messageJSONLocked(m)
 	if s.cfg.EchoPosts {
-		s.gw.dispatchLocked(s, "MESSAGE_CREATE", js)
+		s.gw.dispatchLocked("MESSAGE_CREATE", js)
 	}
 	return 200, js
 }
