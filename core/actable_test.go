@@ -72,3 +72,67 @@ func TestDeposedReplicaDoesNotPostAfterItsLeaseLapsed(t *testing.T) {
 		t.Errorf("%d run.completed, want 1", n)
 	}
 }
+
+// TestOutageNoticeOnlyWhenNoOtherReplicaMayDrive: a replica whose lease
+// lapsed while it could not renew puts the "blocked" notice on its run
+// only when it saw no other live replica (then nobody else can have taken
+// the run over); with another replica alive it withholds it, since that
+// replica may own the run and its checklist now.
+func TestOutageNoticeOnlyWhenNoOtherReplicaMayDrive(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		others int
+	}{{"alone", 0}, {"with another replica", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t)
+			c.outageNotice = 50 * time.Millisecond
+			// b, once it has taken the run over, stalls on posting too: the
+			// run stays unfinished, as it looks to a replica that cannot read
+			// the journal.
+			stall, stallB := newStallPost(), newStallPost()
+			c.observers = map[string]core.PostObserver{"a": stall, "b": stallB}
+			defer close(stallB.release)
+			a := c.add("a", coretest.NewScriptedModel(coretest.Text("answer from a")), func(l core.Leases) core.Leases { return renewFails{l} })
+			var b *replica
+			if tc.others > 0 {
+				b = c.add("b", coretest.NewScriptedModel(coretest.Text("answer from b")), nil)
+			}
+			deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
+				Text: "<@" + botID + "> do it", MentionsBot: true, At: time.Now()})
+			select {
+			case <-stall.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("a never came to post\n%s", a.logs.String())
+			}
+			if b == nil {
+				waitFor(t, "a's channel lease to lapse", func() bool {
+					lapsed, err := c.j.Lapsed(t.Context(), core.ChannelLeasePrefix)
+					return err == nil && len(lapsed) > 0
+				})
+			} else {
+				select {
+				case <-stallB.entered: // b resumed the run and is about to post a's journaled answer
+				case <-time.After(10 * time.Second):
+					t.Fatalf("b never took the lapsed channel over\n%s", b.logs.String())
+				}
+			}
+			close(stall.release)
+			if b == nil {
+				waitFor(t, "the blocked notice", func() bool { return answers(a.s, "Blocked: the database is unavailable") == 1 })
+				if n := answers(a.s, "answer from a"); n != 0 {
+					t.Errorf("a posted its answer %d times on a lapsed lease", n)
+				}
+				return
+			}
+			waitFor(t, "a to withhold the notice", func() bool {
+				return strings.Contains(a.logs.String(), "outage notice withheld")
+			})
+			if n := answers(a.s, "Blocked"); n != 0 {
+				t.Errorf("a showed the blocked notice %d times with another replica alive", n)
+			}
+			if n := answers(a.s, "answer from a"); n != 0 {
+				t.Errorf("a posted its answer %d times on a lapsed lease", n)
+			}
+		})
+	}
+}

@@ -133,7 +133,11 @@ func (e *Engine) driveThroughOutages(ctx context.Context, run string, resume boo
 					"run", run, "outage", out.Round(time.Second), "error", err)
 				return
 			}
-			if !shown && out >= e.cfg.OutageNotice && e.mayShowOutage(ctx) {
+			if !shown && out >= e.cfg.OutageNotice && !e.mayShowOutage(ctx) {
+				shown = true // and never later: another replica may be driving the run now
+				e.log.Info("outage notice withheld: another live replica may have taken the run over", "run", run)
+			}
+			if !shown && out >= e.cfg.OutageNotice {
 				if serr := e.showOutage(ctx, view); serr != nil {
 					e.log.Warn("could not show the outage on the checklist", "run", run, "error", serr)
 				} else {

@@ -36,6 +36,8 @@ type cluster struct {
 	replicas []*replica
 	// observers gives a replica, by name, a post observer.
 	observers map[string]core.PostObserver
+	// outageNotice, when set, is the replicas' OutageNotice.
+	outageNotice time.Duration
 }
 
 // notifyingJournal wakes every replica after each append it commits.
@@ -107,6 +109,7 @@ func (c *cluster) add(name string, m *coretest.ScriptedModel, leases func(core.L
 		Leases: ls, Replica: name, LeaseTTL: 400 * time.Millisecond,
 		DefaultPolicy: core.Policy{Approvers: []string{bob.ID}},
 		PostObserver:  c.observers[name],
+		OutageNotice:  c.outageNotice,
 	}
 	e, err := core.NewEngine(cfg)
 	if err != nil {
