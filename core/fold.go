@@ -39,6 +39,7 @@ type channelFold struct {
 	memories     map[string]*MemoryState
 	routines     map[string]*Routine
 	firings      map[string]*Firing // by routine.fired command id: its digest post names it as cause
+	firingRuns   map[string]*Firing // by the firing's run id
 	reports      reportFold         // routine owners' reports (report.go)
 	posted       int
 	redacted     []uint64 // seqs named by command.redacted, in journal order
@@ -50,7 +51,8 @@ func newChannelFold(ch ChannelKey) channelFold {
 		runs: map[string]*chanRun{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
 		dayTokens: map[string]int{}, history: map[string][]ThreadTurn{},
 		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
-		reports: newReportFold(),
+		firingRuns: map[string]*Firing{},
+		reports:    newReportFold(),
 	}
 }
 
@@ -140,6 +142,7 @@ func (f *channelFold) apply(c Command) error {
 	if err != nil {
 		return fmt.Errorf("fold channel %s: %w", f.ch, err)
 	}
+	f.firingRun(c, p)
 	switch p := p.(type) {
 	case *MessageReceived:
 		f.seen[p.MessageID] = struct{}{}
@@ -215,9 +218,7 @@ func (f *channelFold) apply(c Command) error {
 		if p.Role == RoleAnswer && p.Text != "" {
 			f.remember(c.Scope().Thread, ThreadTurn{Bot: true, Text: p.Text})
 		}
-		if fr := f.firings[c.Cause()]; fr != nil {
-			fr.Delivered = true // a routine's digest
-		}
+		f.routinePosted(c, p)
 	case *MemoryWritten:
 		f.memories[p.MemoryID] = &MemoryState{ID: p.MemoryID, Text: p.Text}
 	case *MemoryForgotten:

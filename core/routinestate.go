@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // Outcomes of routine.fired ("" in records before outcomes means fired).
 const (
@@ -10,7 +13,9 @@ const (
 )
 
 // Routine is one routine as the channel's fold keeps it: what the
-// scheduler fires from and the routines command lists.
+// scheduler fires from, `routines` lists and a proposal card's click
+// decides. This is the only fold of routine commands (the scheduler reads
+// it through Routines).
 type Routine struct {
 	ID          string
 	Scope       Scope // the channel, at top level
@@ -36,6 +41,16 @@ type Routine struct {
 	DecidedArm   bool // the first routine.changed armed it
 	// ProposedIn is where the proposal's card was shown (the run's thread).
 	ProposedIn Scope
+	// ArmedAt is when a person last armed it (created armed, resumed, or a
+	// proposal's Arm click): slots before it never fire.
+	ArmedAt time.Time
+	// RescheduledAt is when an edit last changed its spec or zone: slots
+	// of the new schedule before it never fire (nor count as missed).
+	RescheduledAt time.Time
+	// Epoch is the seq of the command that last set the routine's spec,
+	// zone or instruction (its creation or an edit): firings after it
+	// settle a new drift anchor, and the anchor before it is kept.
+	Epoch uint64
 	// Cursor is the latest scheduled slot decided (fired or skipped): no
 	// slot at or before it is considered again.
 	Cursor time.Time
@@ -44,16 +59,69 @@ type Routine struct {
 	fired   map[int64]bool // scheduled slots (unix nanos) already journaled
 }
 
-// Firing is one routine.fired command and whether its digest was posted.
+// Firing is one routine.fired command, its run (with a model) and whether
+// its post arrived. Run status and delivery are separate: a run can finish
+// and its post still fail.
 type Firing struct {
 	CmdID     string
 	Seq       uint64
 	Slot      time.Time
 	Outcome   string
 	Missed    int
+	Reason    string
 	At        time.Time
 	Delivered bool
+	// Epoch is the routine's epoch when it fired.
+	Epoch uint64
+	// RunID is the id its unattended run has (or will have) when a model
+	// answers: fixed by the firing, so a slot never starts two runs.
+	RunID string
+	// Started: run.started is journaled. RunStatus is "" (none),
+	// FiringRunning, FiringDone, FiringFailed or the paused status.
+	Started   bool
+	RunStatus string
+	// Answer is the run's final text (the digest text without a model).
+	Answer string
+	Tools  []string
+	Stats  FiringStats
+	runAt  time.Time
 }
+
+// FiringStats are what drift is judged on.
+type FiringStats struct {
+	OutputChars int // the answer's size before any cap
+	Duration    time.Duration
+	ToolCalls   int
+	ToolErrors  int
+}
+
+// Run statuses of a firing.
+const (
+	FiringRunning = "running"
+	FiringDone    = "done"
+	FiringFailed  = "failed"
+)
+
+// maxFiringAnswer bounds the answer text a firing keeps (the next
+// firing's run-history block quotes less than this), so a routine's long
+// outputs do not pile up in a cached channel.
+const maxFiringAnswer = 2000
+
+// keepRunes cuts s to at most n runes.
+func keepRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}
+
+// Succeeded reports whether the firing did its work and its post arrived.
+func (f *Firing) Succeeded() bool {
+	return f.Outcome != OutcomeSkipped && f.Delivered && (!f.Started || f.RunStatus == FiringDone)
+}
+
+// RoutineRunID is the run id of the firing journaled as cmdID at at.
+func RoutineRunID(cmdID string, at time.Time) string { return KeyedID("routine-run:"+cmdID, at) }
 
 // LastDelivered returns the latest firing whose post is journaled.
 func (r *Routine) LastDelivered() *Firing {
@@ -68,7 +136,8 @@ func (r *Routine) LastDelivered() *Firing {
 // Fired reports whether the scheduled slot is already journaled.
 func (r *Routine) Fired(slot time.Time) bool { return r.fired[slot.UnixNano()] }
 
-// Routines folds one channel's commands and returns its routines by id.
+// Routines folds one channel's commands (all of them, or those since a
+// routine's creation) and returns its routines by id.
 func Routines(ch ChannelKey, cmds []Command) (map[string]*Routine, error) {
 	f := newChannelFold(ch)
 	for _, c := range cmds {
@@ -85,15 +154,25 @@ func (f *channelFold) createRoutine(c Command, p *RoutineCreated) {
 	// Only a person arms a routine: a routine.created from anyone else (a
 	// run's schedule_routine call) is a proposal, disarmed whatever it says.
 	armed := p.Armed && c.Actor().Type == ActorHuman
-	f.routines[p.RoutineID] = &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ,
-		Instruction: p.Instruction, Armed: armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), fired: map[int64]bool{},
+	r := &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ,
+		Instruction: p.Instruction, Armed: armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), Epoch: c.Seq(), fired: map[int64]bool{},
 		CreatedID: c.ID(), Proposed: !armed, ProposedIn: c.Scope(), CreatedCause: c.Cause()}
+	if armed {
+		r.ArmedAt = c.At()
+	}
+	f.routines[p.RoutineID] = r
 }
 
 func (f *channelFold) changeRoutine(c Command, p *RoutineChanged) {
 	r := f.routines[p.RoutineID]
 	if r == nil {
 		return
+	}
+	if p.Cron != "" || p.TZ != "" || p.Instruction != "" {
+		r.Epoch = c.Seq() // an edit re-settles the drift anchor
+	}
+	if p.Cron != "" || p.TZ != "" {
+		r.RescheduledAt = c.At()
 	}
 	if p.Cron != "" {
 		r.Spec = p.Cron
@@ -104,7 +183,11 @@ func (f *channelFold) changeRoutine(c Command, p *RoutineChanged) {
 	if p.Instruction != "" {
 		r.Instruction = p.Instruction
 	}
-	r.Armed = p.Armed && !p.Deleted && c.Actor().Type == ActorHuman // only a person arms
+	arm := p.Armed && !p.Deleted && c.Actor().Type == ActorHuman // only a person arms
+	if arm && !r.Armed {
+		r.ArmedAt = c.At()
+	}
+	r.Armed = arm
 	r.Deleted = r.Deleted || p.Deleted
 	if !r.Decided {
 		r.DecidedBy, r.DecidedAt, r.DecidedArm = c.Actor().ID, c.At(), r.Armed
@@ -117,16 +200,65 @@ func (f *channelFold) fireRoutine(c Command, p *RoutineFired) {
 	if r == nil {
 		return
 	}
-	fr := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot.UTC(), Outcome: p.Outcome, Missed: p.Missed, At: c.At()}
+	fr := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot.UTC(), Outcome: p.Outcome, Missed: p.Missed, Reason: p.Reason,
+		At: c.At(), Epoch: r.Epoch, RunID: RoutineRunID(c.ID(), c.At())}
 	if fr.Outcome == "" {
 		fr.Outcome = OutcomeFired
 	}
 	r.Firings = append(r.Firings, fr)
 	f.firings[c.ID()] = fr
+	f.firingRuns[fr.RunID] = fr
 	if fr.Outcome != OutcomeManual {
 		r.fired[fr.Slot.UnixNano()] = true
 		if fr.Slot.After(r.Cursor) {
 			r.Cursor = fr.Slot
+		}
+	}
+}
+
+// routinePosted marks a firing delivered: its digest (posted by no run,
+// naming the firing as cause) or its run's answer at the channel's top
+// level.
+func (f *channelFold) routinePosted(c Command, p *MessagePosted) {
+	if fr := f.firings[c.Cause()]; fr != nil && c.Run() == "" {
+		fr.Delivered, fr.Answer, fr.Stats.OutputChars = true, keepRunes(p.Text, maxFiringAnswer), utf8.RuneCountInString(p.Text)
+	} else if fr := f.firingRuns[c.Run()]; fr != nil && c.Run() != "" && c.Scope().Thread == "" && p.Role == RoleAnswer {
+		fr.Delivered = true
+	}
+}
+
+// firingRun folds a command of a firing's run into the firing: its status,
+// duration, answer and tool use (what drift is judged on).
+func (f *channelFold) firingRun(c Command, p Payload) {
+	fr := f.firingRuns[c.Run()]
+	if fr == nil || c.Run() == "" {
+		return
+	}
+	switch p := p.(type) {
+	case *RunStarted:
+		fr.Started, fr.RunStatus, fr.runAt = true, FiringRunning, c.At()
+	case *RunCompleted:
+		fr.RunStatus, fr.Stats.Duration = FiringDone, c.At().Sub(fr.runAt)
+	case *RunFailed:
+		fr.RunStatus, fr.Stats.Duration = FiringFailed, c.At().Sub(fr.runAt)
+	case *RunPaused:
+		fr.RunStatus = string(p.Status)
+	case *ApprovalResolved:
+		if fr.RunStatus != FiringDone && fr.RunStatus != FiringFailed {
+			fr.RunStatus = FiringRunning // the park was decided: it goes on
+		}
+	case *ModelStep:
+		if p.Final {
+			fr.Answer, fr.Stats.OutputChars = keepRunes(p.Text, maxFiringAnswer), utf8.RuneCountInString(p.Text)
+		}
+	case *ToolRequested:
+		if len(p.AutoRecall) == 0 {
+			fr.Stats.ToolCalls++
+			fr.Tools = append(fr.Tools, p.Call.Name)
+		}
+	case *ToolCompleted:
+		if !p.OK {
+			fr.Stats.ToolErrors++
 		}
 	}
 }

@@ -50,7 +50,11 @@ func (s *Scheduler) slotJournaled(ctx context.Context, r *Routine, slot time.Tim
 	if err != nil {
 		return false
 	}
-	now := Fold(cmds)[r.ID]
+	rs, err := Fold(cmds)
+	if err != nil {
+		return false
+	}
+	now := rs[r.ID]
 	return now != nil && now.Fired(slot)
 }
 

@@ -114,7 +114,11 @@ func (s *Scheduler) propose(ctx context.Context, tc core.ToolContext, spec, tz, 
 		return nil, fmt.Errorf("schedule_routine: read channel: %w", err)
 	}
 	id := "r" + strings.ToLower(core.KeyedID("routine.proposed:"+tc.EffectKey, time.Unix(0, 0))[20:])
-	if r := Fold(cmds)[id]; r != nil {
+	rs, err := Fold(cmds)
+	if err != nil {
+		return nil, fmt.Errorf("schedule_routine: %w", err)
+	}
+	if r := rs[id]; r != nil {
 		if !r.Proposed || r.Owner != tc.Actor.ID {
 			return nil, fmt.Errorf("schedule_routine: routine id %s is taken; ask again", id)
 		}

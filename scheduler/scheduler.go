@@ -202,7 +202,10 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 		}
 		return nil
 	}
-	routines := Fold(cmds)
+	routines, err := Fold(cmds)
+	if err != nil {
+		return fmt.Errorf("routine pass %s: %w", ch, err)
+	}
 	now := s.cfg.Clock().UTC()
 	var errs []error
 	for _, r := range sorted(routines) {

@@ -83,7 +83,10 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 	if err != nil {
 		return "", fmt.Errorf("routine: read channel: %w", err)
 	}
-	routines := Fold(cmds)
+	routines, err := Fold(cmds)
+	if err != nil {
+		return "", fmt.Errorf("routine: %w", err)
+	}
 	if cmd.Op == core.RoutineAdd {
 		sched, err := ParseSpec(cmd.Spec, cmd.TZ, s.cfg.MinInterval)
 		if err != nil {
