@@ -36,6 +36,9 @@ type cluster struct {
 	replicas []*replica
 	// observers gives a replica, by name, a post observer.
 	observers map[string]core.PostObserver
+	// surfaces wraps a replica's surface, by name (an adapter's own
+	// machinery between the engine and the platform).
+	surfaces map[string]func(core.Surface) core.Surface
 }
 
 // notifyingJournal wakes every replica after each append it commits.
@@ -96,9 +99,13 @@ func (c *cluster) add(name string, m *coretest.ScriptedModel, leases func(core.L
 	if leases != nil {
 		ls = leases(ls)
 	}
+	var surf core.Surface = r.s
+	if wrap := c.surfaces[name]; wrap != nil {
+		surf = wrap(r.s)
+	}
 	cfg := core.EngineConfig{
 		Journal: notifyingJournal{j, c}, Boundary: core.NewBoundary(time.Now), Tools: reg, Model: m,
-		Surfaces: map[string]core.Surface{platform: r.s},
+		Surfaces: map[string]core.Surface{platform: surf},
 		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
 			return ev.MentionsBot || ev.Scope.Thread != "", "test", nil
 		}),
