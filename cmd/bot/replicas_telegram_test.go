@@ -112,8 +112,8 @@ func TestReplicasAnswerEachTelegramMessageOnceThroughKills(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), d)
 		defer cancel()
-		// Conditions on the database or the logs are polled; those on the
-		// fake are also re-checked on each of its changes.
+		// Polled: conditions read the database and the logs, not only the
+		// fake (whose Wait wakes on its own changes).
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for !cond() {
