@@ -58,6 +58,32 @@ func (e *Engine) mayAct(ctx context.Context) error {
 	return nil
 }
 
+type actGuardKey struct{}
+
+// guardActs gives what a drive hands a surface the lease check, so that
+// an adapter that holds an effect back (its write queue paces a chat, or
+// waits out a rate limit) checks again when the effect's turn comes: the
+// check before the wait proves nothing about the lease after it.
+func (e *Engine) guardActs(ctx context.Context) context.Context {
+	if e.own == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, actGuardKey{}, func() error { return e.mayAct(ctx) })
+}
+
+// ActGuard reports whether the effect ctx was handed with may still be
+// performed on the platform: nil when ctx carries no guard (embedded mode,
+// a call from outside a drive), an error when the drive's channel lease
+// may have lapsed or passed to another replica. An adapter that queues
+// effects calls it just before performing one, and returns its error
+// instead of performing it.
+func ActGuard(ctx context.Context) error {
+	if g, ok := ctx.Value(actGuardKey{}).(func() error); ok {
+		return g()
+	}
+	return nil
+}
+
 // mayShowOutage reports whether a drive may put the blocked notice on its
 // checklist: while its lease lasts, or when no other replica was alive at
 // the last check to take the channel over (a single replica tells people

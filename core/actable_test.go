@@ -2,13 +2,16 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/internal/pacer"
 )
 
 // stallPost holds the first post a replica is about to make until
@@ -134,5 +137,101 @@ func TestOutageNoticeOnlyWhenNoOtherReplicaMayDrive(t *testing.T) {
 				t.Errorf("a posted its answer %d times on a lapsed lease", n)
 			}
 		})
+	}
+}
+
+// pacedSurface posts through an adapter's write queue (internal/pacer), as
+// Slack, Discord and Telegram do. Its first post finds the queue busy
+// (a call held until release, as pacing or a rate limit holds one) and the
+// replica loses the database right then: after the engine checked its
+// lease, before the platform sees the post.
+type pacedSurface struct {
+	core.Surface
+	q               *pacer.Pacer[string]
+	once            sync.Once
+	lose            func()
+	queued, release chan struct{}
+}
+
+func (s *pacedSurface) Post(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
+	s.once.Do(func() {
+		s.lose()
+		busy := make(chan struct{})
+		go func() {
+			_ = s.q.Do(context.Background(), out.Scope.Channel, out.Priority, "", func(context.Context) error {
+				close(busy)
+				<-s.release
+				return nil
+			})
+		}()
+		<-busy
+		close(s.queued)
+	})
+	var ref core.MessageRef
+	err := s.q.Do(ctx, out.Scope.Channel, out.Priority, "", func(ctx context.Context) error {
+		var err error
+		ref, err = s.Surface.Post(ctx, out)
+		return err
+	})
+	return ref, err
+}
+
+// renewStops is a lease table whose renewals fail once stop is set.
+type renewStops struct {
+	core.Leases
+	stop *atomic.Bool
+}
+
+func (l renewStops) Renew(ctx context.Context, holder string, ttl time.Duration, names ...string) ([]string, error) {
+	if l.stop.Load() {
+		return nil, errors.New("connection refused")
+	}
+	return l.Leases.Renew(ctx, holder, ttl, names...)
+}
+
+// TestDeposedReplicaDoesNotPostWhatWaitedInItsWriteQueue: replica a passes
+// the lease check for its answer, and the post then waits in the adapter's
+// write queue while a cannot renew its lease. b takes the lapsed channel
+// over, resumes the run and answers. When the queue reaches a's post, a
+// must not post it: the check made before the wait no longer holds, and
+// the post would be the channel's second answer (Telegram paces a group to
+// one message every 3 s, so such waits are the rule there).
+func TestDeposedReplicaDoesNotPostWhatWaitedInItsWriteQueue(t *testing.T) {
+	c := newCluster(t)
+	var stop atomic.Bool
+	paced := &pacedSurface{
+		q: pacer.New(time.Now, pacer.Config[string]{
+			Rate:       func(string) (time.Duration, int) { return 0, 1 },
+			RetryAfter: func(error) (time.Duration, bool) { return 0, false },
+		}),
+		lose:   func() { stop.Store(true) },
+		queued: make(chan struct{}), release: make(chan struct{}),
+	}
+	c.surfaces = map[string]func(core.Surface) core.Surface{"a": func(s core.Surface) core.Surface {
+		paced.Surface = s
+		return paced
+	}}
+	a := c.add("a", coretest.NewScriptedModel(coretest.Text("answer from a")), func(l core.Leases) core.Leases { return renewStops{l, &stop} })
+	b := c.add("b", coretest.NewScriptedModel(coretest.Text("answer from b")), nil)
+
+	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
+		Text: "<@" + botID + "> do it", MentionsBot: true, At: time.Now()})
+	select {
+	case <-paced.queued:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a never came to post\n%s", a.logs.String())
+	}
+	waitFor(t, "b to take the lapsed channel over and answer", func() bool {
+		return answers(b.s, "answer from") == 1 && c.count("C1", core.KindRunCompleted) == 1
+	})
+	close(paced.release)
+	waitFor(t, "a to post or refuse to", func() bool {
+		return strings.Contains(a.logs.String(), "not renewed in time") || answers(a.s, "answer from") > 0
+	})
+	if n := answers(a.s, "answer from"); n != 0 {
+		t.Errorf("the deposed replica posted its answer %d times (b answered too)", n)
+	}
+	if n := c.count("C1", core.KindRunCompleted); n != 1 {
+		t.Errorf("%d run.completed, want 1", n)
 	}
 }

@@ -61,7 +61,7 @@ func (e *Engine) post(ctx context.Context, s Surface, rs *RunReplay, out Outboun
 	if err := e.mayAct(ctx); err != nil {
 		return MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
 	}
-	ref, err := s.Post(ctx, out)
+	ref, err := s.Post(e.guardActs(ctx), out)
 	if err != nil {
 		return MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
 	}
@@ -130,7 +130,7 @@ func (e *Engine) edit(ctx context.Context, s Surface, rs *RunReplay, effect stri
 	if err := e.mayAct(ctx); err != nil {
 		return fmt.Errorf("edit %s: %w", effect, err) // journaled: reissueEdits performs it
 	}
-	if err := s.Update(ctx, ref, out); err != nil {
+	if err := s.Update(e.guardActs(ctx), ref, out); err != nil {
 		return &editError{effect: effect, err: err}
 	}
 	return nil

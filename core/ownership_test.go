@@ -38,6 +38,9 @@ type cluster struct {
 	observers map[string]core.PostObserver
 	// outageNotice, when set, is the replicas' OutageNotice.
 	outageNotice time.Duration
+	// surfaces wraps a replica's surface, by name (an adapter's own
+	// machinery between the engine and the platform).
+	surfaces map[string]func(core.Surface) core.Surface
 }
 
 // notifyingJournal wakes every replica after each append it commits.
@@ -98,9 +101,13 @@ func (c *cluster) add(name string, m *coretest.ScriptedModel, leases func(core.L
 	if leases != nil {
 		ls = leases(ls)
 	}
+	var surf core.Surface = r.s
+	if wrap := c.surfaces[name]; wrap != nil {
+		surf = wrap(r.s)
+	}
 	cfg := core.EngineConfig{
 		Journal: notifyingJournal{j, c}, Boundary: core.NewBoundary(time.Now), Tools: reg, Model: m,
-		Surfaces: map[string]core.Surface{platform: r.s},
+		Surfaces: map[string]core.Surface{platform: surf},
 		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
 			return ev.MentionsBot || ev.Scope.Thread != "", "test", nil
 		}),

@@ -96,6 +96,9 @@ func (a *Adapter) runPolling(ctx context.Context, deliver func(context.Context, 
 			continue
 		}
 		backoff = time.Second
+		// Says which replica polls: the one place an operator (or a test)
+		// sees a takeover after the holder died.
+		a.log.Info("telegram: holding the poller lease; polling", "lease", name)
 		a.poll(ctx, held, deliver)
 		release()
 		if ctx.Err() == nil {

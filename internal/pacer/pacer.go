@@ -228,7 +228,13 @@ func (p *Pacer[K]) work(key K, q *queue) {
 		if d := p.globalWait(); d > 0 {
 			time.Sleep(d) // bounded: at most a queue's worth of global slots
 		}
-		err := fn(ctx)
+		// The engine checked its lease before queueing the call; the wait
+		// since may have outlasted it (another replica then does what this
+		// call would double).
+		err := core.ActGuard(ctx)
+		if err == nil {
+			err = fn(ctx)
+		}
 
 		if retry, ok := p.cfg.RetryAfter(err); ok {
 			p.mu.Lock()
