@@ -133,7 +133,11 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 	t.Parallel()
 	dbURL := testpg.New(t)
 	rs := testredis.StartServer(t)
-	sl := slackfake.New(slackfake.Config{EchoPosts: true, RedeliverAfter: 2 * time.Second, MaxRetries: 5,
+	// Redeliveries span more than the adapter's 30 s delivery claim, as
+	// Slack's do (its retries come over minutes): an event the killed
+	// replica had claimed in the shared dedupe but not journaled is taken
+	// by another replica once the dead claim lapses.
+	sl := slackfake.New(slackfake.Config{EchoPosts: true, RedeliverAfter: 2 * time.Second, MaxRetries: 20,
 		Channels: map[string]string{qaGeneral: "channel", qaOther: "channel"},
 		Users:    []slackfake.User{{ID: qaAlice, Name: "alice"}, {ID: qaBob, Name: "bob"}, {ID: qaCarol, Name: "carol"}}})
 	t.Cleanup(sl.Close)
