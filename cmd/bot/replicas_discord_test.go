@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -224,12 +223,5 @@ func TestReplicasAnswerEachDiscordMessageOnceThroughKills(t *testing.T) {
 	for _, r := range reps {
 		r.stop()
 	}
-	verify := exec.Command(bin, "verify")
-	verify.Env = reps[1].env
-	if out, err := verify.CombinedOutput(); err != nil {
-		t.Errorf("bot verify: %v\n%s", err, out)
-	}
-	if t.Failed() {
-		t.Logf("replica logs:\n%s", dump())
-	}
+	verifyReplicas(t, bin, reps[1], dump)
 }

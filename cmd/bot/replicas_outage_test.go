@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -183,14 +182,7 @@ func TestReplicaDatabaseOutageAnswersEachMessageOnce(t *testing.T) {
 		}
 		r.stop()
 	}
-	verify := exec.Command(bin, "verify")
-	verify.Env = reps[1].env
-	if out, err := verify.CombinedOutput(); err != nil {
-		t.Errorf("bot verify: %v\n%s", err, out)
-	}
-	if t.Failed() {
-		t.Logf("replica logs:\n%s", dump())
-	}
+	verifyReplicas(t, bin, reps[1], dump)
 }
 
 // claimedBy lists the channels r's log says it claimed.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -123,12 +122,5 @@ func TestReplicasFireEachRoutineSlotOnceThroughKills(t *testing.T) {
 	if j := count(`SELECT count(*) FROM commands WHERE kind = 'message.posted' AND thread = ''`); top != j {
 		t.Errorf("%d top-level posts on Slack, %d journaled: a firing was posted twice (or lost)", top, j)
 	}
-	verify := exec.Command(bin, "verify")
-	verify.Env = reps[0].env
-	if out, err := verify.CombinedOutput(); err != nil {
-		t.Errorf("bot verify: %v\n%s", err, out)
-	}
-	if t.Failed() {
-		t.Logf("replica logs:\n%s", dump())
-	}
+	verifyReplicas(t, bin, reps[0], dump)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -387,12 +386,5 @@ func TestReplicasAnswerEachTelegramMessageOnceThroughKills(t *testing.T) {
 	if n := presses(); n != 1 {
 		t.Errorf("the press was answered %d times, want 1", n)
 	}
-	verify := exec.Command(bin, "verify")
-	verify.Env = reps[survivor].env
-	if out, err := verify.CombinedOutput(); err != nil {
-		t.Errorf("bot verify: %v\n%s", err, out)
-	}
-	if t.Failed() {
-		t.Logf("replica logs:\n%s", dump())
-	}
+	verifyReplicas(t, bin, reps[survivor], dump)
 }

@@ -260,14 +260,7 @@ func TestReplicasAnswerEachMessageOnceThroughKills(t *testing.T) {
 	for _, r := range reps {
 		r.stop()
 	}
-	verify := exec.Command(bin, "verify")
-	verify.Env = reps[1].env
-	if out, err := verify.CombinedOutput(); err != nil {
-		t.Errorf("bot verify: %v\n%s", err, out)
-	}
-	if t.Failed() {
-		t.Logf("replica logs:\n%s", dump())
-	}
+	verifyReplicas(t, bin, reps[1], dump)
 }
 
 // owner is the index of the replica holding the most channel leases.
@@ -344,4 +337,18 @@ func testSigningKey(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return base64.StdEncoding.EncodeToString(priv.Seed())
+}
+
+// verifyReplicas runs `bot verify` with r's configuration, and prints every
+// replica's log when the test failed.
+func verifyReplicas(t *testing.T, bin string, r *replicaProc, dump func() string) {
+	t.Helper()
+	verify := exec.Command(bin, "verify")
+	verify.Env = r.env
+	if out, err := verify.CombinedOutput(); err != nil {
+		t.Errorf("bot verify: %v\n%s", err, out)
+	}
+	if t.Failed() {
+		t.Logf("replica logs:\n%s", dump())
+	}
 }
