@@ -61,7 +61,11 @@ type Adapter struct {
 	runMu   sync.RWMutex
 	deliver func(context.Context, core.Inbound) error
 	running bool
-	bg      sync.WaitGroup
+	// starting: a Run is resolving the bot's identity; HTTP deliveries
+	// wait for it (503), since a mention cannot be told from chatter
+	// before the bot knows its own user id.
+	starting bool
+	bg       sync.WaitGroup
 }
 
 var _ core.Surface = (*Adapter)(nil)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/core"
+	"net/http/httputil"
+	"net/url"
 )
 
 type httpEnv struct {
@@ -249,4 +251,53 @@ func TestHTTPNotRunningIs503(t *testing.T) {
 	}
 	var m map[string]any
 	_ = json.Unmarshal(body, &m)
+}
+
+// TestHTTPEventBeforeIdentityIsNotAcked: an event that reaches the HTTP
+// endpoint while Run is still asking auth.test who the bot is must not be
+// acknowledged: the bot cannot yet tell its own mention from chatter, so
+// delivering it would lose the mention. It is answered 503 (Slack retries)
+// and, once the identity is known, delivered as the mention it is.
+func TestHTTPEventBeforeIdentityIsNotAcked(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	target, _ := url.Parse(f.APIURL())
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "auth.test") {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock) // before slow.Close, which waits for the held auth.test
+	cfg := testConfig(f, ModeHTTP)
+	cfg.APIURL = slow.URL + target.Path
+	a, _ := newAdapter(t, cfg)
+	rec := newRecorder()
+	run(t, a, rec.deliver)
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	env := &httpEnv{f: f, a: a, rec: rec, srv: srv}
+
+	ts := f.AddMessage(chPublic, "", alice, "x")
+	body := f.EventCallbackJSON("Ev1", f.MessageEvent(chPublic, alice, botMention(f)+" status please", ts, ""))
+	if code, _ := env.post(t, "/slack/events", body, time.Now(), secret, nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("event before the identity: status %d, want 503 (not acknowledged)", code)
+	}
+	if n := len(rec.events()); n != 0 {
+		t.Fatalf("%d events delivered before the bot knew its own id", n)
+	}
+	unblock()
+	waitUntil(t, 3*time.Second, "Run to know the bot's identity", func() bool { return a.identity().userID != "" })
+	code, _ := env.post(t, "/slack/events", body, time.Now(), secret, map[string]string{"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_error"})
+	evs := rec.events()
+	if code != http.StatusOK || len(evs) != 1 || !evs[0].MentionsBot {
+		t.Fatalf("retry after the identity: status %d, delivered %+v; want 200 and one mention", code, evs)
+	}
 }

@@ -21,15 +21,15 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 		return errors.New("slack: Run needs a deliver func")
 	}
 	a.runMu.Lock()
-	if a.running {
+	if a.running || a.starting {
 		a.runMu.Unlock()
 		return errors.New("slack: Run is already active")
 	}
-	a.running, a.deliver = true, deliver
+	a.starting = true
 	a.runMu.Unlock()
 	defer func() {
 		a.runMu.Lock() // waits for in-flight HTTP deliveries
-		a.running, a.deliver = false, nil
+		a.running, a.starting, a.deliver = false, false, nil
 		a.runMu.Unlock()
 		a.bg.Wait()
 		// Keep-alive connections would outlive Run; Post reopens as needed.
@@ -42,6 +42,11 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 	if err != nil {
 		return err
 	}
+	// Only now may HTTP requests be delivered: before, the bot's own
+	// mention would not be recognised and a mention acknowledged as chatter.
+	a.runMu.Lock()
+	a.running, a.starting, a.deliver = true, false, deliver
+	a.runMu.Unlock()
 	a.log.Info("slack: connected as bot user", "user", id.userID, "team", id.teamID, "mode", string(a.cfg.Mode))
 	if a.lookalike {
 		a.bg.Go(func() {
