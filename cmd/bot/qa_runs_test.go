@@ -269,7 +269,9 @@ func qaLongAnswerSplit(t *testing.T) {
 	}
 	b.model.Enqueue(llmtest.Text(long))
 	root, _ := b.slack.Say(qaGeneral, "", qaAlice, b.mention+" dump it all")
-	b.waitPostFor(20*time.Second, "last part", hasText("line 2929 of"))
+	// About 30 parts go out through the channel's paced queue: allow for a
+	// loaded machine.
+	b.waitPostFor(60*time.Second, "last part", hasText("line 2929 of"))
 	time.Sleep(300 * time.Millisecond)
 	var parts []string
 	for _, p := range b.slack.Posts() {
