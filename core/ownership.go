@@ -244,19 +244,25 @@ func (e *Engine) sweepUnowned(ctx context.Context) {
 		if _, held := e.owns(ch); held {
 			continue
 		}
-		ok, fresh, err := e.claim(ctx, ch)
-		if err != nil || !ok || !fresh {
-			continue
-		}
-		n, err := e.resumeChannel(ctx, ch)
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Warn("resume an unowned channel", "channel", string(ch), "error", err)
-			}
-			continue
-		}
-		e.log.Info("took over an unowned channel with unfinished work", "channel", string(ch), "unfinished_runs", n)
+		e.takeOver(ctx, ch, "an unowned channel with unfinished work")
 	}
+}
+
+// takeOver claims ch for a sweep and resumes its unfinished work; what
+// names the channel in the logs ("a lapsed channel").
+func (e *Engine) takeOver(ctx context.Context, ch ChannelKey, what string) {
+	ok, fresh, err := e.claim(ctx, ch)
+	if err != nil || !ok || !fresh {
+		return
+	}
+	n, err := e.resumeChannel(ctx, ch)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("resume "+what, "channel", string(ch), "error", err)
+		}
+		return
+	}
+	e.log.Info("took over "+what, "channel", string(ch), "unfinished_runs", n)
 }
 
 func (e *Engine) renewLeases(ctx context.Context) {
@@ -304,19 +310,7 @@ func (e *Engine) sweepLapsed(ctx context.Context) {
 		return
 	}
 	for _, n := range names {
-		ch := ChannelKey(strings.TrimPrefix(n, ChannelLeasePrefix))
-		ok, fresh, err := e.claim(ctx, ch)
-		if err != nil || !ok || !fresh {
-			continue
-		}
-		n, err := e.resumeChannel(ctx, ch)
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Warn("resume a lapsed channel", "channel", string(ch), "error", err)
-			}
-			continue
-		}
-		e.log.Info("took over a lapsed channel", "channel", string(ch), "unfinished_runs", n)
+		e.takeOver(ctx, ChannelKey(strings.TrimPrefix(n, ChannelLeasePrefix)), "a lapsed channel")
 	}
 }
 
