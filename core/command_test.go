@@ -43,7 +43,7 @@ func samplePayload(t *testing.T, k Kind) Payload {
 func TestEveryKindIsHandled(t *testing.T) {
 	b := NewBoundary(nil)
 	s := testSigner(t)
-	st := newChannelFold(testScope.Key())
+	st := NewChannel(testScope.Key())
 	for i, k := range Kinds() {
 		if k.String() == "" {
 			t.Fatalf("kind %d has no name", k)
@@ -59,7 +59,7 @@ func TestEveryKindIsHandled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.apply(c); err != nil {
+		if err := st.Apply(c); err != nil {
 			t.Errorf("fold does not handle %s: %v", k, err)
 		}
 	}

@@ -2,7 +2,10 @@ package core
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -22,7 +25,7 @@ func NewElector(l Leases, holder string, ttl time.Duration) *Elector {
 	if ttl < time.Second {
 		ttl = time.Second
 	}
-	return &Elector{leases: l, holder: replicaName(holder), ttl: ttl}
+	return &Elector{leases: l, holder: ReplicaName(holder), ttl: ttl}
 }
 
 type electFenceKey struct{}
@@ -86,4 +89,16 @@ func (el *Elector) hold(ctx context.Context, f Fence) (context.Context, func(), 
 		_ = el.leases.Release(rctx, el.holder, f.Name)
 	}
 	return held, release, nil
+}
+
+// replicaName names this process in the lease table: the configured name
+// (default host and pid) and a random suffix.
+func ReplicaName(name string) string {
+	if name == "" {
+		host, _ := os.Hostname()
+		name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return name + "-" + hex.EncodeToString(b[:])
 }

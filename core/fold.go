@@ -14,45 +14,45 @@ import (
 // engine's cache (chanView) holds one and advances it with each append;
 // Fold builds one from a whole journal for `bot replay`. One switch means
 // the engine and the replay cannot disagree about what a command means.
-type channelFold struct {
+type Channel struct {
 	ch        ChannelKey
 	last      uint64 // seq of the last command folded
 	head      Hash
 	counts    map[string]int // commands by kind, redacted ones included
-	policy    Policy
-	policySet bool
-	consents  map[string]*consentGrant // by consent id (see consent.go)
+	Policy    Policy
+	PolicySet bool
+	Consents  map[string]*Grant // by consent id (see consent.go)
 	// revokedConsents are the ids of revoked grants (a repeated revoke says so).
-	revokedConsents map[string]bool
-	approvals       map[string]*approvalView
-	runs            map[string]*chanRun
+	RevokedConsents map[string]bool
+	Approvals       map[string]*Approval
+	Runs            map[string]*Run
 	// live holds the runs not yet ended, so the owner finds what to drive
 	// without walking every run the channel ever had.
-	live      map[string]struct{}
-	threads   map[string]string   // thread root → latest run id
-	seen      map[string]struct{} // delivered message ids (redelivery dedupe)
-	dayTokens map[string]int      // UTC date → tokens spent
+	Live      map[string]struct{}
+	Threads   map[string]string   // thread root → latest run id
+	Seen      map[string]struct{} // delivered message ids (redelivery dedupe)
+	DayTokens map[string]int      // UTC date → tokens spent
 	// history keeps each thread's recent conversation (routed messages and
 	// the bot's answers) so a new run in a thread knows what came before.
-	history      map[string][]ThreadTurn
-	historyOrder []string // threads in first-seen order, to bound the map
+	History      map[string][]ThreadTurn
+	HistoryOrder []string // threads in first-seen order, to bound the map
 	memories     map[string]*MemoryState
-	routines     map[string]*Routine
+	Routines     map[string]*Routine
 	firings      map[string]*Firing // by routine.fired command id: its digest post names it as cause
 	firingRuns   map[string]*Firing // by the firing's run id
-	reports      reportFold         // routine owners' reports (report.go)
+	Reports      Reports            // routine owners' reports (report.go)
 	posted       int
 	redacted     []uint64 // seqs named by command.redacted, in journal order
 }
 
-func newChannelFold(ch ChannelKey) channelFold {
-	return channelFold{
-		ch: ch, counts: map[string]int{}, consents: map[string]*consentGrant{}, approvals: map[string]*approvalView{},
-		runs: map[string]*chanRun{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
-		dayTokens: map[string]int{}, history: map[string][]ThreadTurn{},
-		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
+func NewChannel(ch ChannelKey) Channel {
+	return Channel{
+		ch: ch, counts: map[string]int{}, Consents: map[string]*Grant{}, Approvals: map[string]*Approval{},
+		Runs: map[string]*Run{}, Live: map[string]struct{}{}, Threads: map[string]string{}, Seen: map[string]struct{}{},
+		DayTokens: map[string]int{}, History: map[string][]ThreadTurn{},
+		memories: map[string]*MemoryState{}, Routines: map[string]*Routine{}, firings: map[string]*Firing{},
 		firingRuns: map[string]*Firing{},
-		reports:    newReportFold(),
+		Reports:    newReportFold(),
 	}
 }
 
@@ -64,21 +64,21 @@ const (
 )
 
 // chanRun is a run as the channel sees it.
-type chanRun struct {
-	id     string
-	thread string
-	status RunStatus
+type Run struct {
+	ID     string
+	Thread string
+	Status RunStatus
 	// steer holds the run's message.received commands while it is live:
 	// the driver picks up any it has not seen before each model call.
-	steer []Command
+	Steer []Command
 	// endNotice is the effect id of a failed run's notice until it is
 	// recorded as posted: Start re-drives such runs to post it.
-	endNotice string
+	EndNotice string
 	// requester is the author of the message that started the run (empty
 	// for unattended runs); startedAt its run.started time. The chat
 	// commands use them: who may cancel, who added a memory, what runs.
-	requester Person
-	startedAt time.Time
+	Requester Person
+	StartedAt time.Time
 	// What `bot replay` shows besides: the trigger message id, model steps
 	// and their tokens, why it paused or ended, its latest lifecycle time.
 	trigger   string
@@ -89,47 +89,47 @@ type chanRun struct {
 }
 
 // remember adds a turn to a thread's history.
-func (f *channelFold) remember(thread string, t ThreadTurn) {
+func (f *Channel) remember(thread string, t ThreadTurn) {
 	if len(t.Text) > historyTurnChars {
-		t.Text = truncate(t.Text, historyTurnChars)
+		t.Text = Truncate(t.Text, historyTurnChars)
 	}
-	h, ok := f.history[thread]
+	h, ok := f.History[thread]
 	if !ok {
-		f.historyOrder = append(f.historyOrder, thread)
-		if len(f.historyOrder) > historyMaxThreads {
-			delete(f.history, f.historyOrder[0])
-			f.historyOrder = f.historyOrder[1:]
+		f.HistoryOrder = append(f.HistoryOrder, thread)
+		if len(f.HistoryOrder) > historyMaxThreads {
+			delete(f.History, f.HistoryOrder[0])
+			f.HistoryOrder = f.HistoryOrder[1:]
 		}
 	}
 	h = append(h, t)
 	if len(h) > historyTurns {
 		h = slices.Clone(h[len(h)-historyTurns:])
 	}
-	f.history[thread] = h
+	f.History[thread] = h
 }
 
-func (f *channelFold) run(id string) *chanRun {
-	r := f.runs[id]
+func (f *Channel) run(id string) *Run {
+	r := f.Runs[id]
 	if r == nil {
-		r = &chanRun{id: id, status: RunQueued}
-		f.runs[id] = r
+		r = &Run{ID: id, Status: RunQueued}
+		f.Runs[id] = r
 	}
 	return r
 }
 
 // touch is run for a lifecycle command of c's run: it notes when.
-func (f *channelFold) touch(c Command) *chanRun {
+func (f *Channel) touch(c Command) *Run {
 	r := f.run(c.Run())
 	r.updatedAt = c.At()
 	return r
 }
 
-func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+func DayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
 // apply folds one command. Every kind must have a case: an unhandled kind
 // is an error, and TestEveryKindIsHandled applies each kind to catch a gap.
 // A chanView calls it under its lock.
-func (f *channelFold) apply(c Command) error {
+func (f *Channel) Apply(c Command) error {
 	if c.Channel() != f.ch {
 		return fmt.Errorf("fold channel %s: command of channel %s", f.ch, c.Channel())
 	}
@@ -145,7 +145,7 @@ func (f *channelFold) apply(c Command) error {
 	f.firingRun(c, p)
 	switch p := p.(type) {
 	case *MessageReceived:
-		f.seen[p.MessageID] = struct{}{}
+		f.Seen[p.MessageID] = struct{}{}
 		thread := c.Scope().Thread
 		if thread == "" && p.Visibility != DM {
 			thread = p.MessageID // a top-level message is answered in a thread under it
@@ -153,28 +153,28 @@ func (f *channelFold) apply(c Command) error {
 		f.remember(thread, ThreadTurn{Author: p.Author, Text: p.Text})
 		if c.Run() != "" {
 			r := f.run(c.Run())
-			if r.requester.ID == "" && r.startedAt.IsZero() {
-				r.requester = p.Author // the trigger: journaled before run.started
+			if r.Requester.ID == "" && r.StartedAt.IsZero() {
+				r.Requester = p.Author // the trigger: journaled before run.started
 			}
-			if !r.status.Terminal() {
-				r.steer = append(r.steer, c)
+			if !r.Status.Terminal() {
+				r.Steer = append(r.Steer, c)
 			}
 		}
 	case *RunStarted:
 		r := f.touch(c)
-		r.thread, r.status, r.startedAt, r.trigger = c.Scope().Thread, RunWorking, c.At(), p.Trigger
-		f.threads[r.thread] = r.id
-		f.live[r.id] = struct{}{}
+		r.Thread, r.Status, r.StartedAt, r.trigger = c.Scope().Thread, RunWorking, c.At(), p.Trigger
+		f.Threads[r.Thread] = r.ID
+		f.Live[r.ID] = struct{}{}
 	case *ModelStep:
-		f.dayTokens[dayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
+		f.DayTokens[DayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
 		if c.Run() != "" {
 			r := f.touch(c)
 			r.steps++
 			r.tokens += p.Usage.InputTokens + p.Usage.OutputTokens
 		}
 	case *ApprovalRequested:
-		f.touch(c).status = RunWaitingApproval
-		f.approvals[p.ApprovalID] = &approvalView{
+		f.touch(c).Status = RunWaitingApproval
+		f.Approvals[p.ApprovalID] = &Approval{
 			ID: p.ApprovalID, Run: c.Run(), Scope: c.Scope(), CallID: p.CallID, Tool: p.Tool,
 			Consequence: Consequence(p.Consequence), Requester: p.Requester, Question: p.Question,
 			Options: p.Options, Destination: p.Destination, ExpiresAt: p.ExpiresAt,
@@ -184,10 +184,10 @@ func (f *channelFold) apply(c Command) error {
 		// The first resolution stands: a late click or expiry after it
 		// changes nothing. A decided card hands the run back to the loop
 		// once none of its other cards is pending.
-		if a := f.approvals[p.ApprovalID]; a != nil && a.pending() {
+		if a := f.Approvals[p.ApprovalID]; a != nil && a.Pending() {
 			a.Decision, a.By, a.At = p.Decision, p.By, c.At()
-			if r := f.runs[a.Run]; r != nil && (r.status == RunWaitingApproval || r.status == RunNeedsPermission) && !f.hasPending(a.Run) {
-				r.status = RunWorking
+			if r := f.Runs[a.Run]; r != nil && (r.Status == RunWaitingApproval || r.Status == RunNeedsPermission) && !f.hasPending(a.Run) {
+				r.Status = RunWorking
 			}
 		}
 	case *ConsentGranted:
@@ -196,24 +196,24 @@ func (f *channelFold) apply(c Command) error {
 		f.revokeConsent(p)
 	case *RunPaused:
 		r := f.touch(c)
-		r.status, r.reason = p.Status, p.Reason
+		r.Status, r.reason = p.Status, p.Reason
 	case *RunCompleted:
 		r := f.touch(c)
-		r.status, r.steer = RunDone, nil
-		delete(f.live, r.id)
+		r.Status, r.Steer = RunDone, nil
+		delete(f.Live, r.ID)
 	case *RunFailed:
 		r := f.touch(c)
-		r.status, r.reason, r.steer = p.Status, p.Cause, nil
-		delete(f.live, r.id)
-		if p.Status == RunBroken || p.Status == RunCancelled && p.Cause != causeSuperseded {
-			r.endNotice = EffectID(f.ch, c.Seq(), 0)
+		r.Status, r.reason, r.Steer = p.Status, p.Cause, nil
+		delete(f.Live, r.ID)
+		if p.Status == RunBroken || p.Status == RunCancelled && p.Cause != CauseSuperseded {
+			r.EndNotice = EffectID(f.ch, c.Seq(), 0)
 		}
 	case *PolicyChanged:
-		f.policy, f.policySet = p.Policy, true
+		f.Policy, f.PolicySet = p.Policy, true
 	case *MessagePosted:
 		f.posted++
-		if r := f.runs[c.Run()]; r != nil && r.endNotice == p.EffectID {
-			r.endNotice = ""
+		if r := f.Runs[c.Run()]; r != nil && r.EndNotice == p.EffectID {
+			r.EndNotice = ""
 		}
 		if p.Role == RoleAnswer && p.Text != "" {
 			f.remember(c.Scope().Thread, ThreadTurn{Bot: true, Text: p.Text})
@@ -238,9 +238,9 @@ func (f *channelFold) apply(c Command) error {
 	case *CommandRedacted:
 		f.redacted = append(f.redacted, p.Seq)
 	case *ReportFiled:
-		f.reports.file(c, p)
+		f.Reports.file(c, p)
 	case *ReportDismissed:
-		f.reports.dismiss(c, p)
+		f.Reports.dismiss(c, p)
 	case *CardClicked, *ToolRequested, *PermissionDecided, *ToolCompleted, *MessageUpdated:
 		// Observations: counted; their effects arrive as their own commands
 		// (approval.resolved, tool results live in the run's fold).
@@ -250,9 +250,9 @@ func (f *channelFold) apply(c Command) error {
 	return nil
 }
 
-func (f *channelFold) hasPending(run string) bool {
-	for _, a := range f.approvals {
-		if a.Run == run && a.pending() {
+func (f *Channel) hasPending(run string) bool {
+	for _, a := range f.Approvals {
+		if a.Run == run && a.Pending() {
 			return true
 		}
 	}
@@ -332,22 +332,22 @@ type ChannelState struct {
 
 // Fold folds one channel's commands, in order, and returns its state.
 func Fold(ch ChannelKey, cmds []Command) (*ChannelState, error) {
-	f := newChannelFold(ch)
+	f := NewChannel(ch)
 	for _, c := range cmds {
-		if err := f.apply(c); err != nil {
-			return f.state(), err
+		if err := f.Apply(c); err != nil {
+			return f.State(), err
 		}
 	}
-	return f.state(), nil
+	return f.State(), nil
 }
 
 // state copies the fold into its exported view.
-func (f *channelFold) state() *ChannelState {
+func (f *Channel) State() *ChannelState {
 	s := &ChannelState{
-		Channel: f.ch, Seq: f.last, Counts: make(map[string]int, len(f.counts)), Policy: f.policy,
-		Runs: make(map[string]*RunState, len(f.runs)), Approvals: make(map[string]*ApprovalState, len(f.approvals)),
-		Memories: make(map[string]*MemoryState, len(f.memories)), Routines: make(map[string]*RoutineState, len(f.routines)),
-		Consents: make([]ConsentState, 0, len(f.consents)), Posted: f.posted, Redacted: slices.Clone(f.redacted),
+		Channel: f.ch, Seq: f.last, Counts: make(map[string]int, len(f.counts)), Policy: f.Policy,
+		Runs: make(map[string]*RunState, len(f.Runs)), Approvals: make(map[string]*ApprovalState, len(f.Approvals)),
+		Memories: make(map[string]*MemoryState, len(f.memories)), Routines: make(map[string]*RoutineState, len(f.Routines)),
+		Consents: make([]ConsentState, 0, len(f.Consents)), Posted: f.posted, Redacted: slices.Clone(f.redacted),
 	}
 	if f.last > 0 {
 		s.Head = f.head.String()
@@ -355,13 +355,13 @@ func (f *channelFold) state() *ChannelState {
 	for k, n := range f.counts {
 		s.Counts[k] = n
 	}
-	for id, r := range f.runs {
-		s.Runs[id] = &RunState{ID: r.id, Thread: r.thread, Status: r.status, Trigger: r.trigger, Steps: r.steps,
-			Tokens: r.tokens, Reason: r.reason, StartedAt: r.startedAt, UpdatedAt: r.updatedAt}
+	for id, r := range f.Runs {
+		s.Runs[id] = &RunState{ID: r.ID, Thread: r.Thread, Status: r.Status, Trigger: r.trigger, Steps: r.steps,
+			Tokens: r.tokens, Reason: r.reason, StartedAt: r.StartedAt, UpdatedAt: r.updatedAt}
 	}
-	for id, a := range f.approvals {
+	for id, a := range f.Approvals {
 		d := a.Decision
-		if a.pending() {
+		if a.Pending() {
 			d = "pending"
 		}
 		s.Approvals[id] = &ApprovalState{ID: a.ID, Run: a.Run, Tool: a.Tool, Decision: d, By: a.By.ID, ExpiresAt: a.ExpiresAt}
@@ -370,10 +370,10 @@ func (f *channelFold) state() *ChannelState {
 		c := *m
 		s.Memories[id] = &c
 	}
-	for id, r := range f.routines {
+	for id, r := range f.Routines {
 		s.Routines[id] = routineState(r)
 	}
-	for _, g := range f.consents {
+	for _, g := range f.Consents {
 		s.Consents = append(s.Consents, ConsentState{ID: g.ID, Tool: g.Tool, Destination: g.Destination, Owner: g.Owner, At: g.At})
 	}
 	sort.Slice(s.Consents, func(i, j int) bool {
@@ -385,3 +385,7 @@ func (f *channelFold) state() *ChannelState {
 	})
 	return s
 }
+
+// causeSuperseded ends a parked run that a new message in its thread
+// replaced; the new run's checklist is all the thread needs to see.
+const CauseSuperseded = "superseded by a new message in the thread"

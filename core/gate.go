@@ -112,10 +112,10 @@ func targetValues(t Tool, args map[string]any) []targetValue {
 		switch v := v.(type) {
 		case []any:
 			for _, e := range v {
-				vals = append(vals, scalarString(e))
+				vals = append(vals, ScalarString(e))
 			}
 		default:
-			vals = append(vals, scalarString(v))
+			vals = append(vals, ScalarString(v))
 		}
 		for _, s := range vals {
 			if s = NormalizeTarget(s); s != "" {
@@ -126,7 +126,7 @@ func targetValues(t Tool, args map[string]any) []targetValue {
 	return out
 }
 
-func scalarString(v any) string {
+func ScalarString(v any) string {
 	switch v := v.(type) {
 	case string:
 		return v

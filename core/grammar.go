@@ -1,7 +1,6 @@
 package core
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -16,56 +15,59 @@ import (
 // the grammar stands in for the model, its tool calls go through the same
 // validation, gate and journal.
 
+// maxMemoryPage bounds `memories <page>`.
+const maxMemoryPage = 1000
+
 type grammarKind int
 
 const (
 	gUnknown grammarKind = iota
-	gHelp
-	gRemember
-	gRecall
-	gForget
-	gPolicyShow
-	gPolicySet
-	gPolicyUsage
-	gMemories     // memories [page]
-	gDeleteMemory // delete memory <id>
-	gDeleteUsage
-	gStatus
-	gCancel
-	gApprovals
-	gRoutine // routine_grammar.go
+	GHelp
+	GRemember
+	GRecall
+	GForget
+	GPolicyShow
+	GPolicySet
+	GPolicyUsage
+	GMemories     // memories [page]
+	GDeleteMemory // delete memory <id>
+	GDeleteUsage
+	GStatus
+	GCancel
+	GApprovals
+	GRoutine // routine_grammar.go
 )
 
-type grammarCmd struct {
-	kind  grammarKind
-	arg   string // remember / recall / forget / delete memory argument
-	page  int    // memories page (1-based)
-	key   string // policy set key
-	value []string
+type GrammarCmd struct {
+	Kind  grammarKind
+	Arg   string // remember / recall / forget / delete memory argument
+	Page  int    // memories page (1-based)
+	Key   string // policy set key
+	Value []string
 }
 
 // parseGrammar reads a mention-stripped message.
-func parseGrammar(text string) grammarCmd {
+func ParseGrammar(text string) GrammarCmd {
 	t := strings.TrimSpace(text)
 	word, rest, _ := strings.Cut(t, " ")
 	rest = strings.TrimSpace(rest)
 	if _, ok := ParseRoutineCommand(t); ok {
-		return grammarCmd{kind: gRoutine, arg: t}
+		return GrammarCmd{Kind: GRoutine, Arg: t}
 	}
 	switch strings.ToLower(strings.TrimRight(word, ":,")) {
 	case "help", "?":
 		if rest == "" {
-			return grammarCmd{kind: gHelp}
+			return GrammarCmd{Kind: GHelp}
 		}
 	case "remember":
 		if rest != "" {
-			return grammarCmd{kind: gRemember, arg: rest}
+			return GrammarCmd{Kind: GRemember, Arg: rest}
 		}
 	case "recall":
-		return grammarCmd{kind: gRecall, arg: rest}
+		return GrammarCmd{Kind: GRecall, Arg: rest}
 	case "forget":
 		if rest != "" {
-			return grammarCmd{kind: gForget, arg: rest}
+			return GrammarCmd{Kind: GForget, Arg: rest}
 		}
 	case "memories":
 		f := strings.Fields(rest)
@@ -74,52 +76,52 @@ func parseGrammar(text string) grammarCmd {
 		}
 		switch {
 		case len(f) == 0:
-			return grammarCmd{kind: gMemories, page: 1}
+			return GrammarCmd{Kind: GMemories, Page: 1}
 		case len(f) == 1:
 			if n, err := strconv.Atoi(f[0]); err == nil && n >= 1 && n <= maxMemoryPage {
-				return grammarCmd{kind: gMemories, page: n}
+				return GrammarCmd{Kind: GMemories, Page: n}
 			}
 		}
 	case "delete":
 		f := strings.Fields(rest)
 		if len(f) >= 1 && (strings.EqualFold(f[0], "memory") || strings.EqualFold(f[0], "note")) {
 			if len(f) == 2 {
-				return grammarCmd{kind: gDeleteMemory, arg: strings.Trim(f[1], "`")}
+				return GrammarCmd{Kind: GDeleteMemory, Arg: strings.Trim(f[1], "`")}
 			}
 			if len(f) == 1 {
-				return grammarCmd{kind: gDeleteUsage}
+				return GrammarCmd{Kind: GDeleteUsage}
 			}
 		}
 	case "status":
 		if rest == "" {
-			return grammarCmd{kind: gStatus}
+			return GrammarCmd{Kind: GStatus}
 		}
 	case "cancel":
 		if rest == "" {
-			return grammarCmd{kind: gCancel}
+			return GrammarCmd{Kind: GCancel}
 		}
 	case "approvals":
 		if rest == "" {
-			return grammarCmd{kind: gApprovals}
+			return GrammarCmd{Kind: GApprovals}
 		}
 	case "policy":
 		f := strings.Fields(rest)
 		switch {
 		case len(f) == 0 || len(f) == 1 && strings.EqualFold(f[0], "show"):
-			return grammarCmd{kind: gPolicyShow}
+			return GrammarCmd{Kind: GPolicyShow}
 		case len(f) >= 3 && strings.EqualFold(f[0], "set"):
-			return grammarCmd{kind: gPolicySet, key: strings.ToLower(f[1]), value: f[2:]}
+			return GrammarCmd{Kind: GPolicySet, Key: strings.ToLower(f[1]), Value: f[2:]}
 		}
-		return grammarCmd{kind: gPolicyUsage}
+		return GrammarCmd{Kind: GPolicyUsage}
 	}
-	return grammarCmd{kind: gUnknown}
+	return GrammarCmd{Kind: gUnknown}
 }
 
 // deterministic reports whether a command is answered by the grammar even
 // when a model is configured.
-func (g grammarCmd) deterministic() bool {
-	switch g.kind {
-	case gHelp, gPolicyShow, gPolicySet, gMemories, gDeleteMemory, gDeleteUsage, gStatus, gCancel, gApprovals, gRoutine:
+func (g GrammarCmd) Deterministic() bool {
+	switch g.Kind {
+	case GHelp, GPolicyShow, GPolicySet, GMemories, GDeleteMemory, GDeleteUsage, GStatus, GCancel, GApprovals, GRoutine:
 		return true
 	}
 	return false
@@ -128,15 +130,15 @@ func (g grammarCmd) deterministic() bool {
 // engineServed reports whether the engine answers the command itself from
 // the channel's state (no tool call): what runs, what waits, what is
 // remembered, a privacy delete.
-func (g grammarCmd) engineServed() bool {
-	switch g.kind {
-	case gMemories, gDeleteMemory, gDeleteUsage, gStatus, gCancel, gApprovals:
+func (g GrammarCmd) EngineServed() bool {
+	switch g.Kind {
+	case GMemories, GDeleteMemory, GDeleteUsage, GStatus, GCancel, GApprovals:
 		return true
 	}
 	return false
 }
 
-const helpText = "Here is what I understand without a model:\n" +
+const HelpText = "Here is what I understand without a model:\n" +
 	"• `help` — this message\n" +
 	"• `remember <something>` — keep a note for this channel\n" +
 	"• `recall <words>` — find notes\n" +
@@ -152,98 +154,18 @@ const helpText = "Here is what I understand without a model:\n" +
 	"(or `+write` / `-send` to add or remove one level)\n" +
 	"• `routine add <spec> [tz <zone>]: <instruction>`, `routines`, `routine pause|resume|delete|run <id>` — scheduled digests"
 
-const needModelText = "I need a language model for that. Configure one with " +
+const NeedModelText = "I need a language model for that. Configure one with " +
 	"`MARLOWE_MODEL_PROVIDER=openai` and `MARLOWE_MODEL_BASE_URL` pointing at any OpenAI-compatible " +
 	"endpoint (for example a local Ollama: `http://localhost:11434/v1`, plus `MARLOWE_MODEL` for the model name). " +
 	"Until then I understand `help`, `remember …`, `recall …`, `memories`, `forget …`, `delete memory …`, " +
 	"`status`, `approvals`, `cancel` and `policy …`."
 
-const policyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval> <value>` — " +
+const PolicyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval> <value>` — " +
 	"e.g. `policy set approvers U1,U2`, `policy set tools remember,recall`, `policy set window thread 30m`. " +
 	"Use `none` / `default` to clear a setting."
 
-// grammarReply is the grammar's step: the reply it gives (as a model would)
-// and, for an accepted `policy set`, the policy to journal with it.
-type grammarReply struct {
-	reply  Reply
-	policy *Policy
-}
-
-// grammarStep answers the newest human message of rs (given pol and the
-// registry). After a tool call it reports the tool's outcome.
-// gov says whether the author may change the policy; it is asked only for
-// policy changes (nil otherwise, which refuses them).
-func grammarStep(rs *RunReplay, pol Policy, reg *ToolRegistry, gov *governance, h *humanMsg) grammarReply {
-	text := func(s string) grammarReply { return grammarReply{reply: Reply{Text: s, Provider: "grammar"}} }
-	if st := rs.step; st != nil && !st.final && len(st.calls) > 0 {
-		c := st.calls[0].completion
-		switch {
-		case c == nil:
-			return text("I could not finish that.")
-		case c.OK:
-			return text(c.Result)
-		default:
-			msg := c.Error
-			var ce struct {
-				Error struct {
-					Message  string   `json:"message"`
-					Problems []string `json:"problems"`
-				} `json:"error"`
-			}
-			if json.Unmarshal([]byte(c.Error), &ce) == nil {
-				msg = ce.Error.Message
-				if len(ce.Error.Problems) > 0 {
-					msg = strings.Join(ce.Error.Problems, "; ")
-				}
-			}
-			return text("I couldn't do that: " + msg)
-		}
-	}
-	cmd := parseGrammar(h.text)
-	call := func(name string, args map[string]any) grammarReply {
-		b, _ := json.Marshal(args)
-		return grammarReply{reply: Reply{Provider: "grammar", ToolCalls: []ToolCall{{ID: "g1", Name: name, Args: string(b)}}}}
-	}
-	switch cmd.kind {
-	case gHelp:
-		return text(helpText + inboxHelpText)
-	case gRoutine:
-		return routineGrammarStep(reg, cmd.arg)
-	case gRemember:
-		return call("remember", map[string]any{"text": cmd.arg})
-	case gRecall:
-		return call("recall", map[string]any{"query": cmd.arg})
-	case gForget:
-		return call("forget", map[string]any{"id": cmd.arg})
-	case gPolicyShow:
-		return text(describePolicy(pol, reg))
-	case gPolicyUsage:
-		return text(policyUsageText)
-	case gPolicySet:
-		if gov == nil || !gov.admin {
-			g := governance{}
-			if gov != nil {
-				g = *gov
-			}
-			return text(g.refusal())
-		}
-		np, err := applyPolicySet(pol, reg, cmd.key, cmd.value)
-		if err != nil {
-			return text("I couldn't change the policy: " + err.Error() + "\n" + policyUsageText)
-		}
-		changes := policyChanges(pol, np, reg)
-		if len(changes) == 0 {
-			return text("ℹ️ Nothing changed: the policy already says that. `policy` shows all of it.")
-		}
-		r := text("✅ Policy updated (before → after):\n" + strings.Join(changes, "\n"))
-		r.policy = &np
-		return r
-	}
-	return text(needModelText)
-}
-
 // applyPolicySet returns pol with one setting changed.
-func applyPolicySet(pol Policy, reg *ToolRegistry, key string, value []string) (Policy, error) {
+func ApplyPolicySet(pol Policy, reg *ToolRegistry, key string, value []string) (Policy, error) {
 	np := pol
 	np.Tools, np.ApprovalLevels = slices.Clone(pol.Tools), slices.Clone(pol.ApprovalLevels)
 	np.Approvers, np.Admins = slices.Clone(pol.Approvers), slices.Clone(pol.Admins)
@@ -392,18 +314,6 @@ func splitList(s string) []string {
 	return out
 }
 
-// UserRef reads a user reference as written in a message: <@U1>, <@U1|bob>,
-// @U1 or U1. Platform ids are case-sensitive on some platforms, so only the
-// decoration is removed.
-func UserRef(s string) string {
-	s = strings.TrimSpace(s)
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
-	if i := strings.IndexByte(s, '|'); i >= 0 {
-		s = s[:i]
-	}
-	return strings.TrimLeft(s, "@!")
-}
-
 // policyItem is one line of a policy's description.
 type policyItem struct {
 	label, value, note string
@@ -431,7 +341,7 @@ func policyItems(p Policy, reg *ToolRegistry) []policyItem {
 	ids := func(xs []string) []string {
 		out := make([]string, len(xs))
 		for i, x := range xs {
-			out[i] = mentionOf(x)
+			out[i] = MentionOf(x)
 		}
 		return out
 	}
@@ -445,7 +355,7 @@ func policyItems(p Policy, reg *ToolRegistry) []policyItem {
 	}
 }
 
-func describePolicy(p Policy, reg *ToolRegistry) string {
+func DescribePolicy(p Policy, reg *ToolRegistry) string {
 	lines := []string{"Channel policy:"}
 	for _, it := range policyItems(p, reg) {
 		l := "• " + it.label + ": " + it.value
@@ -459,7 +369,7 @@ func describePolicy(p Policy, reg *ToolRegistry) string {
 
 // policyChanges lists what differs between two policies, one line per
 // setting: "• label: before → after".
-func policyChanges(before, after Policy, reg *ToolRegistry) []string {
+func PolicyChanges(before, after Policy, reg *ToolRegistry) []string {
 	b, a := policyItems(before, reg), policyItems(after, reg)
 	var out []string
 	for i := range b {

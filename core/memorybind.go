@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -58,7 +59,7 @@ type MemoryLister interface {
 // memoryDeleter is a ChannelMemory that can destroy a memory (a privacy
 // deletion) in a person's name. It takes an actor, so only the engine holds
 // it: the boundMemory a tool gets never exposes it.
-type memoryDeleter interface {
+type MemoryDeleter interface {
 	DescribeMemory(ctx context.Context, id string) (MemoryInfo, error)
 	Delete(ctx context.Context, by Actor, id, reason string) error
 }
@@ -68,6 +69,13 @@ type memoryDeleter interface {
 // it to stand in for the engine.
 func BindMemory(m ChannelMemory, prov Provenance) ToolMemory {
 	return boundMemory{m: m, prov: prov}
+}
+
+// BindMemoryWithAuthors is BindMemory for the engine: authorOf names the
+// person a run wrote a memory for (from the journal), so MemoryInfo.For is
+// filled in listings.
+func BindMemoryWithAuthors(m ChannelMemory, prov Provenance, authorOf func(Actor) string) ToolMemory {
+	return boundMemory{m: m, prov: prov, authorOf: authorOf}
 }
 
 // boundMemory keeps its ChannelMemory unexported: a tool cannot reach the
@@ -123,3 +131,5 @@ func (b boundMemory) ListMemories(ctx context.Context, offset, limit int) ([]Mem
 	}
 	return out, nil
 }
+
+var errNoListing = errors.New("this channel's memory cannot list its memories")

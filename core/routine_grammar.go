@@ -1,7 +1,6 @@
 package core
 
 import (
-	"context"
 	"strings"
 )
 
@@ -117,42 +116,36 @@ func splitZone(f []string) (spec, tz string) {
 	return strings.Join(f, " "), tz
 }
 
-// routineGrammarStep is the grammar's answer to a routine command: one call
-// of the routine tool with the person's text, or a reason it cannot be.
-func routineGrammarStep(reg *ToolRegistry, text string) grammarReply {
-	reply := func(s string) grammarReply { return grammarReply{reply: Reply{Text: s, Provider: "grammar"}} }
-	if c, _ := ParseRoutineCommand(text); c.Op == RoutineUsage {
-		return reply(RoutineUsageText)
-	}
-	if _, ok := reg.Get(RoutineToolName); !ok {
-		return reply("Routines are not enabled on this bot.")
-	}
-	args := `{"text":` + jsonString(strings.TrimSpace(text)) + `}`
-	return grammarReply{reply: Reply{Provider: "grammar", ToolCalls: []ToolCall{{ID: "g1", Name: RoutineToolName, Args: args}}}}
-}
-
-func jsonString(s string) string {
-	b, _ := CanonicalJSON(s)
-	return string(b)
-}
-
-// IsAdmin reports whether p administers the channel of sc (an operator, a
-// channel admin set by policy, or a platform administrator): who may pause
-// or delete someone else's routine.
-func (e *Engine) IsAdmin(ctx context.Context, sc Scope, p Person) bool {
-	v, err := e.channel(ctx, sc.Key())
-	if err != nil {
-		return false
-	}
-	var pol Policy
-	if err := v.with(ctx, func() { pol = e.policyLocked(v) }); err != nil {
-		return false
-	}
-	return e.governs(ctx, sc, p, pol).admin
-}
-
-// StripLeadingMention is the message text as the grammar reads it: without
-// the leading mention of the bot.
+// StripLeadingMention removes the bot's mention token from the start of a
+// message. Adapters deliver text with mention tokens in the <@ID> form (the
+// Slack adapter already strips the bot's own); the bot is the addressee an
+// adapter leaves out of Mentions, so a leading <@ID> or <@!ID> whose ID is
+// not among the message's resolved mentions is the bot's, as is a leading
+// "@handle" word (Telegram). Only one leading token is stripped.
 func StripLeadingMention(text string, mentions []Mention) string {
-	return stripLeadingMention(text, mentions)
+	t := strings.TrimLeft(text, " \t\n")
+	switch {
+	case strings.HasPrefix(t, "<@"):
+		end := strings.IndexByte(t, '>')
+		if end < 0 {
+			return text
+		}
+		id := strings.TrimPrefix(t[2:end], "!")
+		if i := strings.IndexByte(id, '|'); i >= 0 {
+			id = id[:i]
+		}
+		for _, m := range mentions {
+			if m.Kind == MentionUser && m.ID == id {
+				return text
+			}
+		}
+		return strings.TrimLeft(strings.TrimPrefix(t[end+1:], ":"), " \t\n,")
+	case strings.HasPrefix(t, "@") && len(t) > 1:
+		end := strings.IndexAny(t, " \t\n:,")
+		if end < 0 {
+			return ""
+		}
+		return strings.TrimLeft(t[end:], " \t\n:,")
+	}
+	return text
 }

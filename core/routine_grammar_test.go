@@ -35,8 +35,8 @@ func TestParseRoutineCommand(t *testing.T) {
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("%q: got %+v %v, want %+v %v", tc.in, got, ok, tc.want, tc.ok)
 		}
-		if g := parseGrammar(tc.in); (g.kind == gRoutine) != tc.ok {
-			t.Errorf("%q: grammar kind %v", tc.in, g.kind)
+		if g := ParseGrammar(tc.in); (g.Kind == GRoutine) != tc.ok {
+			t.Errorf("%q: grammar kind %v", tc.in, g.Kind)
 		}
 	}
 }

@@ -139,16 +139,16 @@ func (r *Routine) Fired(slot time.Time) bool { return r.fired[slot.UnixNano()] }
 // Routines folds one channel's commands (all of them, or those since a
 // routine's creation) and returns its routines by id.
 func Routines(ch ChannelKey, cmds []Command) (map[string]*Routine, error) {
-	f := newChannelFold(ch)
+	f := NewChannel(ch)
 	for _, c := range cmds {
-		if err := f.apply(c); err != nil {
+		if err := f.Apply(c); err != nil {
 			return nil, err
 		}
 	}
-	return f.routines, nil
+	return f.Routines, nil
 }
 
-func (f *channelFold) createRoutine(c Command, p *RoutineCreated) {
+func (f *Channel) createRoutine(c Command, p *RoutineCreated) {
 	sc := c.Scope()
 	sc.Thread = ""
 	// Only a person arms a routine: a routine.created from anyone else (a
@@ -160,11 +160,11 @@ func (f *channelFold) createRoutine(c Command, p *RoutineCreated) {
 	if armed {
 		r.ArmedAt = c.At()
 	}
-	f.routines[p.RoutineID] = r
+	f.Routines[p.RoutineID] = r
 }
 
-func (f *channelFold) changeRoutine(c Command, p *RoutineChanged) {
-	r := f.routines[p.RoutineID]
+func (f *Channel) changeRoutine(c Command, p *RoutineChanged) {
+	r := f.Routines[p.RoutineID]
 	if r == nil {
 		return
 	}
@@ -195,8 +195,8 @@ func (f *channelFold) changeRoutine(c Command, p *RoutineChanged) {
 	r.Decided = true
 }
 
-func (f *channelFold) fireRoutine(c Command, p *RoutineFired) {
-	r := f.routines[p.RoutineID]
+func (f *Channel) fireRoutine(c Command, p *RoutineFired) {
+	r := f.Routines[p.RoutineID]
 	if r == nil {
 		return
 	}
@@ -219,7 +219,7 @@ func (f *channelFold) fireRoutine(c Command, p *RoutineFired) {
 // routinePosted marks a firing delivered: its digest (posted by no run,
 // naming the firing as cause) or its run's answer at the channel's top
 // level.
-func (f *channelFold) routinePosted(c Command, p *MessagePosted) {
+func (f *Channel) routinePosted(c Command, p *MessagePosted) {
 	if fr := f.firings[c.Cause()]; fr != nil && c.Run() == "" {
 		fr.Delivered, fr.Answer, fr.Stats.OutputChars = true, keepRunes(p.Text, maxFiringAnswer), utf8.RuneCountInString(p.Text)
 	} else if fr := f.firingRuns[c.Run()]; fr != nil && c.Run() != "" && c.Scope().Thread == "" && p.Role == RoleAnswer {
@@ -229,7 +229,7 @@ func (f *channelFold) routinePosted(c Command, p *MessagePosted) {
 
 // firingRun folds a command of a firing's run into the firing: its status,
 // duration, answer and tool use (what drift is judged on).
-func (f *channelFold) firingRun(c Command, p Payload) {
+func (f *Channel) firingRun(c Command, p Payload) {
 	fr := f.firingRuns[c.Run()]
 	if fr == nil || c.Run() == "" {
 		return

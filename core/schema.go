@@ -310,7 +310,7 @@ func decodeStrict(dec *json.Decoder, path string) (any, error) {
 
 // canonicalArgs is the one encoding of validated arguments a tool receives:
 // what the gate decided on, re-encoded (keys sorted), never the model's bytes.
-func canonicalArgs(args map[string]any) (json.RawMessage, error) {
+func CanonicalArgs(args map[string]any) (json.RawMessage, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -322,7 +322,7 @@ func canonicalArgs(args map[string]any) (json.RawMessage, error) {
 }
 
 // sortedKeys is used for deterministic rendering of arguments.
-func sortedKeys(m map[string]any) []string {
+func SortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/memory"
 	"github.com/marlowe-bot/marlowe/memory/memorytest"
 	"github.com/marlowe-bot/marlowe/tools"
@@ -31,7 +32,7 @@ func TestEngineMemoriesAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	surface := coretest.NewFakeSurface("test", "UBOT")
-	e, err := core.NewEngine(core.EngineConfig{
+	e, err := engine.NewEngine(engine.EngineConfig{
 		Journal: j, Boundary: b, Tools: reg, Surfaces: map[string]core.Surface{"test": surface},
 		Router:  core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) { return ev.MentionsBot, "mention", nil }),
 		Memory:  svc.Memory,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/scheduler"
 )
 
@@ -43,7 +44,7 @@ type world struct {
 	s      *coretest.FakeSurface
 	clk    *clock
 	b      *core.Boundary
-	e      *core.Engine
+	e      *engine.Engine
 	sch    *scheduler.Scheduler
 	next   atomic.Int64
 	model  core.Model // nil: offline (digests)
@@ -104,7 +105,7 @@ func (w *world) start(j *coretest.MemJournal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.e, err = core.NewEngine(core.EngineConfig{
+	w.e, err = engine.NewEngine(engine.EngineConfig{
 		Journal: j, Boundary: w.b, Tools: reg, Model: w.model, Surfaces: map[string]core.Surface{"test": w.s},
 		Router:  core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
 		CardKey: []byte("routine-test-card-key-0123456789"), Clock: w.clk.Now, Logger: slog.New(slog.DiscardHandler),

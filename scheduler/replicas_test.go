@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 	"github.com/marlowe-bot/marlowe/scheduler"
 	"github.com/marlowe-bot/marlowe/store/postgres"
@@ -99,7 +100,7 @@ func twoSchedulers(t *testing.T, signer *core.Signer, open func() core.Journal) 
 			t.Fatal(err)
 		}
 		s := coretest.NewFakeSurface("test", "UBOT")
-		e, err := core.NewEngine(core.EngineConfig{Journal: st, Boundary: b, Surfaces: map[string]core.Surface{"test": s},
+		e, err := engine.NewEngine(engine.EngineConfig{Journal: st, Boundary: b, Surfaces: map[string]core.Surface{"test": s},
 			Router:  core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
 			CardKey: []byte("routine-test-card-key-0123456789"), Clock: clk.Now, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {

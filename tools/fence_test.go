@@ -13,6 +13,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/tools"
 )
@@ -25,7 +26,7 @@ type world struct {
 	j   *coretest.MemJournal
 	s   *coretest.FakeSurface
 	m   *coretest.ScriptedModel
-	e   *core.Engine
+	e   *engine.Engine
 	srv *httptest.Server
 }
 
@@ -52,7 +53,7 @@ func newWorld(t *testing.T, steps ...coretest.Step) *world {
 		t.Fatal(err)
 	}
 	mem := coretest.NewMemory()
-	w.e, err = core.NewEngine(core.EngineConfig{
+	w.e, err = engine.NewEngine(engine.EngineConfig{
 		Journal: w.j, Boundary: core.NewBoundary(nil), Model: w.m, Tools: reg,
 		Surfaces: map[string]core.Surface{"test": w.s},
 		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/llm/scripted"
 )
@@ -47,13 +48,13 @@ func scriptedTeammate(v core.View) (core.Reply, error) {
 // composition root does: an in-memory journal, the intent filter as the
 // router (reporting each decision to the sandbox), the filter's windows fed
 // by the bot's posts, a scripted model and one irreversible tool.
-func engineDeliver(t *testing.T, sb *Sandbox, opts ...func(*core.EngineConfig)) func(context.Context, core.Inbound) error {
+func engineDeliver(t *testing.T, sb *Sandbox, opts ...func(*engine.EngineConfig)) func(context.Context, core.Inbound) error {
 	t.Helper()
 	return newEngine(t, sb, opts...).Deliver
 }
 
 // newEngine is engineDeliver's engine, for tests that wait for it.
-func newEngine(t *testing.T, sb *Sandbox, opts ...func(*core.EngineConfig)) *core.Engine {
+func newEngine(t *testing.T, sb *Sandbox, opts ...func(*engine.EngineConfig)) *engine.Engine {
 	t.Helper()
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
 	router := core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
@@ -81,7 +82,7 @@ func newEngine(t *testing.T, sb *Sandbox, opts ...func(*core.EngineConfig)) *cor
 	if tools, err = tools.WithDefault("deploy"); err != nil {
 		t.Fatal(err)
 	}
-	cfg := core.EngineConfig{
+	cfg := engine.EngineConfig{
 		Journal:      coretest.NewMemJournal(coretest.NewSigner(t)),
 		Boundary:     core.NewBoundary(nil),
 		Model:        scripted.New().Otherwise(scriptedTeammate),
@@ -95,7 +96,7 @@ func newEngine(t *testing.T, sb *Sandbox, opts ...func(*core.EngineConfig)) *cor
 	for _, o := range opts {
 		o(&cfg)
 	}
-	eng, err := core.NewEngine(cfg)
+	eng, err := engine.NewEngine(cfg)
 	if err != nil {
 		t.Fatalf("new engine: %v", err)
 	}

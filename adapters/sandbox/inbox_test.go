@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/engine"
 )
 
 // withApprovers makes Alice and Carol the approvers of every channel.
-func withApprovers(c *core.EngineConfig) {
+func withApprovers(c *engine.EngineConfig) {
 	c.DefaultPolicy = core.Policy{Approvers: []string{"alice", "carol"}}
 }
 

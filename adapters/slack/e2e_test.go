@@ -9,6 +9,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 )
 
@@ -50,7 +51,7 @@ func TestEndToEndMentionAnsweredInThread(t *testing.T) {
 		return d.Route, d.Reason.String(), nil
 	})
 	journal := coretest.NewMemJournal(coretest.NewSigner(t))
-	eng, err := core.NewEngine(core.EngineConfig{
+	eng, err := engine.NewEngine(engine.EngineConfig{
 		Journal:      journal,
 		Boundary:     core.NewBoundary(nil),
 		Model:        teammateModel{},

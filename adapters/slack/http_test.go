@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
-	"github.com/marlowe-bot/marlowe/core"
 	"net/http/httputil"
 	"net/url"
+
+	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 type httpEnv struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 )
 
@@ -55,7 +56,7 @@ func inboxEngine(t *testing.T, f *slackfake.Server, a *Adapter, logs *logBuffer)
 		t.Fatal(err)
 	}
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
-	eng, err := core.NewEngine(core.EngineConfig{
+	eng, err := engine.NewEngine(engine.EngineConfig{
 		Journal:  coretest.NewMemJournal(coretest.NewSigner(t)),
 		Boundary: core.NewBoundary(nil),
 		Model:    deployModel{},

@@ -9,16 +9,17 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 )
 
 // engineOver runs a real engine (in-memory journal, the intent filter, the
 // teammate model) over adapter a talking to f, until the test ends.
-func engineOver(t *testing.T, f *slackfake.Server, a *Adapter, logs *logBuffer) (*core.Engine, *coretest.MemJournal) {
+func engineOver(t *testing.T, f *slackfake.Server, a *Adapter, logs *logBuffer) (*engine.Engine, *coretest.MemJournal) {
 	t.Helper()
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
 	journal := coretest.NewMemJournal(coretest.NewSigner(t))
-	eng, err := core.NewEngine(core.EngineConfig{
+	eng, err := engine.NewEngine(engine.EngineConfig{
 		Journal:  journal,
 		Boundary: core.NewBoundary(nil),
 		Model:    teammateModel{},

@@ -10,6 +10,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/telegram/telegramfake"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 )
 
@@ -51,7 +52,7 @@ func TestEndToEndCrashesAnsweredOnce(t *testing.T) {
 	a2, logs := newAdapter(t, testConfig(f, ModePolling))
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
 	journal := coretest.NewMemJournal(coretest.NewSigner(t))
-	eng, err := core.NewEngine(core.EngineConfig{
+	eng, err := engine.NewEngine(engine.EngineConfig{
 		Journal:  journal,
 		Boundary: core.NewBoundary(nil),
 		Model:    echoModel{},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/engine"
 )
 
 // config is the bot's configuration, read from MARLOWE_* variables with an
@@ -85,7 +86,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.Admins, err = core.ParseOperators(get("MARLOWE_ADMINS")); err != nil {
 		return config{}, fmt.Errorf("config: MARLOWE_ADMINS: %w", err)
 	}
-	c.ApprovalTTL = core.DefaultApprovalTTL
+	c.ApprovalTTL = engine.DefaultApprovalTTL
 	if v := get("MARLOWE_APPROVAL_TTL"); v != "" {
 		d, err := parseDurationOrSeconds(v)
 		if err != nil || d <= 0 {
@@ -93,7 +94,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		c.ApprovalTTL = d
 	}
-	c.MaxInputChars = core.DefaultMaxInputChars
+	c.MaxInputChars = engine.DefaultMaxInputChars
 	if v := get("MARLOWE_MAX_INPUT_CHARS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 100 {

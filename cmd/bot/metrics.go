@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 	pq "github.com/marlowe-bot/marlowe/internal/pacer"
 	"github.com/marlowe-bot/marlowe/memory"
@@ -34,7 +35,7 @@ type opsMetrics struct {
 	// channelsOwned counts the channels this replica drives; today that is
 	// every channel the engine has loaded, and with channel leases it is
 	// the leases held: set it to whatever knows.
-	engine        func() core.EngineStats
+	engine        func() engine.EngineStats
 	channelsOwned func() int
 	draining      func() bool
 }
@@ -143,9 +144,9 @@ func newMetrics(f *intent.Filter, mem *memory.Service, surfaces map[string]core.
 	return m
 }
 
-func (m *opsMetrics) engineStats() core.EngineStats {
+func (m *opsMetrics) engineStats() engine.EngineStats {
 	if m.engine == nil {
-		return core.EngineStats{}
+		return engine.EngineStats{}
 	}
 	return m.engine()
 }

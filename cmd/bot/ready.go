@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/engine"
 )
 
 // readyCheck is one dependency /readyz asks: a cheap call that fails when
@@ -130,7 +131,7 @@ func readyURL(addr string) (string, error) {
 
 // drainCheck fails once the engine drains for shutdown, first of all
 // checks, so a load balancer stops sending work the moment it begins.
-func drainCheck(e *core.Engine) readyCheck {
+func drainCheck(e *engine.Engine) readyCheck {
 	return readyCheck{"drain", func(context.Context) error {
 		if e.Draining() {
 			return errors.New("draining for shutdown: new deliveries are refused")

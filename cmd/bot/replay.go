@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/engine"
 )
 
 // cmdReplay folds one channel's journal (or one run's commands) and prints
@@ -65,7 +66,7 @@ func replayRun(ctx context.Context, cfg config, id string, enc *json.Encoder) er
 	if len(cmds) == 0 {
 		return fmt.Errorf("replay run %s: no such run", id)
 	}
-	rs, err := core.ReplayRun(cmds)
+	rs, err := engine.ReplayRun(cmds)
 	if err != nil {
 		return fmt.Errorf("replay run %s: %w", id, err)
 	}
@@ -95,7 +96,7 @@ type messageJSON struct {
 	At    time.Time  `json:"at"`
 }
 
-func runJSON(rs *core.RunReplay) runReplayJSON {
+func runJSON(rs *engine.RunReplay) runReplayJSON {
 	out := runReplayJSON{
 		ID: rs.ID, Scope: rs.Scope, Status: rs.Status, Reason: rs.Reason, Requester: rs.Requester,
 		Trigger: rs.Trigger, Instruction: rs.Instruction, StartedAt: rs.StartedAt, Steps: rs.Steps, Tokens: rs.Tokens,

@@ -9,6 +9,7 @@ import (
 	_ "time/tzdata" // zones in the binary: distroless images have no zoneinfo
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/scheduler"
 )
 
@@ -41,7 +42,7 @@ func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, 
 
 // runScheduler binds the scheduler to the engine and fires routines until
 // ctx ends (while this replica holds the routine lease).
-func runScheduler(ctx context.Context, s *scheduler.Scheduler, e *core.Engine, log *slog.Logger) {
+func runScheduler(ctx context.Context, s *scheduler.Scheduler, e *engine.Engine, log *slog.Logger) {
 	s.Bind(e)
 	log.Info("routines scheduler running")
 	_ = s.Run(ctx)

@@ -21,6 +21,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/sandbox"
 	"github.com/marlowe-bot/marlowe/adapters/slack"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/llm"
@@ -116,7 +117,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	})
 
 	metrics := newMetrics(filter, mem, surfaces.byName)
-	engine, err := core.NewEngine(core.EngineConfig{
+	eng, err := engine.NewEngine(engine.EngineConfig{
 		Journal:       st.Journal,
 		Boundary:      boundary,
 		Model:         model,
@@ -138,21 +139,21 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	metrics.engine, metrics.draining = engine.Stats, engine.Draining
-	metrics.channelsOwned = engine.OwnedChannels
+	metrics.engine, metrics.draining = eng.Stats, eng.Draining
+	metrics.channelsOwned = eng.OwnedChannels
 	// A surface with a home page (Slack's App Home) shows the person's inbox when opened.
 	for name, s := range surfaces.byName {
 		if h, ok := s.(interface {
 			SetHomeOpened(func(context.Context, string) error)
 		}); ok {
-			h.SetHomeOpened(func(ctx context.Context, user string) error { return engine.PublishHome(ctx, name, user) })
+			h.SetHomeOpened(func(ctx context.Context, user string) error { return eng.PublishHome(ctx, name, user) })
 		}
 	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
-	mux.Handle("GET /readyz", readyHandler(append(append([]readyCheck{drainCheck(engine)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
-		readyCheck{"leases", func(context.Context) error { return engine.LeaseHealth() }})))
+	mux.Handle("GET /readyz", readyHandler(append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
+		readyCheck{"leases", func(context.Context) error { return eng.LeaseHealth() }})))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
@@ -182,12 +183,12 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		// Listening starts before Start so nothing journaled meanwhile is
 		// missed (a reconnect wakes every loaded channel).
 		bg.Go(func() {
-			st.Listen(engineCtx, func(ch core.ChannelKey, seq uint64) { engine.Wake(engineCtx, ch, seq) },
+			st.Listen(engineCtx, func(ch core.ChannelKey, seq uint64) { eng.Wake(engineCtx, ch, seq) },
 				func(err error) { log.Warn("journal notifications interrupted; reconnecting", "error", err) })
 		})
-		log.Info("replica", "id", engine.Replica(), "lease_ttl", cfg.LeaseTTL)
+		log.Info("replica", "id", eng.Replica(), "lease_ttl", cfg.LeaseTTL)
 	}
-	if err := engine.Start(engineCtx); err != nil {
+	if err := eng.Start(engineCtx); err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("start engine: %w", err)
 	}
@@ -195,7 +196,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		url, err := surfaces.sandbox.Listen(intake)
 		if err != nil {
 			_ = srv.Close()
-			_ = engine.Close()
+			_ = eng.Close()
 			return fmt.Errorf("sandbox: %w", err)
 		}
 		log.Info("sandbox ready: open this in a browser to talk to Marlowe", "url", url)
@@ -213,7 +214,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Run(intake, engine.Deliver); err != nil && intake.Err() == nil {
+			if err := s.Run(intake, eng.Deliver); err != nil && intake.Err() == nil {
 				errc <- fmt.Errorf("surface %s: %w", name, err)
 				stopIntake()
 			}
@@ -222,7 +223,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	wg.Add(1)
-	go func() { defer wg.Done(); runScheduler(intake, sched, engine, log) }()
+	go func() { defer wg.Done(); runScheduler(intake, sched, eng, log) }()
 
 	if rdb != nil {
 		bg.Go(func() {
@@ -231,11 +232,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	<-intake.Done()
-	drainErr := drain(engine, cfg.DrainTimeout, log)
+	drainErr := drain(eng, cfg.DrainTimeout, log)
 	wg.Wait()
 	waitProbe()
 	stopEngine()
-	engErr := engine.Close()
+	engErr := eng.Close()
 	bg.Wait()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -373,7 +374,7 @@ func listenHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logg
 // them; /readyz says 503) and in-flight runs get up to timeout to finish
 // or park. Runs still going then are closed mid-step and resume from the
 // journal at the next start: a timeout is logged, not an error.
-func drain(e *core.Engine, timeout time.Duration, log *slog.Logger) error {
+func drain(e *engine.Engine, timeout time.Duration, log *slog.Logger) error {
 	log.Info("shutting down: draining in-flight runs", "timeout", timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

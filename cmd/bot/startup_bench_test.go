@@ -17,6 +17,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 	"github.com/marlowe-bot/marlowe/store/postgres"
@@ -70,8 +71,8 @@ func benchStartup(b *testing.B, j core.Journal) {
 	// As serve runs on Postgres: channels are claimed under leases (each
 	// iteration's Close releases them for the next).
 	leases, _ := j.(core.Leases)
-	newEngine := func() *core.Engine {
-		e, err := core.NewEngine(core.EngineConfig{
+	newEngine := func() *engine.Engine {
+		e, err := engine.NewEngine(engine.EngineConfig{
 			Leases:  leases,
 			Journal: j, Boundary: core.NewBoundary(nil), Model: blockModel{},
 			Surfaces: map[string]core.Surface{"slack": coretest.NewFakeSurface("slack", "UBOT")},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 )
 
@@ -73,12 +74,12 @@ func BenchmarkEngineStepPostgres(b *testing.B) {
 	const steps = 10
 	m := &gapModel{steps: steps}
 	s := coretest.NewFakeSurface("slack", "UBOT")
-	e, err := core.NewEngine(core.EngineConfig{
+	e, err := engine.NewEngine(engine.EngineConfig{
 		Journal: j, Boundary: core.NewBoundary(nil), Model: m, Tools: reg,
 		Surfaces: map[string]core.Surface{"slack": s},
 		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
 		CardKey:  []byte("bench-card-key-0123456789abcdef"),
-		Budgets:  core.Budgets{MaxSteps: 100, MaxTokens: 1 << 40, MaxWall: time.Hour},
+		Budgets:  engine.Budgets{MaxSteps: 100, MaxTokens: 1 << 40, MaxWall: time.Hour},
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -1,0 +1,32 @@
+package core
+
+import "time"
+
+// approvalView is an approval as the engine's channel cache keeps it.
+type Approval struct {
+	ID          string
+	Run         string
+	Scope       Scope // the run's thread: where the card lives
+	CallID      string
+	Tool        string
+	Consequence Consequence
+	Requester   string
+	Question    string
+	Options     []string
+	Destination string
+	ExpiresAt   time.Time
+	Notify      []string
+	Unattended  bool
+	RequestedAt time.Time
+	Summary     string
+	Reason      string
+	Decision    string // "" while pending
+	By          Person
+	At          time.Time
+}
+
+func (a *Approval) Pending() bool { return a.Decision == "" }
+
+// consentable reports whether "Always allow" is offered: consents never
+// cover irreversible actions or questions.
+func (a *Approval) Consentable() bool { return a.Question == "" && a.Consequence != Irreversible }

@@ -1,0 +1,76 @@
+package core
+
+import (
+	"slices"
+	"time"
+)
+
+// Bounds. The inbox lists a person's open reports of the last
+// reportHorizon, at most maxInboxReports of them (the newest: an owner
+// whose routines misbehave all week sees the latest reports, not a wall).
+// A report older than that still exists in the journal and its card can
+// still be dismissed; it is just no longer listed. The channel's fold keeps
+// the latest maxFoldReports reports (enough for any inbox) and the ids of
+// all, so a late retry of an old report files nothing.
+const (
+	ReportHorizon   = 7 * 24 * time.Hour
+	MaxInboxReports = 50
+	maxFoldReports  = 200
+	MaxReportBody   = 2000
+	MaxReportFields = 12
+)
+
+// reportView is a report as the channel's fold keeps it.
+type Report struct {
+	ID      string // the notice key
+	CmdID   string // the report.filed command: what the Dismiss token names
+	Owner   string
+	Title   string
+	Body    string
+	Fields  []CardField
+	Cause   string
+	Where   Scope
+	FiledAt time.Time
+	// Set once dismissed (the first dismissal stands).
+	Dismissed  bool
+	By         Person
+	At         time.Time
+	DismissCmd string
+}
+
+// reportFold is the part of a channel's fold that holds its reports.
+type Reports struct {
+	ByID  map[string]*Report
+	ByCmd map[string]string // report.filed command id → report id
+	order []string          // report ids in filing order, to bound byID
+	filed map[string]struct{}
+}
+
+func newReportFold() Reports {
+	return Reports{ByID: map[string]*Report{}, ByCmd: map[string]string{}, filed: map[string]struct{}{}}
+}
+
+func (f *Reports) Known(id string) bool { _, ok := f.filed[id]; return ok }
+
+func (f *Reports) file(c Command, p *ReportFiled) {
+	if f.Known(p.ReportID) {
+		return // the first filing stands
+	}
+	f.filed[p.ReportID] = struct{}{}
+	f.ByID[p.ReportID] = &Report{ID: p.ReportID, CmdID: c.ID(), Owner: p.Owner, Title: p.Title, Body: p.Body,
+		Fields: slices.Clone(p.Fields), Cause: p.Cause, Where: c.Scope(), FiledAt: c.At()}
+	f.ByCmd[c.ID()] = p.ReportID
+	f.order = append(f.order, p.ReportID)
+	if len(f.order) > maxFoldReports {
+		old := f.ByID[f.order[0]]
+		delete(f.ByID, old.ID)
+		delete(f.ByCmd, old.CmdID)
+		f.order = f.order[1:]
+	}
+}
+
+func (f *Reports) dismiss(c Command, p *ReportDismissed) {
+	if r := f.ByID[p.ReportID]; r != nil && !r.Dismissed {
+		r.Dismissed, r.By, r.At, r.DismissCmd = true, p.By, c.At(), c.ID()
+	}
+}

@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// Default approval settings.
+const (
+	DefaultApprovalTTL = 24 * time.Hour
+	maxTokenLen        = 64 // Telegram callback_data
+)
+
+// Card token actions. A question's options are '0'..'9'.
+const (
+	actionApprove = 'a'
+	actionDecline = 'd'
+	actionAlways  = 'A' // approve and keep a consent for the tool and destination
+)
+
+// cardToken signs (approval id, action): HMAC-SHA256 truncated to 128 bits,
+// base64url. The token is all a click brings back, so it carries the id and
+// action in the clear; the MAC makes it unforgeable and binds the action.
+// A ULID id gives 26 + 1 + 1 + 22 = 50 bytes, within Telegram's 64.
+func cardToken(key []byte, approvalID string, action byte) (string, error) {
+	tok := approvalID + "." + string(action) + tokenMAC(key, approvalID, action)
+	if len(tok) > maxTokenLen {
+		return "", fmt.Errorf("card token for %q: %d bytes exceeds %d", approvalID, len(tok), maxTokenLen)
+	}
+	return tok, nil
+}
+
+func tokenMAC(key []byte, approvalID string, action byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("marlowe-card\x00"))
+	m.Write([]byte(approvalID))
+	m.Write([]byte{0, action})
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+var errBadToken = errors.New("card token does not verify")
+
+// parseCardToken verifies a token and returns the approval id and action.
+func parseCardToken(key []byte, tok string) (string, byte, error) {
+	if len(tok) > maxTokenLen {
+		return "", 0, errBadToken
+	}
+	i := strings.LastIndexByte(tok, '.')
+	if i <= 0 || len(tok) < i+2 {
+		return "", 0, errBadToken
+	}
+	id, action, mac := tok[:i], tok[i+1], tok[i+2:]
+	want := tokenMAC(key, id, action)
+	if !hmac.Equal([]byte(mac), []byte(want)) {
+		return "", 0, errBadToken
+	}
+	return id, action, nil
+}
+
+// authorizeClick decides whether by may take action on a. It returns a
+// reason for a refusal, "" when allowed. The card is a view; this check,
+// against the channel's policy, is what makes a click count.
+func authorizeClick(p core.Policy, a *core.Approval, by core.Person, action byte) string {
+	if by.ID == "" || by.IsBot {
+		return "only people can decide approvals"
+	}
+	isApprover := len(p.Approvers) == 0 || slices.Contains(p.Approvers, by.ID)
+	if a.Question != "" {
+		if isApprover || by.ID == a.Requester || slices.Contains(a.Notify, by.ID) {
+			return ""
+		}
+		return fmt.Sprintf("only %s or the channel's approvers (%s) can answer this", core.MentionOf(a.Requester), core.MentionList(p.Approvers))
+	}
+	switch action {
+	case actionDecline:
+		if isApprover || by.ID == a.Requester {
+			return ""
+		}
+		return fmt.Sprintf("only the requester or the channel's approvers (%s) can decline this", core.MentionList(p.Approvers))
+	case actionApprove, actionAlways:
+		if a.Unattended && a.Consequence != core.Irreversible {
+			// Consent for a run done on the owner's behalf is the owner's.
+			if by.ID == a.Requester || len(p.Approvers) > 0 && slices.Contains(p.Approvers, by.ID) {
+				return ""
+			}
+			return "only " + core.MentionOf(a.Requester) + ", on whose behalf this runs, can allow it"
+		}
+		if !isApprover {
+			return fmt.Sprintf("only the channel's approvers (%s) can approve this", core.MentionList(p.Approvers))
+		}
+		if a.Consequence == core.Irreversible && by.ID == a.Requester {
+			return "an irreversible action needs someone other than the requester to approve it"
+		}
+		return ""
+	}
+	return "unknown action"
+}
+
+// approvalCard renders the card of an approval or question. It is a pure
+// function of the journaled request (and resolution), so a re-render after
+// a restart is identical and carries the same tokens.
+func approvalCard(key []byte, ar *core.ApprovalRequested, res *core.ApprovalResolved, resAt time.Time) (*core.Card, error) {
+	c := &core.Card{ID: ar.ApprovalID}
+	if ar.Question != "" {
+		c.Title = "❓ " + ar.Question
+		c.Body = ar.Summary
+		c.Fields = []core.CardField{{Label: "Asked for", Value: core.MentionOf(ar.Requester)}}
+		opts := ar.Options
+		if len(opts) == 0 {
+			opts = []string{"Yes", "No"}
+		}
+		for i, o := range opts {
+			tok, err := cardToken(key, ar.ApprovalID, byte('0'+i))
+			if err != nil {
+				return nil, err
+			}
+			c.Actions = append(c.Actions, core.CardAction{ID: fmt.Sprintf("option-%d", i), Label: core.Truncate(o, 70), Token: tok})
+		}
+	} else {
+		c.Title = "🔐 Approval needed: " + ar.Tool
+		c.Body = ar.Summary
+		c.Fields = []core.CardField{
+			{Label: "Consequence", Value: ar.Consequence},
+			{Label: "Why", Value: ar.Reason},
+			{Label: "Requested by", Value: core.MentionOf(ar.Requester)},
+			{Label: "Expires", Value: ar.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")},
+		}
+		if ar.Destination != "" {
+			c.Fields = slices.Insert(c.Fields, 1, core.CardField{Label: "Destination", Value: ar.Destination})
+		}
+		approve, err := cardToken(key, ar.ApprovalID, actionApprove)
+		if err != nil {
+			return nil, err
+		}
+		decline, err := cardToken(key, ar.ApprovalID, actionDecline)
+		if err != nil {
+			return nil, err
+		}
+		c.Actions = []core.CardAction{
+			{ID: "approve", Label: "Approve", Token: approve, Style: "primary"},
+			{ID: "decline", Label: "Decline", Token: decline, Style: "danger"},
+		}
+		if core.Consequence(ar.Consequence) != core.Irreversible {
+			// Consent, asked once per scope: Allow once / Always allow / Deny.
+			always, err := cardToken(key, ar.ApprovalID, actionAlways)
+			if err != nil {
+				return nil, err
+			}
+			c.Actions = []core.CardAction{
+				{ID: "approve", Label: "Allow once", Token: approve, Style: "primary"},
+				{ID: "always", Label: "Always allow", Token: always},
+				{ID: "decline", Label: "Deny", Token: decline, Style: "danger"},
+			}
+			c.Fields = append(c.Fields, core.CardField{Label: "Always allow covers", Value: consentScope(ar.Tool, ar.Destination)})
+		}
+	}
+	if res != nil {
+		c.Actions = nil
+		c.Resolution = resolutionText(res, resAt)
+	}
+	return c, nil
+}
+
+func resolutionText(res *core.ApprovalResolved, at time.Time) string {
+	who := res.By.Name
+	if who == "" && res.By.ID != "" {
+		who = core.MentionOf(res.By.ID)
+	}
+	when := at.UTC().Format("2006-01-02 15:04 UTC")
+	switch res.Decision {
+	case "approved":
+		return fmt.Sprintf("✅ Approved by %s at %s", who, when)
+	case "declined":
+		return fmt.Sprintf("🚫 Declined by %s at %s", who, when)
+	case "expired":
+		return fmt.Sprintf("⌛ Expired at %s — nothing was done", when)
+	case "superseded":
+		return fmt.Sprintf("↪️ Superseded by a newer message from %s at %s — nothing was done", who, when)
+	case "answered":
+		return fmt.Sprintf("💬 %s answered %q at %s", who, res.Choice, when)
+	}
+	return fmt.Sprintf("%s by %s at %s", res.Decision, who, when)
+}

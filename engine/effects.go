@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// Post effects follow one rule: the command that requests a post is
+// journaled first (run.started for the checklist, model.step for an answer,
+// approval.requested for a card, tool.requested for a tool's post,
+// run.paused / run.failed for a notice); the post is then performed with the
+// deterministic effect id as its idempotency key; and message.posted records
+// the effect id and the platform message id. A crash between the post and
+// the record re-issues the post with the same key (surfaces drop a key they
+// have performed); once the record exists the post is never issued again.
+// Edits (message.updated) are journaled before they are performed.
+
+const maxPostedText = 4000
+
+// postRecord describes the message.posted to journal after a post.
+type postRecord struct {
+	run       string
+	cause     string
+	role      string
+	answering *humanMsg
+}
+
+// post performs out (out.Key set) unless rs already records it, then
+// journals message.posted in the channel posted to and tells the observer.
+func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out core.Outbound, rec postRecord) (core.MessageRef, error) {
+	if rs != nil {
+		if ref, ok := rs.Effects[out.Key]; ok {
+			return ref, nil
+		}
+	}
+	if rs != nil && rs.resumed {
+		out.Resumed = true
+	}
+	v, err := e.channel(ctx, out.Scope.Key())
+	if err != nil {
+		return core.MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
+	}
+	pm := core.PostedMessage{Scope: out.Scope, Role: rec.role}
+	if h := rec.answering; h != nil {
+		pm.Answering, pm.AnsweringUser, pm.AnsweringTop, pm.AnsweringDM = h.msgID, h.author.ID, h.top, h.dm
+	}
+	if obs, ok := e.cfg.PostObserver.(core.PostIntentObserver); ok {
+		// Open the windows the post opens before the platform shows it, so
+		// a reply sent the instant it appears is routed. The observation
+		// after message.posted repeats it with the message id; a post that
+		// then fails leaves a window open for nothing, which is harmless.
+		pre := pm
+		pre.At = e.now()
+		_ = v.with(ctx, func() { pre.Policy = e.policyLocked(v) })
+		if err := obs.ObservePostIntent(ctx, pre); err != nil {
+			e.log.Warn("post observer failed", "channel", string(out.Scope.Key()), "error", err)
+		}
+	}
+	if err := e.mayAct(ctx); err != nil {
+		return core.MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
+	}
+	ref, err := s.Post(e.guardActs(ctx), out)
+	if err != nil {
+		return core.MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
+	}
+	text := out.Text
+	if out.Card != nil {
+		text = out.Card.Title
+	}
+	mp := &core.MessagePosted{EffectID: out.Key, MessageID: ref.ID, Role: rec.role, Text: core.Truncate(text, maxPostedText)}
+	if h := rec.answering; h != nil {
+		mp.Answering, mp.AnsweringUser, mp.AnsweringTop = h.msgID, h.author.ID, h.top
+	}
+	var d core.Draft
+	if rec.run != "" {
+		d, err = e.b.Agent(rec.run, out.Scope, core.Meta{Cause: rec.cause}, mp)
+	} else {
+		d, err = e.b.System("engine", out.Scope, core.Meta{Cause: rec.cause}, mp)
+	}
+	if err != nil {
+		return ref, fmt.Errorf("record post %s: %w", out.Key, err)
+	}
+	cmds, err := v.appendPlan(ctx, func() ([]core.Draft, error) {
+		pm.Policy = e.policyLocked(v)
+		return []core.Draft{d}, nil
+	})
+	if err != nil {
+		return ref, fmt.Errorf("record post %s: %w", out.Key, err)
+	}
+	if rs != nil && rec.run == rs.ID {
+		if err := rs.apply(cmds[0]); err != nil {
+			return ref, err
+		}
+	}
+	if obs := e.cfg.PostObserver; obs != nil {
+		pm.Command, pm.MessageID, pm.At = cmds[0], ref.ID, cmds[0].At()
+		if err := obs.ObservePost(ctx, pm); err != nil {
+			e.log.Warn("post observer failed", "channel", string(out.Scope.Key()), "error", err)
+		}
+	}
+	return ref, nil
+}
+
+// edit journals message.updated for the message posted as effect, then
+// performs the edit keyed by the update's own effect id.
+func (e *Engine) edit(ctx context.Context, s core.Surface, rs *RunReplay, effect string, ref core.MessageRef, out core.Outbound) error {
+	text := out.Text
+	if out.Card != nil {
+		text = out.Card.Resolution
+	}
+	d, err := e.b.Agent(rs.ID, ref.Scope, core.Meta{}, &core.MessageUpdated{EffectID: effect, MessageID: ref.ID, Text: core.Truncate(text, maxPostedText)})
+	if err != nil {
+		return fmt.Errorf("edit %s: %w", effect, err)
+	}
+	v, err := e.channel(ctx, ref.Scope.Key())
+	if err != nil {
+		return fmt.Errorf("edit %s: %w", effect, err)
+	}
+	cmds, err := v.append(ctx, nil, d)
+	if err != nil {
+		return fmt.Errorf("edit %s: %w", effect, err)
+	}
+	if err := rs.apply(cmds[0]); err != nil {
+		return err
+	}
+	out.Key = core.EffectID(ref.Scope.Key(), cmds[0].Seq(), 0)
+	out.Scope = ref.Scope
+	if err := e.mayAct(ctx); err != nil {
+		return fmt.Errorf("edit %s: %w", effect, err) // journaled: reissueEdits performs it
+	}
+	if err := s.Update(e.guardActs(ctx), ref, out); err != nil {
+		return &editError{effect: effect, err: err}
+	}
+	return nil
+}
+
+// editError is a platform's refusal of an edit that is already journaled.
+type editError struct {
+	effect string
+	err    error
+}
+
+func (e *editError) Error() string { return fmt.Sprintf("edit %s: %v", e.effect, e.err) }
+func (e *editError) Unwrap() error { return e.err }
+
+// cosmetic downgrades a failed edit of the checklist or of a decided card to
+// a warning: the edit is journaled and the run's result is posted on its
+// own, so a platform that refuses edits (a deleted message, a missing
+// permission) must not stall the run. Crash recovery re-issues it.
+func (e *Engine) cosmetic(ctx context.Context, err error) error {
+	var ee *editError
+	if err != nil && ctx.Err() == nil && errors.As(err, &ee) {
+		e.log.Warn("edit failed; continuing without it", "effect", ee.effect, "error", ee.err)
+		return nil
+	}
+	return err
+}
+
+// postNotice posts a reply that is not part of a run's loop (a refused
+// click) and records it.
+func (e *Engine) postNotice(ctx context.Context, n *notice) error {
+	s, err := e.surface(n.scope.Platform)
+	if err != nil {
+		return err
+	}
+	if n.to != "" {
+		eph, ok := s.(core.Ephemeral)
+		if !ok {
+			e.log.Info("notice for one person not shown: the surface has no ephemeral messages", "platform", n.scope.Platform, "user", n.to)
+			return nil
+		}
+		if err := eph.PostEphemeral(ctx, n.scope, n.to, n.text); err != nil {
+			return fmt.Errorf("post ephemeral notice to %s: %w", n.to, err)
+		}
+		return nil
+	}
+	_, err = e.post(ctx, s, nil, core.Outbound{Key: n.key, Scope: n.scope, Text: n.text, Priority: core.PriorityHigh},
+		postRecord{run: n.run, cause: n.cause, role: core.RoleNotice})
+	return err
+}
+
+// toolSurface is the Surface a tool sees: the run's surface with every post
+// keyed deterministically (from the tool.requested seq) and recorded in the
+// journal, so a re-executed tool after a crash does not post twice. Tools
+// never see the journal itself.
+type toolSurface struct {
+	core.Surface
+	e    *Engine
+	d    *driver
+	cs   *callState
+	mu   sync.Mutex
+	next int // posts so far in this execution: the effect index
+}
+
+var errToolRun = errors.New("tools cannot receive platform events")
+
+func (t *toolSurface) Run(context.Context, func(context.Context, core.Inbound) error) error {
+	return errToolRun
+}
+
+func (t *toolSurface) Post(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rs := t.d.rs
+	if out.Scope.Channel == "" {
+		out.Scope = rs.Scope
+	}
+	if out.Scope.Platform == "" {
+		out.Scope.Platform = rs.Scope.Platform
+	}
+	if out.Scope.Platform != rs.Scope.Platform {
+		return core.MessageRef{}, fmt.Errorf("post to %s: a tool can only post on its run's platform (%s)", out.Scope.Platform, rs.Scope.Platform)
+	}
+	if err := out.Scope.Validate(); err != nil {
+		return core.MessageRef{}, fmt.Errorf("post: %w", err)
+	}
+	t.next++
+	out.Key = core.EffectID(rs.Scope.Key(), t.cs.reqSeq, t.next)
+	rec := postRecord{run: rs.ID, cause: t.cs.reqID, role: core.RoleMessage}
+	if out.Scope == rs.Scope && out.Card == nil {
+		rec.role, rec.answering = core.RoleAnswer, rs.latestHuman()
+		if out.Priority < core.PriorityHigh {
+			out.Priority = core.PriorityHigh
+		}
+	}
+	return t.e.post(ctx, t.Surface, rs, out, rec)
+}
+
+func (t *toolSurface) Update(ctx context.Context, ref core.MessageRef, out core.Outbound) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	effect := ""
+	for id, r := range t.d.rs.Effects {
+		if r.ID == ref.ID && r.Scope.Key() == ref.Scope.Key() {
+			effect = id
+		}
+	}
+	if effect == "" {
+		return fmt.Errorf("update %s: a tool can only edit messages its run posted", ref.ID)
+	}
+	return t.e.edit(ctx, t.Surface, t.d.rs, effect, ref, out)
+}

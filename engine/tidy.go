@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// A tidy thread (ARCHITECTURE.md section 6, "Acknowledge within seconds"):
+// a reaction on the person's message before the first model call; the
+// checklist only once the run does tool work or has not answered within
+// ChecklistDelay; a run that answers in one step posts only its answer.
+//
+// Whether a run shows a checklist is a function of its journal (and the
+// clock, for a run still waiting for its first answer), so a run resumed
+// after a crash decides as the crashed one did: it posts the checklist
+// again, with the same idempotency key, exactly when the first one may
+// have been posted, and never a checklist the first one could not have.
+
+// DefaultChecklistDelay is how long a run may take to answer before it
+// shows its checklist.
+const DefaultChecklistDelay = 3 * time.Second
+
+// needsChecklist reports whether rs shows a checklist: it has one already,
+// a model step asked for tools, or its first answer came (or, with none
+// yet, now is) delay or more after the run started.
+func (rs *RunReplay) needsChecklist(delay time.Duration, now time.Time) bool {
+	if _, ok := rs.Effects[rs.checklistEffect()]; ok || rs.toolWork {
+		return true
+	}
+	if !rs.answeredAt.IsZero() {
+		return rs.answeredAt.Sub(rs.StartedAt) >= delay
+	}
+	return now.Sub(rs.StartedAt) >= delay
+}
+
+// maybeChecklist posts the checklist when the run needs one. Grammar runs
+// answer at once and never show one.
+func (d *driver) maybeChecklist(ctx context.Context) error {
+	if d.grammar || !d.rs.needsChecklist(d.e.cfg.ChecklistDelay, d.e.now()) {
+		return nil
+	}
+	return d.ensureChecklist(ctx)
+}
+
+// ack reacts to a person's message. It is not journaled: reacting twice is
+// a no-op on every platform, and a failed reaction costs nothing but the
+// acknowledgement.
+func (d *driver) ack(ctx context.Context, h *humanMsg) {
+	if h == nil || h.msgID == "" {
+		return
+	}
+	if err := d.s.React(ctx, core.MessageRef{Scope: h.scope, ID: h.msgID}, core.AckReaction); err != nil && ctx.Err() == nil {
+		d.e.log.Warn("acknowledging reaction failed", "run", d.rs.ID, "error", err)
+	}
+}
+
+// callModelAcked makes the step's model call; when the run has no
+// checklist yet, it posts one if the call is still running once the run is
+// ChecklistDelay old. The call runs on its own goroutine, which reads
+// nothing of the run, so the driver may post meanwhile. A cancel of the run
+// interrupts the call (errInterrupted).
+func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, error) {
+	rs, delay := d.rs, d.e.cfg.ChecklistDelay
+	mctx, stop := d.e.interruptible(ctx, rs.ID)
+	defer stop()
+	if d.ended(ctx) {
+		return core.Reply{}, errInterrupted // cancelled before the call could be interrupted
+	}
+	remaining := d.e.budgets.MaxWall - rs.activeTime(d.e.now())
+	interrupted := func(r core.Reply, err error) (core.Reply, error) {
+		if err != nil && errors.Is(context.Cause(mctx), errInterrupted) {
+			return core.Reply{}, errInterrupted
+		}
+		return r, err
+	}
+	if d.grammar || rs.needsChecklist(delay, d.e.now()) || !rs.answeredAt.IsZero() {
+		// Shown already (or due, and shown by the loop), or a later turn
+		// of a run that answered quickly: nothing to time.
+		return interrupted(d.callModel(mctx, v, rs.ID, remaining))
+	}
+	type result struct {
+		reply core.Reply
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := d.callModel(mctx, v, rs.ID, remaining)
+		done <- result{r, err}
+	}()
+	for {
+		wait := delay - d.e.now().Sub(rs.StartedAt)
+		if wait <= 0 {
+			// By the engine's clock the run is due, but the timer can run
+			// ahead of a clock that is not the wall (tests): check again
+			// after another delay.
+			wait = delay
+		}
+		t := time.NewTimer(wait)
+		select {
+		case res := <-done:
+			t.Stop()
+			return interrupted(res.reply, res.err)
+		case <-t.C:
+		}
+		if !rs.needsChecklist(delay, d.e.now()) {
+			d.e.log.Debug("checklist not due yet by the engine's clock", "run", rs.ID)
+			continue
+		}
+		if err := d.ensureChecklist(ctx); err != nil {
+			stop()
+			<-done
+			return core.Reply{}, err
+		}
+		res := <-done
+		return interrupted(res.reply, res.err)
+	}
+}
