@@ -28,7 +28,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // irreversible action waits for Bob. The card stays pending; Carol's message
 // reaches the run as steering after Bob decides.
 func TestBystanderMessageDoesNotKillAPendingApproval(t *testing.T) {
-	h, log, ev := wipeHarness(t, func(c *engine.EngineConfig) {
+	h, log, ev := wipeHarness(t, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{bob.ID}}
 	})
 	card, post := cardOf(h)
@@ -67,7 +67,7 @@ func TestBystanderMessageDoesNotKillAPendingApproval(t *testing.T) {
 // TestApproverMessageSupersedesThePendingApproval: someone who could decide
 // may instead say something new, which supersedes the card.
 func TestApproverMessageSupersedesThePendingApproval(t *testing.T) {
-	h, log, ev := wipeHarness(t, func(c *engine.EngineConfig) {
+	h, log, ev := wipeHarness(t, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{bob.ID}}
 	})
 	_, post := cardOf(h)
@@ -86,7 +86,7 @@ func TestApproverMessageSupersedesThePendingApproval(t *testing.T) {
 // process keeps running: the card expires at its deadline, visibly, and
 // the run ends with nothing done.
 func TestApprovalExpiresOnTimeWithoutAClick(t *testing.T) {
-	h, log, _ := wipeHarness(t, func(c *engine.EngineConfig) { c.ApprovalTTL = 150 * time.Millisecond })
+	h, log, _ := wipeHarness(t, func(c *engine.Config) { c.ApprovalTTL = 150 * time.Millisecond })
 	_, post := cardOf(h)
 	waitFor(t, "the card to show it expired", func() bool {
 		cur, _ := h.s.Current(post.Ref.ID)

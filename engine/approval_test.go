@@ -12,7 +12,7 @@ import (
 
 // wipeHarness runs a model that calls the irreversible wipe tool once and
 // then answers with the observation it got.
-func wipeHarness(t *testing.T, opts ...func(*engine.EngineConfig)) (*harness, *toolLog, core.Event) {
+func wipeHarness(t *testing.T, opts ...func(*engine.Config)) (*harness, *toolLog, core.Event) {
 	log := &toolLog{}
 	m := coretest.NewScriptedModel(
 		coretest.Calls(coretest.Call("c1", "wipe", `{"id":"42"}`)),
@@ -175,7 +175,7 @@ func TestForgedClickIsRefused(t *testing.T) {
 }
 
 func TestNonApproverClickIsRefused(t *testing.T) {
-	h, log, ev := wipeHarness(t, func(c *engine.EngineConfig) {
+	h, log, ev := wipeHarness(t, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{carol.ID}}
 	})
 	card, _ := cardOf(h)
@@ -207,7 +207,7 @@ func TestApproverWhoIsTheRequesterCannotApproveIrreversible(t *testing.T) {
 		coretest.Calls(coretest.Call("c1", "wipe", `{"id":"42"}`)),
 		func(v core.View) (core.Reply, error) { return core.Reply{Text: "result: " + lastText(v)}, nil },
 	)
-	h := newHarness(t, m, []core.Tool{wipeTool(log)}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{wipeTool(log)}, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{alice.ID}}
 	})
 	h.deliver(h.mention(alice, "C1", "wipe record 42"))

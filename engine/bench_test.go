@@ -10,17 +10,18 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 )
 
 func benchEngine(b *testing.B, m core.Model, s *coretest.FakeSurface, budgets engine.Budgets, tools ...core.Tool) *engine.Engine {
 	b.Helper()
 	_, signer := b, coretest.NewSigner(b)
-	reg, err := core.NewToolRegistry(tools...)
+	reg, err := gate.NewRegistry(tools...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := engine.NewEngine(engine.EngineConfig{
+	e, err := engine.New(engine.Config{
 		Journal: coretest.NewMemJournal(signer), Boundary: core.NewBoundary(nil), Model: m, Tools: reg,
 		Surfaces: map[string]core.Surface{platform: s},
 		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),

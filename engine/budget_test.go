@@ -22,7 +22,7 @@ func loopModel() *coretest.ScriptedModel {
 
 func TestStepBudgetPausesWithACard(t *testing.T) {
 	m := loopModel()
-	h := newHarness(t, m, []core.Tool{noteTool(&toolLog{})}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{noteTool(&toolLog{})}, func(c *engine.Config) {
 		c.Budgets.MaxSteps = 3
 	})
 	ev := h.mention(alice, "C1", "loop")
@@ -64,7 +64,7 @@ func TestStepBudgetPausesWithACard(t *testing.T) {
 func TestTokenBudgetMidRun(t *testing.T) {
 	m := loopModel()
 	m.Usage = core.Usage{InputTokens: 400, OutputTokens: 100}
-	h := newHarness(t, m, []core.Tool{noteTool(&toolLog{})}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{noteTool(&toolLog{})}, func(c *engine.Config) {
 		c.Budgets.MaxTokens = 1200
 	})
 	h.deliver(h.mention(alice, "C1", "loop"))
@@ -86,7 +86,7 @@ func TestTokenBudgetMidRun(t *testing.T) {
 func TestDailyChannelBudget(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Text("ok"))
 	m.Usage = core.Usage{InputTokens: 900, OutputTokens: 100}
-	h := newHarness(t, m, nil, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, nil, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{DailyTokenBudget: 1500}
 	})
 	h.deliver(h.mention(alice, "C1", "one"))
@@ -115,7 +115,7 @@ func TestDailyChannelBudget(t *testing.T) {
 func TestWallTimeBudget(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Text("late"))
 	m.OnCall = func(ctx context.Context, n int, v core.View) { <-ctx.Done() } // a hung provider
-	h := newHarness(t, m, nil, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, nil, func(c *engine.Config) {
 		c.Budgets.MaxWall = 50 * time.Millisecond
 		c.Clock = time.Now
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
 )
 
 // The chat commands the engine answers from the channel's own state:
@@ -24,19 +25,19 @@ const (
 )
 
 // chatCommand answers an engine-served command for h.
-func (d *driver) chatCommand(ctx context.Context, cmd core.GrammarCmd, h *humanMsg, pol core.Policy) string {
+func (d *driver) chatCommand(ctx context.Context, cmd chatcommand.Command, h *humanMsg, pol core.Policy) string {
 	switch cmd.Kind {
-	case core.GMemories:
+	case chatcommand.Memories:
 		return d.listMemories(ctx, cmd.Page)
-	case core.GDeleteMemory:
+	case chatcommand.DeleteMemory:
 		return d.deleteMemory(ctx, h, pol, cmd.Arg)
-	case core.GDeleteUsage:
+	case chatcommand.DeleteUsage:
 		return "Say `delete memory <id>` with the id `memories` shows. It destroys the note for good; `forget <id>` only drops it from recall."
-	case core.GStatus:
+	case chatcommand.Status:
 		return d.status(ctx)
-	case core.GApprovals:
+	case chatcommand.Approvals:
 		return d.pendingApprovals(ctx)
-	case core.GCancel:
+	case chatcommand.Cancel:
 		// A `cancel` that reaches a run of its own found nothing live in
 		// its thread (the ingress stops a live run; see cancelDraft).
 		if h.top {
@@ -44,7 +45,7 @@ func (d *driver) chatCommand(ctx context.Context, cmd core.GrammarCmd, h *humanM
 		}
 		return "Nothing is running in this thread, so there is nothing to cancel."
 	}
-	return core.NeedModelText
+	return chatcommand.NeedModelText
 }
 
 // authorOf names the person behind a memory writer: the person, or the
@@ -330,7 +331,7 @@ type cancelRequest struct {
 
 // cancelFor returns nil unless ev is a `cancel` in a thread with a live run.
 func (e *Engine) cancelFor(ctx context.Context, v *chanView, ev core.Event, thread string) *cancelRequest {
-	if core.ParseGrammar(core.StripLeadingMention(ev.Text, ev.Mentions)).Kind != core.GCancel {
+	if chatcommand.Parse(chatcommand.StripLeadingMention(ev.Text, ev.Mentions)).Kind != chatcommand.Cancel {
 		return nil
 	}
 	var live bool

@@ -76,7 +76,7 @@ func TestMemoriesBypassTheModelAndStayInTheChannel(t *testing.T) {
 }
 
 func TestDeleteMemoryIsForItsAuthorOrAnAdmin(t *testing.T) {
-	h := newHarness(t, nil, memTools(), func(c *engine.EngineConfig) {
+	h := newHarness(t, nil, memTools(), func(c *engine.Config) {
 		c.Operators = []core.Operator{{Platform: platform, UserID: carol.ID}}
 	})
 	ch := chanScope("C1").Key()
@@ -181,7 +181,7 @@ func (statusLinks) Permalink(_ context.Context, ref core.MessageRef) (string, er
 
 func TestStatusLinksThreadsWhereTheSurfaceCan(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("w", "wipe", `{"id":"42"}`)), coretest.Text("wiped"))
-	h := newHarness(t, m, []core.Tool{wipeTool(&toolLog{})}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{wipeTool(&toolLog{})}, func(c *engine.Config) {
 		c.Surfaces[platform] = statusLinks{c.Surfaces[platform].(*coretest.FakeSurface)}
 	})
 	ev := approvalRun(t, h, alice)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 )
 
@@ -29,11 +30,11 @@ type crashWorld struct {
 
 func (w *crashWorld) engine(t *testing.T, j core.Journal) *engine.Engine {
 	t.Helper()
-	reg, err := core.NewToolRegistry(w.tools...)
+	reg, err := gate.NewRegistry(w.tools...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.NewEngine(engine.EngineConfig{
+	e, err := engine.New(engine.Config{
 		Journal: j, Boundary: w.b, Model: w.m, Tools: reg,
 		Surfaces: map[string]core.Surface{platform: w.s},
 		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {

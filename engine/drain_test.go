@@ -63,7 +63,7 @@ func TestDrainRefusesNewWorkAndWaitsForTheRunInHand(t *testing.T) {
 		<-release
 	}
 	rm := &runMetrics{}
-	h := newHarness(t, m, nil, func(c *engine.EngineConfig) { c.Metrics = rm })
+	h := newHarness(t, m, nil, func(c *engine.Config) { c.Metrics = rm })
 	h.deliver(h.mention(alice, "C1", "question"))
 	<-inCall
 
@@ -155,7 +155,7 @@ func TestRunMetricsCountEndsAndModelErrors(t *testing.T) {
 		}
 	}
 	rm := &runMetrics{}
-	h := newHarness(t, m, nil, func(c *engine.EngineConfig) { c.Metrics = rm; c.ModelRetries = -1 })
+	h := newHarness(t, m, nil, func(c *engine.Config) { c.Metrics = rm; c.ModelRetries = -1 })
 	h.deliver(h.mention(alice, "C1", "question"))
 	h.idle()
 	ended, calls, errs := rm.get()

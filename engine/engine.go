@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
 // Budgets bound what runs may spend. Zero fields take the defaults.
@@ -47,14 +48,14 @@ func (b Budgets) withDefaults() Budgets {
 
 // EngineConfig wires the run loop. Journal, Boundary, Surfaces, Router and
 // CardKey are required.
-type EngineConfig struct {
+type Config struct {
 	Journal  core.Journal
 	Boundary *core.Boundary
 	// Model answers runs; nil means offline: only the deterministic command
 	// grammar (help, memory, status, cancel, policy, routines, inbox…) is served.
 	Model core.Model
 	// Tools is the tool registry (nil: no tools).
-	Tools *core.ToolRegistry
+	Tools *gate.Registry
 	// Surfaces maps a platform name (Scope.Platform) to its surface.
 	Surfaces map[string]core.Surface
 	Router   core.Router
@@ -118,12 +119,12 @@ type EngineConfig struct {
 // Engine is the run loop: ingress (Deliver), one serial consumer per thread
 // (the mailbox), the model/tool interpreter, the gate, approvals and budgets.
 type Engine struct {
-	cfg      EngineConfig
+	cfg      Config
 	j        core.Journal
 	b        *core.Boundary
 	model    core.Model
 	offline  bool
-	tools    *core.ToolRegistry
+	tools    *gate.Registry
 	surfaces map[string]core.Surface
 	log      *slog.Logger
 	now      func() time.Time
@@ -161,7 +162,7 @@ type threadKey struct {
 
 // NewEngine validates cfg and returns an engine. It starts nothing: call
 // Start to resume unfinished runs, then let surfaces call Deliver.
-func NewEngine(cfg EngineConfig) (*Engine, error) {
+func New(cfg Config) (*Engine, error) {
 	var errs []error
 	if cfg.Journal == nil {
 		errs = append(errs, errors.New("journal is required"))
@@ -191,7 +192,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		e.offline = true
 	}
 	if e.tools == nil {
-		e.tools, _ = core.NewToolRegistry()
+		e.tools, _ = gate.NewRegistry()
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

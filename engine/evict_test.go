@@ -40,8 +40,8 @@ func (r *readCounter) snapshot() map[core.ChannelKey]int {
 	return out
 }
 
-func withReadCounter(rc **readCounter) func(*engine.EngineConfig) {
-	return func(cfg *engine.EngineConfig) {
+func withReadCounter(rc **readCounter) func(*engine.Config) {
+	return func(cfg *engine.Config) {
 		*rc = &readCounter{Journal: cfg.Journal}
 		cfg.Journal = *rc
 	}
@@ -52,7 +52,7 @@ func withReadCounter(rc **readCounter) func(*engine.EngineConfig) {
 // message id: no second run, no second answer.
 func TestEvictedChannelRedeliveryStartsNoSecondRun(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Text("first answer"), coretest.Text("second answer"))
-	h := newHarness(t, m, nil, func(cfg *engine.EngineConfig) { cfg.ChannelIdle = time.Minute })
+	h := newHarness(t, m, nil, func(cfg *engine.Config) { cfg.ChannelIdle = time.Minute })
 	ev := h.mention(alice, "C1", "hello")
 	h.deliver(ev)
 	h.idle()
@@ -93,7 +93,7 @@ func TestEvictedChannelRedeliveryStartsNoSecondRun(t *testing.T) {
 // A channel with a pending approval is never evicted, however long it
 // waits; once decided and finished, it is.
 func TestEvictionSparesPendingApproval(t *testing.T) {
-	h, log, ev := wipeHarness(t, func(cfg *engine.EngineConfig) { cfg.ChannelIdle = time.Minute })
+	h, log, ev := wipeHarness(t, func(cfg *engine.Config) { cfg.ChannelIdle = time.Minute })
 	key := chanScope("C1").Key()
 	h.clk.Advance(time.Hour)
 	if n := h.e.EvictIdle(); n != 0 || !h.e.Loaded(key) {

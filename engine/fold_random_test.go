@@ -306,7 +306,7 @@ type foldWorld struct {
 
 func newFoldEngine(t testing.TB, w foldWorld) *engine.Engine {
 	t.Helper()
-	e, err := engine.NewEngine(engine.EngineConfig{
+	e, err := engine.New(engine.Config{
 		Journal: w.j, Boundary: w.b, CardKey: cardKey, Clock: w.clk.Now,
 		Surfaces: map[string]core.Surface{platform: coretest.NewFakeSurface(platform, botID)},
 		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 )
 
@@ -25,28 +26,28 @@ func TestGate(t *testing.T) {
 		policy  core.Policy
 		trusted []string
 		consent func(string, string) bool
-		want    core.Verdict
+		want    gate.Verdict
 		dest    string
 	}{
-		{"write is free", write, `{}`, true, core.Policy{}, nil, none, core.Allow, ""},
-		{"not exposed", write, `{}`, false, core.Policy{}, nil, none, core.Deny, ""},
-		{"send to a channel the person named", send, `{"channel":"#general"}`, true, core.Policy{}, []string{"post it in #general please"}, none, core.Allow, "general"},
-		{"send to a slack-formatted channel the person named", send, `{"channel":"C42"}`, true, core.Policy{}, []string{"post in <#C42|general>"}, none, core.Allow, "c42"},
-		{"send to a channel from content", send, `{"channel":"secret"}`, true, core.Policy{}, []string{"summarise the page"}, none, core.Ask, "secret"},
-		{"send to a consented destination", send, `{"channel":"secret"}`, true, core.Policy{}, nil, func(tool, d string) bool { return tool == "send_to" && d == "secret" }, core.Allow, "secret"},
-		{"consent is per tool", send, `{"channel":"secret"}`, true, core.Policy{}, nil, func(tool, d string) bool { return tool == "other" }, core.Ask, "secret"},
-		{"url host named", fetch, `{"url":"https://example.com/a?b=c"}`, true, core.Policy{}, []string{"read https://example.com/x"}, none, core.Allow, "example.com"},
-		{"url host from content", fetch, `{"url":"https://evil.example.net/x"}`, true, core.Policy{}, []string{"read https://example.com/x"}, none, core.Ask, "evil.example.net"},
-		{"host must match as a whole token", fetch, `{"url":"https://evil.com/"}`, true, core.Policy{}, []string{"see notevil.com"}, none, core.Ask, "evil.com"},
-		{"subdomain is a different host", fetch, `{"url":"https://example.com/"}`, true, core.Policy{}, []string{"see https://sub.example.com/"}, none, core.Ask, "example.com"},
-		{"host at a sentence end", fetch, `{"url":"https://example.com/"}`, true, core.Policy{}, []string{"look at example.com."}, none, core.Allow, "example.com"},
-		{"irreversible always asks", wipe, `{"id":"42"}`, true, core.Policy{}, []string{"wipe record 42"}, func(string, string) bool { return true }, core.Ask, "42"},
-		{"irreversible asks even when policy lists no levels", wipe, `{"id":"42"}`, true, core.Policy{ApprovalLevels: []core.Consequence{core.Write}}, []string{"wipe 42"}, none, core.Ask, "42"},
-		{"tainted amount on a write tool", pay, `{"amount":5000}`, true, core.Policy{}, []string{"pay the invoice"}, none, core.Ask, "5000"},
-		{"named amount on a write tool", pay, `{"amount":50}`, true, core.Policy{}, []string{"pay 50 to the caterer"}, none, core.Allow, "50"},
-		{"policy gates write", write, `{}`, true, core.Policy{ApprovalLevels: []core.Consequence{core.Write}}, nil, none, core.Ask, ""},
-		{"policy without send frees named sends", send, `{"channel":"general"}`, true, core.Policy{ApprovalLevels: []core.Consequence{core.Irreversible}}, []string{"#general"}, none, core.Allow, "general"},
-		{"policy without send still stops tainted targets", send, `{"channel":"secret"}`, true, core.Policy{ApprovalLevels: []core.Consequence{core.Irreversible}}, []string{"#general"}, none, core.Ask, "secret"},
+		{"write is free", write, `{}`, true, core.Policy{}, nil, none, gate.Allow, ""},
+		{"not exposed", write, `{}`, false, core.Policy{}, nil, none, gate.Deny, ""},
+		{"send to a channel the person named", send, `{"channel":"#general"}`, true, core.Policy{}, []string{"post it in #general please"}, none, gate.Allow, "general"},
+		{"send to a slack-formatted channel the person named", send, `{"channel":"C42"}`, true, core.Policy{}, []string{"post in <#C42|general>"}, none, gate.Allow, "c42"},
+		{"send to a channel from content", send, `{"channel":"secret"}`, true, core.Policy{}, []string{"summarise the page"}, none, gate.Ask, "secret"},
+		{"send to a consented destination", send, `{"channel":"secret"}`, true, core.Policy{}, nil, func(tool, d string) bool { return tool == "send_to" && d == "secret" }, gate.Allow, "secret"},
+		{"consent is per tool", send, `{"channel":"secret"}`, true, core.Policy{}, nil, func(tool, d string) bool { return tool == "other" }, gate.Ask, "secret"},
+		{"url host named", fetch, `{"url":"https://example.com/a?b=c"}`, true, core.Policy{}, []string{"read https://example.com/x"}, none, gate.Allow, "example.com"},
+		{"url host from content", fetch, `{"url":"https://evil.example.net/x"}`, true, core.Policy{}, []string{"read https://example.com/x"}, none, gate.Ask, "evil.example.net"},
+		{"host must match as a whole token", fetch, `{"url":"https://evil.com/"}`, true, core.Policy{}, []string{"see notevil.com"}, none, gate.Ask, "evil.com"},
+		{"subdomain is a different host", fetch, `{"url":"https://example.com/"}`, true, core.Policy{}, []string{"see https://sub.example.com/"}, none, gate.Ask, "example.com"},
+		{"host at a sentence end", fetch, `{"url":"https://example.com/"}`, true, core.Policy{}, []string{"look at example.com."}, none, gate.Allow, "example.com"},
+		{"irreversible always asks", wipe, `{"id":"42"}`, true, core.Policy{}, []string{"wipe record 42"}, func(string, string) bool { return true }, gate.Ask, "42"},
+		{"irreversible asks even when policy lists no levels", wipe, `{"id":"42"}`, true, core.Policy{ApprovalLevels: []core.Consequence{core.Write}}, []string{"wipe 42"}, none, gate.Ask, "42"},
+		{"tainted amount on a write tool", pay, `{"amount":5000}`, true, core.Policy{}, []string{"pay the invoice"}, none, gate.Ask, "5000"},
+		{"named amount on a write tool", pay, `{"amount":50}`, true, core.Policy{}, []string{"pay 50 to the caterer"}, none, gate.Allow, "50"},
+		{"policy gates write", write, `{}`, true, core.Policy{ApprovalLevels: []core.Consequence{core.Write}}, nil, none, gate.Ask, ""},
+		{"policy without send frees named sends", send, `{"channel":"general"}`, true, core.Policy{ApprovalLevels: []core.Consequence{core.Irreversible}}, []string{"#general"}, none, gate.Allow, "general"},
+		{"policy without send still stops tainted targets", send, `{"channel":"secret"}`, true, core.Policy{ApprovalLevels: []core.Consequence{core.Irreversible}}, []string{"#general"}, none, gate.Ask, "secret"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,7 +57,7 @@ func TestGate(t *testing.T) {
 			if err := dec.Decode(&args); err != nil {
 				t.Fatal(err)
 			}
-			d := core.Gate(core.GateRequest{Tool: c.tool, Args: args, Exposed: c.exposed, Policy: c.policy, Trusted: c.trusted, Consented: c.consent})
+			d := gate.Decide(gate.Request{Tool: c.tool, Args: args, Exposed: c.exposed, Policy: c.policy, Trusted: c.trusted, Consented: c.consent})
 			if d.Verdict != c.want || d.Destination != c.dest {
 				t.Errorf("Gate = %+v, want %s to %q", d, c.want, c.dest)
 			}
@@ -217,7 +218,7 @@ func TestUnexposedToolIsDenied(t *testing.T) {
 		coretest.Calls(coretest.Call("c1", "note", `{"text":"x"}`)),
 		coretest.Text("ok"),
 	)
-	h := newHarness(t, m, []core.Tool{noteTool(log), lookupTool("x")}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{noteTool(log), lookupTool("x")}, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Tools: []string{"lookup"}}
 	})
 	h.deliver(h.mention(alice, "C1", "go"))
@@ -259,14 +260,14 @@ func TestNewToolRegistryRefusesBadDeclarations(t *testing.T) {
 			if name == "duplicate" {
 				tools = append(tools, good)
 			}
-			if _, err := core.NewToolRegistry(tools...); err == nil {
+			if _, err := gate.NewRegistry(tools...); err == nil {
 				t.Fatalf("registry accepted %s", name)
 			}
 		})
 	}
 	// And the engine refuses to start with one: the composition root builds
 	// the registry first, so an invalid tool stops the process.
-	if _, err := core.NewToolRegistry(good, lookupTool("x")); err != nil {
+	if _, err := gate.NewRegistry(good, lookupTool("x")); err != nil {
 		t.Fatalf("valid tools refused: %v", err)
 	}
 }

@@ -103,7 +103,7 @@ func TestOfflineGrammar(t *testing.T) {
 }
 
 // operatorAlice makes Alice an operator-configured admin (MARLOWE_ADMINS).
-func operatorAlice(c *engine.EngineConfig) {
+func operatorAlice(c *engine.Config) {
 	c.Operators = []core.Operator{{Platform: platform, UserID: alice.ID}}
 }
 
@@ -177,25 +177,25 @@ func TestPolicyTakeoverIsRefused(t *testing.T) {
 	}
 	cases := []struct {
 		name      string
-		opts      func(*engine.EngineConfig)
+		opts      func(*engine.Config)
 		want      string
 		allowedBy core.Person // someone who may change it ("" = nobody)
 	}{
 		{name: "no admin known", want: "MARLOWE_ADMINS"},
 		{name: "an operator on another platform", want: "MARLOWE_ADMINS",
-			opts: func(c *engine.EngineConfig) { c.Operators = []core.Operator{{Platform: "other", UserID: bob.ID}} }},
+			opts: func(c *engine.Config) { c.Operators = []core.Operator{{Platform: "other", UserID: bob.ID}} }},
 		{name: "operator configured", opts: operatorAlice, want: "Only an admin", allowedBy: alice},
-		{name: "platform admin", want: "Only an admin", allowedBy: carol, opts: func(c *engine.EngineConfig) {
+		{name: "platform admin", want: "Only an admin", allowedBy: carol, opts: func(c *engine.Config) {
 			c.Surfaces[platform] = adminSurface{FakeSurface: c.Surfaces[platform].(*coretest.FakeSurface), admins: map[string]bool{carol.ID: true}}
 		}},
-		{name: "platform lookup fails", want: "couldn't check", opts: func(c *engine.EngineConfig) {
+		{name: "platform lookup fails", want: "couldn't check", opts: func(c *engine.Config) {
 			c.Surfaces[platform] = adminSurface{FakeSurface: c.Surfaces[platform].(*coretest.FakeSurface),
 				admins: map[string]bool{bob.ID: true}, err: errors.New("users.info: ratelimited")}
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var opts []func(*engine.EngineConfig)
+			var opts []func(*engine.Config)
 			if tc.opts != nil {
 				opts = append(opts, tc.opts)
 			}
@@ -250,7 +250,7 @@ func TestPolicyCommandsBypassTheModel(t *testing.T) {
 func TestBudgetExhaustedAdminCanStillRaiseIt(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Text("ok"))
 	m.Usage = core.Usage{InputTokens: 2000}
-	h := newHarness(t, m, nil, operatorAlice, func(c *engine.EngineConfig) { c.Budgets.DailyTokens = 1000 })
+	h := newHarness(t, m, nil, operatorAlice, func(c *engine.Config) { c.Budgets.DailyTokens = 1000 })
 	h.say(alice, "spend")
 	if got := h.say(alice, "again"); !strings.Contains(got, "daily token budget") {
 		t.Fatalf("over budget = %q", got)

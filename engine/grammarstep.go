@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
 // grammarReply is the grammar's step: the reply it gives (as a model would)
@@ -19,7 +21,7 @@ type grammarReply struct {
 // registry). After a tool call it reports the tool's outcome.
 // gov says whether the author may change the policy; it is asked only for
 // policy changes (nil otherwise, which refuses them).
-func grammarStep(rs *RunReplay, pol core.Policy, reg *core.ToolRegistry, gov *governance, h *humanMsg) grammarReply {
+func grammarStep(rs *RunReplay, pol core.Policy, reg *gate.Registry, gov *governance, h *humanMsg) grammarReply {
 	text := func(s string) grammarReply { return grammarReply{reply: core.Reply{Text: s, Provider: "grammar"}} }
 	if st := rs.step; st != nil && !st.final && len(st.calls) > 0 {
 		c := st.calls[0].completion
@@ -45,27 +47,27 @@ func grammarStep(rs *RunReplay, pol core.Policy, reg *core.ToolRegistry, gov *go
 			return text("I couldn't do that: " + msg)
 		}
 	}
-	cmd := core.ParseGrammar(h.text)
+	cmd := chatcommand.Parse(h.text)
 	call := func(name string, args map[string]any) grammarReply {
 		b, _ := json.Marshal(args)
 		return grammarReply{reply: core.Reply{Provider: "grammar", ToolCalls: []core.ToolCall{{ID: "g1", Name: name, Args: string(b)}}}}
 	}
 	switch cmd.Kind {
-	case core.GHelp:
-		return text(core.HelpText + core.InboxHelpText)
-	case core.GRoutine:
+	case chatcommand.Help:
+		return text(chatcommand.HelpText + chatcommand.InboxHelpText)
+	case chatcommand.Routine:
 		return routineGrammarStep(reg, cmd.Arg)
-	case core.GRemember:
+	case chatcommand.Remember:
 		return call("remember", map[string]any{"text": cmd.Arg})
-	case core.GRecall:
+	case chatcommand.Recall:
 		return call("recall", map[string]any{"query": cmd.Arg})
-	case core.GForget:
+	case chatcommand.Forget:
 		return call("forget", map[string]any{"id": cmd.Arg})
-	case core.GPolicyShow:
-		return text(core.DescribePolicy(pol, reg))
-	case core.GPolicyUsage:
-		return text(core.PolicyUsageText)
-	case core.GPolicySet:
+	case chatcommand.PolicyShow:
+		return text(chatcommand.DescribePolicy(pol, reg))
+	case chatcommand.PolicyUsage:
+		return text(chatcommand.PolicyUsageText)
+	case chatcommand.PolicySet:
 		if gov == nil || !gov.admin {
 			g := governance{}
 			if gov != nil {
@@ -73,11 +75,11 @@ func grammarStep(rs *RunReplay, pol core.Policy, reg *core.ToolRegistry, gov *go
 			}
 			return text(g.refusal())
 		}
-		np, err := core.ApplyPolicySet(pol, reg, cmd.Key, cmd.Value)
+		np, err := chatcommand.ApplyPolicySet(pol, reg, cmd.Key, cmd.Value)
 		if err != nil {
-			return text("I couldn't change the policy: " + err.Error() + "\n" + core.PolicyUsageText)
+			return text("I couldn't change the policy: " + err.Error() + "\n" + chatcommand.PolicyUsageText)
 		}
-		changes := core.PolicyChanges(pol, np, reg)
+		changes := chatcommand.PolicyChanges(pol, np, reg)
 		if len(changes) == 0 {
 			return text("ℹ️ Nothing changed: the policy already says that. `policy` shows all of it.")
 		}
@@ -85,21 +87,21 @@ func grammarStep(rs *RunReplay, pol core.Policy, reg *core.ToolRegistry, gov *go
 		r.policy = &np
 		return r
 	}
-	return text(core.NeedModelText)
+	return text(chatcommand.NeedModelText)
 }
 
 // routineGrammarStep is the grammar's answer to a routine command: one call
 // of the routine tool with the person's text, or a reason it cannot be.
-func routineGrammarStep(reg *core.ToolRegistry, text string) grammarReply {
+func routineGrammarStep(reg *gate.Registry, text string) grammarReply {
 	reply := func(s string) grammarReply { return grammarReply{reply: core.Reply{Text: s, Provider: "grammar"}} }
-	if c, _ := core.ParseRoutineCommand(text); c.Op == core.RoutineUsage {
-		return reply(core.RoutineUsageText)
+	if c, _ := chatcommand.ParseRoutine(text); c.Op == chatcommand.RoutineUsage {
+		return reply(chatcommand.RoutineUsageText)
 	}
-	if _, ok := reg.Get(core.RoutineToolName); !ok {
+	if _, ok := reg.Get(chatcommand.RoutineToolName); !ok {
 		return reply("Routines are not enabled on this bot.")
 	}
 	args := `{"text":` + jsonString(strings.TrimSpace(text)) + `}`
-	return grammarReply{reply: core.Reply{Provider: "grammar", ToolCalls: []core.ToolCall{{ID: "g1", Name: core.RoutineToolName, Args: args}}}}
+	return grammarReply{reply: core.Reply{Provider: "grammar", ToolCalls: []core.ToolCall{{ID: "g1", Name: chatcommand.RoutineToolName, Args: args}}}}
 }
 
 func jsonString(s string) string {

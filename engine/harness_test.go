@@ -14,6 +14,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 )
 
@@ -44,7 +45,7 @@ type harness struct {
 	mem    *coretest.Memory
 	clk    *clock
 	b      *core.Boundary
-	cfg    engine.EngineConfig
+	cfg    engine.Config
 	e      *engine.Engine
 	logs   *syncBuffer
 	next   atomic.Int64
@@ -87,17 +88,17 @@ func chanScope(ch string) core.Scope {
 
 // newHarness builds an engine over an in-memory journal with the given
 // model (nil = offline) and tools. Options edit the config before NewEngine.
-func newHarness(t *testing.T, model *coretest.ScriptedModel, tools []core.Tool, opts ...func(*engine.EngineConfig)) *harness {
+func newHarness(t *testing.T, model *coretest.ScriptedModel, tools []core.Tool, opts ...func(*engine.Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, signer: coretest.NewSigner(t), s: coretest.NewFakeSurface(platform, botID),
 		m: model, mem: coretest.NewMemory(), clk: &clock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}, logs: &syncBuffer{}}
 	h.j = coretest.NewMemJournal(h.signer)
 	h.b = core.NewBoundary(h.clk.Now)
-	reg, err := core.NewToolRegistry(tools...)
+	reg, err := gate.NewRegistry(tools...)
 	if err != nil {
 		t.Fatalf("registry: %v", err)
 	}
-	h.cfg = engine.EngineConfig{
+	h.cfg = engine.Config{
 		Journal: h.j, Boundary: h.b, Tools: reg,
 		Surfaces: map[string]core.Surface{platform: h.s},
 		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
@@ -136,7 +137,7 @@ func newHarness(t *testing.T, model *coretest.ScriptedModel, tools []core.Tool, 
 
 func (h *harness) start() {
 	h.t.Helper()
-	e, err := engine.NewEngine(h.cfg)
+	e, err := engine.New(h.cfg)
 	if err != nil {
 		h.t.Fatalf("new engine: %v", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
 // The DM inbox (ARCHITECTURE.md section 6). An approval, consent request or
@@ -226,7 +228,7 @@ func (d *driver) noDMNotice(ctx context.Context, a *runApproval, user string) er
 // instead of parking the run on a card nobody may click.
 func (d *driver) noApprover(ctx context.Context, cs *callState, tool core.Tool, req core.Draft, why string) (bool, error) {
 	reason := "nobody can approve this here: " + why
-	pd, err := d.agent(core.Meta{Cause: req.ID()}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(core.Deny), Reason: reason})
+	pd, err := d.agent(core.Meta{Cause: req.ID()}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(gate.Deny), Reason: reason})
 	if err != nil {
 		return false, err
 	}
@@ -365,16 +367,16 @@ func (d *driver) addressEscalation(ctx context.Context, ar *core.ApprovalRequest
 
 // inboxCommand answers an inbox command of h. A personal answer asked for
 // in a channel goes to the person's DM; the thread is told where it went.
-func (d *driver) inboxCommand(ctx context.Context, h *humanMsg, ic core.InboxCmd) (core.Reply, error) {
+func (d *driver) inboxCommand(ctx context.Context, h *humanMsg, ic chatcommand.InboxCommand) (core.Reply, error) {
 	rs, e := d.rs, d.e
 	reply := func(s string) core.Reply { return core.Reply{Text: s, Provider: "grammar"} }
 	var text string
 	var err error
 	switch ic.Kind {
-	case core.InboxRevoke:
+	case chatcommand.InboxRevoke:
 		text, err = e.revokeConsentCmd(ctx, rs.Scope.Platform, h.author, ic.Arg)
 		return reply(text), err
-	case core.InboxConsents:
+	case chatcommand.InboxConsents:
 		text, err = e.consentsText(ctx, rs.Scope.Platform, h.author)
 	default:
 		var items []core.InboxItem

@@ -37,8 +37,8 @@ func current(t *testing.T, h *harness, p coretest.Post) *core.Card {
 
 // approversHarness: Alice asks for the irreversible wipe in C1, whose
 // approvers are Bob and Carol.
-func approversHarness(t *testing.T, opts ...func(*engine.EngineConfig)) (*harness, *toolLog, core.Event) {
-	opts = append([]func(*engine.EngineConfig){func(c *engine.EngineConfig) {
+func approversHarness(t *testing.T, opts ...func(*engine.Config)) (*harness, *toolLog, core.Event) {
+	opts = append([]func(*engine.Config){func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{alice.ID, bob.ID, carol.ID}}
 	}}, opts...)
 	return wipeHarness(t, opts...)
@@ -118,7 +118,7 @@ func TestDecidedInTheThreadUpdatesTheDMCards(t *testing.T) {
 
 func TestNonApproverClickOnAForwardedDMCardIsRefused(t *testing.T) {
 	log := &toolLog{}
-	h, _, _ := wipeHarness(t, func(c *engine.EngineConfig) {
+	h, _, _ := wipeHarness(t, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{bob.ID}}
 	})
 	_ = log
@@ -147,7 +147,7 @@ func TestNoDMMeansTheThreadSaysSoOnce(t *testing.T) {
 		coretest.Calls(coretest.Call("c2", "wipe", `{"id":"2"}`)),
 		coretest.Text("done"),
 	)
-	h := newHarness(t, m, []core.Tool{wipeTool(log)}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{wipeTool(log)}, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{bob.ID}}
 	})
 	h.s.FailOpenDM = func(string) error { return errors.New("Forbidden: bot can't initiate conversation with a user") }
@@ -411,7 +411,7 @@ func TestEscalationToANamedPersonWithADeadline(t *testing.T) {
 		}
 		return obs, err
 	}
-	h := newHarness(t, m, []core.Tool{ask}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{ask}, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{bob.ID}}
 	})
 	ev := h.mention(alice, "C1", "ask carol whether to ship")
@@ -459,7 +459,7 @@ func TestEscalationAnsweredByTheNamedPersonFromTheirDM(t *testing.T) {
 		}
 		return obs, err
 	}
-	h := newHarness(t, m, []core.Tool{ask}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{ask}, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{bob.ID}}
 	})
 	h.deliver(h.mention(alice, "C1", "ask carol whether to ship"))
@@ -486,11 +486,11 @@ func TestAnotherReplicaShowsTheInboxAndTakesTheDMClick(t *testing.T) {
 		coretest.Calls(coretest.Call("c1", "wipe", `{"id":"42"}`)),
 		func(v core.View) (core.Reply, error) { return core.Reply{Text: "result: " + lastText(v)}, nil },
 	)
-	h := newHarness(t, m, []core.Tool{wipeTool(log)}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{wipeTool(log)}, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{Approvers: []string{bob.ID}}
 	})
 	replica := func() *engine.Engine {
-		e, err := engine.NewEngine(h.cfg)
+		e, err := engine.New(h.cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

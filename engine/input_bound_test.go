@@ -24,7 +24,7 @@ func TestOversizedMessageIsJournaledWholeButCutForTheModel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := coretest.NewScriptedModel(coretest.Text("summary"), coretest.Text("second"))
-			h := newHarness(t, m, nil, func(c *engine.EngineConfig) { c.MaxInputChars = tc.limit })
+			h := newHarness(t, m, nil, func(c *engine.Config) { c.MaxInputChars = tc.limit })
 			huge := strings.Repeat("é log line with a secret at the end ", 5600) + "TAIL-MARKER"
 			ev := h.mention(alice, "C1", huge)
 			h.deliver(ev)

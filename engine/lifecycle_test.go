@@ -31,7 +31,7 @@ func TestCloseMidRunLeavesNoGoroutinesAndResumes(t *testing.T) {
 			<-ctx.Done()
 		}
 	}
-	h := newHarness(t, m, nil, func(c *engine.EngineConfig) { c.ChecklistDelay = 20 * time.Millisecond })
+	h := newHarness(t, m, nil, func(c *engine.Config) { c.ChecklistDelay = 20 * time.Millisecond })
 	for i := range 5 {
 		h.deliver(h.mention(alice, "C1", fmt.Sprintf("question %d", i)))
 		<-inCall
@@ -177,7 +177,7 @@ func TestDeliverRejectsMalformedInbound(t *testing.T) {
 }
 
 func TestNewEngineRequiresItsPorts(t *testing.T) {
-	_, err := engine.NewEngine(engine.EngineConfig{})
+	_, err := engine.New(engine.Config{})
 	if err == nil {
 		t.Fatal("empty config accepted")
 	}

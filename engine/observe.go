@@ -20,7 +20,7 @@ func (e *Engine) metrics() core.RunMetrics {
 }
 
 // EngineStats is what the engine holds right now, read at scrape time.
-type EngineStats struct {
+type Stats struct {
 	// PendingApprovals is how many approvals wait for a decision with their
 	// deadline armed on this engine.
 	PendingApprovals int
@@ -30,8 +30,8 @@ type EngineStats struct {
 
 // Stats reads the engine's live counts. It takes only the engine's own
 // locks (never a channel's), so a scrape cannot wait on a journal append.
-func (e *Engine) Stats() EngineStats {
+func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return EngineStats{PendingApprovals: len(e.expiries), Busy: e.busy}
+	return Stats{PendingApprovals: len(e.expiries), Busy: e.busy}
 }

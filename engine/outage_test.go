@@ -67,7 +67,7 @@ func TestRunSurvivesAJournalOutage(t *testing.T) {
 			return core.Observation{Text: "ok", Trust: core.Trusted}, nil
 		}}
 	m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("c1", "slow", `{}`)), coretest.Text("all done"))
-	h := newHarness(t, m, []core.Tool{tool}, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, []core.Tool{tool}, func(c *engine.Config) {
 		dj.Journal = c.Journal
 		c.Journal = dj
 		c.RetryBackoff = 5 * time.Millisecond

@@ -11,6 +11,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 )
 
@@ -93,7 +94,7 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) add(name string, m *coretest.ScriptedModel, leases func(core.Leases) core.Leases, tools ...core.Tool) *replica {
 	c.t.Helper()
 	r := &replica{name: name, s: coretest.NewFakeSurface(platform, botID), m: m, logs: &syncBuffer{}}
-	reg, err := core.NewToolRegistry(tools...)
+	reg, err := gate.NewRegistry(tools...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func (c *cluster) add(name string, m *coretest.ScriptedModel, leases func(core.L
 	if wrap := c.surfaces[name]; wrap != nil {
 		surf = wrap(r.s)
 	}
-	cfg := engine.EngineConfig{
+	cfg := engine.Config{
 		Journal: notifyingJournal{j, c}, Boundary: core.NewBoundary(time.Now), Tools: reg, Model: m,
 		Surfaces: map[string]core.Surface{platform: surf},
 		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
@@ -119,7 +120,7 @@ func (c *cluster) add(name string, m *coretest.ScriptedModel, leases func(core.L
 		PostObserver:  c.observers[name],
 		OutageNotice:  c.outageNotice,
 	}
-	e, err := engine.NewEngine(cfg)
+	e, err := engine.New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -151,8 +151,8 @@ func notesIn(v core.View) []core.Message {
 	return out
 }
 
-func withMemory(m *turnMemory) func(*engine.EngineConfig) {
-	return func(c *engine.EngineConfig) { c.Memory = m.For }
+func withMemory(m *turnMemory) func(*engine.Config) {
+	return func(c *engine.Config) { c.Memory = m.For }
 }
 
 // The trigger's text is recalled for once, before the first model call;
@@ -522,7 +522,7 @@ func TestAutoRecallSurvivesAFailedAppend(t *testing.T) {
 	mem.set(func(m *turnMemory) { m.once = true })
 	fj := &failRecallAppend{}
 	m := coretest.NewScriptedModel(coretest.Text("Fridays."))
-	h := newHarness(t, m, nil, withMemory(mem), func(c *engine.EngineConfig) {
+	h := newHarness(t, m, nil, withMemory(mem), func(c *engine.Config) {
 		fj.Journal = c.Journal
 		c.Journal = fj
 	})

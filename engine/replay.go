@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
 // RunReplay is a run re-folded from its journaled commands: the state the
@@ -88,7 +90,7 @@ type callState struct {
 	reqSeq     uint64 // tool.requested seq: base of the call's effect ids
 	reqID      string
 	requested  bool
-	decision   core.Verdict
+	decision   gate.Verdict
 	approval   string
 	allowedRun bool // an allow was journaled after the approval resolved
 	completed  bool
@@ -284,7 +286,7 @@ func (rs *RunReplay) apply(c core.Command) error {
 	switch p := p.(type) {
 	case *core.MessageReceived:
 		h := &humanMsg{cmdID: c.ID(), seq: c.Seq(), msgID: p.MessageID, scope: c.Scope(), author: p.Author,
-			text: core.StripLeadingMention(p.Text, p.Mentions), top: c.Scope().Thread == "", dm: p.Visibility == core.DM}
+			text: chatcommand.StripLeadingMention(p.Text, p.Mentions), top: c.Scope().Thread == "", dm: p.Visibility == core.DM}
 		rs.humans = append(rs.humans, h)
 		if rs.started && rs.Status == core.RunWaitingApproval {
 			rs.resume(c.At())
@@ -350,10 +352,10 @@ func (rs *RunReplay) apply(c core.Command) error {
 		}
 	case *core.PermissionDecided:
 		if cs := rs.findCall(p.CallID); cs != nil {
-			if cs.approval != "" && p.Decision == string(core.Allow) {
+			if cs.approval != "" && p.Decision == string(gate.Allow) {
 				cs.allowedRun = true
 			} else if cs.decision == "" {
-				cs.decision = core.Verdict(p.Decision)
+				cs.decision = gate.Verdict(p.Decision)
 			}
 		}
 	case *core.ApprovalRequested:

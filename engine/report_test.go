@@ -139,7 +139,7 @@ func TestRoutineReportIsAnInboxItemOfItsOwnerOnly(t *testing.T) {
 // (folded before the report existed), file one report and post one card.
 func TestRoutineReportIsFiledOnceAndPostedOnce(t *testing.T) {
 	h := newHarness(t, nil, nil)
-	replica, err := engine.NewEngine(h.cfg)
+	replica, err := engine.New(h.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

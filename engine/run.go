@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
 const (
@@ -74,7 +76,7 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 	}
 	rs.resumed = resume
 	d := &driver{e: e, rs: rs, v: v, s: s, outage: outage}
-	d.grammar = e.offline || core.ParseGrammar(rs.Instruction).Deterministic() || core.ParseInboxCmd(rs.Instruction).Kind != core.InboxNone
+	d.grammar = e.offline || chatcommand.Parse(rs.Instruction).Deterministic() || chatcommand.ParseInbox(rs.Instruction).Kind != chatcommand.InboxNone
 	return d.run(ctx, resume)
 }
 
@@ -309,19 +311,19 @@ func (d *driver) modelStep(ctx context.Context) error {
 		if h == nil {
 			return d.fail(ctx, core.RunBroken, "the run has no message to answer")
 		}
-		cmd := core.ParseGrammar(h.text)
+		cmd := chatcommand.Parse(h.text)
 		if cmd.EngineServed() && (rs.step == nil || rs.step.final) {
 			reply = core.Reply{Text: d.chatCommand(ctx, cmd, h, pol), Provider: "grammar"}
 		} else {
 			var gov *governance
-			if cmd.Kind == core.GPolicySet {
+			if cmd.Kind == chatcommand.PolicySet {
 				g := d.e.governs(ctx, rs.Scope, h.author, pol)
 				gov = &g
 			}
 			gr := grammarStep(rs, pol, d.e.tools, gov, h)
 			reply, newPolicy, by = gr.reply, gr.policy, h.author
 		}
-		if ic := core.ParseInboxCmd(h.text); ic.Kind != core.InboxNone && !(rs.step != nil && !rs.step.final && len(rs.step.calls) > 0) {
+		if ic := chatcommand.ParseInbox(h.text); ic.Kind != chatcommand.InboxNone && !(rs.step != nil && !rs.step.final && len(rs.step.calls) > 0) {
 			r, err := d.inboxCommand(ctx, h, ic)
 			if err != nil {
 				return err
@@ -658,7 +660,7 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 			if cs.allowedRun {
 				return d.interrupted(ctx, cs, tool, args)
 			}
-			pd, err := d.agent(core.Meta{Cause: cs.reqID}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(core.Allow), Reason: "approved by " + who})
+			pd, err := d.agent(core.Meta{Cause: cs.reqID}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(gate.Allow), Reason: "approved by " + who})
 			if err != nil {
 				return false, err
 			}
@@ -685,7 +687,7 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		}
 		return false, d.fail(ctx, core.RunBroken, "unknown approval decision "+res.Decision)
 	}
-	if cs.decision == core.Allow {
+	if cs.decision == gate.Allow {
 		return d.interrupted(ctx, cs, tool, args)
 	}
 	// Denied but not completed: finish the record.
@@ -712,9 +714,9 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		_, err = d.appendRun(ctx, nil, req, done)
 		return false, err
 	}
-	var dec core.GateDecision
+	var dec gate.Decision
 	_ = d.v.with(ctx, func() {
-		dec = core.Gate(core.GateRequest{
+		dec = gate.Decide(gate.Request{
 			Tool: tool, Args: args, Exposed: slices.Contains(exposed, tool.Name), Policy: pol,
 			Trusted: rs.trustedTexts(), Consented: d.v.fold.Consented,
 		})
@@ -724,19 +726,19 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		return false, err
 	}
 	switch dec.Verdict {
-	case core.Deny:
+	case gate.Deny:
 		done, err := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: tool.Name, OK: false, Code: "denied", Error: dec.Reason})
 		if err != nil {
 			return false, err
 		}
 		_, err = d.appendRun(ctx, nil, req, pd, done)
 		return false, err
-	case core.Allow:
+	case gate.Allow:
 		if _, err := d.appendRun(ctx, nil, req, pd); err != nil {
 			return false, err
 		}
 		return d.execute(ctx, cs, tool, args)
-	case core.Ask:
+	case gate.Ask:
 		ar := &core.ApprovalRequested{
 			ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
 			Summary: callSummary(tool, args), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
@@ -798,7 +800,7 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, arg
 	// The tool gets exactly the object the gate judged, re-encoded: never
 	// the model's bytes, whose duplicate or case-variant keys a struct
 	// decoder would resolve differently.
-	raw, err := core.CanonicalArgs(args)
+	raw, err := gate.CanonicalArgs(args)
 	if err != nil {
 		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "invalid", Error: err.Error()})
 	}
@@ -878,8 +880,8 @@ func (d *driver) complete(ctx context.Context, cs *callState, tc *core.ToolCompl
 func callSummary(t core.Tool, args map[string]any) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "The assistant wants to run %s:", t.Name)
-	for _, k := range core.SortedKeys(args) {
-		fmt.Fprintf(&b, "\n• %s: %s", k, core.Truncate(core.ScalarString(args[k]), 300))
+	for _, k := range gate.SortedKeys(args) {
+		fmt.Fprintf(&b, "\n• %s: %s", k, core.Truncate(gate.ScalarString(args[k]), 300))
 	}
 	return b.String()
 }

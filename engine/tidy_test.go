@@ -87,7 +87,7 @@ func TestSlowAnswerShowsChecklist(t *testing.T) {
 		// ...and the checklist appears while it runs.
 		coretest.WaitFor(t, 5*time.Second, "the checklist during the model call", func() bool { return len(checklistPosts(h)) == 1 })
 	}
-	h = newHarness(t, m, nil, func(c *engine.EngineConfig) { c.ChecklistDelay = 50 * time.Millisecond })
+	h = newHarness(t, m, nil, func(c *engine.Config) { c.ChecklistDelay = 50 * time.Millisecond })
 	ev := h.mention(alice, "C1", "think hard")
 	h.deliver(ev)
 	h.idle()
@@ -109,7 +109,7 @@ func TestQuickAnswerByTheClockPostsNoChecklist(t *testing.T) {
 	release := make(chan struct{})
 	m := coretest.NewScriptedModel(coretest.Text("quick"))
 	m.OnCall = func(ctx context.Context, n int, v core.View) { <-release }
-	h := newHarness(t, m, nil, func(c *engine.EngineConfig) { c.ChecklistDelay = time.Millisecond })
+	h := newHarness(t, m, nil, func(c *engine.Config) { c.ChecklistDelay = time.Millisecond })
 	h.deliver(h.mention(alice, "C1", "hi"))
 	// The timer fires during the call; the test clock has not moved.
 	coretest.WaitFor(t, 5*time.Second, "the timer to fire", func() bool {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
 // view assembles what one model call sees. Stable tier (System): who the
@@ -46,7 +47,7 @@ func (d *driver) view(pol core.Policy, pending []*humanMsg) core.View {
 func levelNames(p core.Policy) []string {
 	levels := p.ApprovalLevels
 	if len(levels) == 0 {
-		levels = core.DefaultApprovalLevels()
+		levels = gate.DefaultApprovalLevels()
 	}
 	out := make([]string, 0, len(levels)+1)
 	for _, l := range levels {

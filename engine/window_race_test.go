@@ -20,7 +20,7 @@ func TestWindowIsOpenWhenTheAnswerAppears(t *testing.T) {
 	var routedAtPost atomic.Int32
 	var checked atomic.Bool
 	m := coretest.NewScriptedModel(coretest.Text("here you go"))
-	h := newHarness(t, m, nil, func(c *engine.EngineConfig) {
+	h := newHarness(t, m, nil, func(c *engine.Config) {
 		filter = intent.NewFilter(intent.NewMemoryStore(c.Boundary.Now), c.Boundary.Now)
 		c.Router = core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
 			d, err := filter.Decide(ctx, ev)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/memory"
 	"github.com/marlowe-bot/marlowe/memory/memorytest"
@@ -27,12 +28,12 @@ func TestEngineTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := core.NewToolRegistry(tools.Remember(), tools.Recall(), tools.Forget())
+	reg, err := gate.NewRegistry(tools.Remember(), tools.Recall(), tools.Forget())
 	if err != nil {
 		t.Fatal(err)
 	}
 	surface := coretest.NewFakeSurface("test", "UBOT")
-	e, err := engine.NewEngine(engine.EngineConfig{
+	e, err := engine.New(engine.Config{
 		Journal: j, Boundary: b, Tools: reg, Surfaces: map[string]core.Surface{"test": surface},
 		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
 			return ev.MentionsBot, "mention", nil
@@ -175,7 +176,7 @@ func TestEngineRecallsAcrossThreadsNotChannels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := core.NewToolRegistry(tools.Remember(), tools.Recall(), tools.Forget())
+	reg, err := gate.NewRegistry(tools.Remember(), tools.Recall(), tools.Forget())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestEngineRecallsAcrossThreadsNotChannels(t *testing.T) {
 		coretest.Text("Noted."),
 	)
 	surface := coretest.NewFakeSurface("test", "UBOT")
-	e, err := engine.NewEngine(engine.EngineConfig{
+	e, err := engine.New(engine.Config{
 		Journal: j, Boundary: b, Model: model, Tools: reg, Surfaces: map[string]core.Surface{"test": surface},
 		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
 			return ev.MentionsBot, "mention", nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/scheduler"
 )
@@ -101,11 +102,11 @@ func (w *world) start(j *coretest.MemJournal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := core.NewToolRegistry(w.sch.Tool(), w.sch.ProposeTool())
+	reg, err := gate.NewRegistry(w.sch.Tool(), w.sch.ProposeTool())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.e, err = engine.NewEngine(engine.EngineConfig{
+	w.e, err = engine.New(engine.Config{
 		Journal: j, Boundary: w.b, Tools: reg, Model: w.model, Surfaces: map[string]core.Surface{"test": w.s},
 		Router:  core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
 		CardKey: []byte("routine-test-card-key-0123456789"), Clock: w.clk.Now, Logger: slog.New(slog.DiscardHandler),

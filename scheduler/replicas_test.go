@@ -100,7 +100,7 @@ func twoSchedulers(t *testing.T, signer *core.Signer, open func() core.Journal) 
 			t.Fatal(err)
 		}
 		s := coretest.NewFakeSurface("test", "UBOT")
-		e, err := engine.NewEngine(engine.EngineConfig{Journal: st, Boundary: b, Surfaces: map[string]core.Surface{"test": s},
+		e, err := engine.New(engine.Config{Journal: st, Boundary: b, Surfaces: map[string]core.Surface{"test": s},
 			Router:  core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
 			CardKey: []byte("routine-test-card-key-0123456789"), Clock: clk.Now, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {

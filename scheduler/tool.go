@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
 )
 
 // Tool is the routine tool the command grammar calls. It acts only on a
@@ -18,7 +19,7 @@ import (
 // run) is the actor of routine.created / routine.changed.
 func (s *Scheduler) Tool() core.Tool {
 	return core.Tool{
-		Name: core.RoutineToolName,
+		Name: chatcommand.RoutineToolName,
 		Description: "Carry out a routine command exactly as the person typed it in this conversation " +
 			"(routine add <spec> [tz <zone>]: <instruction> | routines | routine pause|resume|delete|run <id> | " +
 			"routine edit <id> [<spec>] [tz <zone>][: <instruction>]).",
@@ -36,9 +37,9 @@ func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.R
 		return core.Observation{}, fmt.Errorf("routine: %w", err)
 	}
 	text := strings.TrimSpace(args.Text)
-	cmd, ok := core.ParseRoutineCommand(text)
-	if !ok || cmd.Op == core.RoutineUsage {
-		return core.Observation{}, errors.New(core.RoutineUsageText)
+	cmd, ok := chatcommand.ParseRoutine(text)
+	if !ok || cmd.Op == chatcommand.RoutineUsage {
+		return core.Observation{}, errors.New(chatcommand.RoutineUsageText)
 	}
 	author, err := s.typedBy(ctx, tc.Run, text)
 	if err != nil {
@@ -71,14 +72,14 @@ func (s *Scheduler) typedBy(ctx context.Context, run, text string) (core.Person,
 		if err != nil {
 			continue
 		}
-		if strings.TrimSpace(core.StripLeadingMention(p.Text, p.Mentions)) == text && p.Author.ID == c.Actor().ID {
+		if strings.TrimSpace(chatcommand.StripLeadingMention(p.Text, p.Mentions)) == text && p.Author.ID == c.Actor().ID {
 			return p.Author, nil
 		}
 	}
 	return core.Person{}, errors.New("routines are created and changed only by the command a person types; nobody typed this one")
 }
 
-func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, cmd core.RoutineCommand) (string, error) {
+func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, cmd chatcommand.RoutineCommand) (string, error) {
 	cmds, err := s.cfg.Journal.Read(ctx, sc.Key(), 0, 0)
 	if err != nil {
 		return "", fmt.Errorf("routine: read channel: %w", err)
@@ -87,7 +88,7 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 	if err != nil {
 		return "", fmt.Errorf("routine: %w", err)
 	}
-	if cmd.Op == core.RoutineAdd {
+	if cmd.Op == chatcommand.RoutineAdd {
 		sched, err := ParseSpec(cmd.Spec, cmd.TZ, s.cfg.MinInterval)
 		if err != nil {
 			return "", err
@@ -104,14 +105,14 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		return fmt.Sprintf("✅ Routine %s armed: `%s` (%s) — %s\nNext: %s", id, cmd.Spec, tz, cmd.Instruction,
 			nextSlots(sched, s.cfg.Clock(), tz, 3)), nil
 	}
-	if cmd.Op == core.RoutineList {
+	if cmd.Op == chatcommand.RoutineList {
 		return list(routines, s.cfg.Clock(), s.cfg.Grace), nil
 	}
 	r := routines[cmd.ID]
 	if r == nil || r.Deleted {
 		return "", fmt.Errorf("no routine %s in this channel (see `routines`)", cmd.ID)
 	}
-	if cmd.Op == core.RoutineRun {
+	if cmd.Op == chatcommand.RoutineRun {
 		if s.eng == nil {
 			return "", errors.New("scheduler: no engine bound")
 		}
@@ -134,18 +135,18 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 	if r.Owner != by.ID && (s.eng == nil || !s.eng.IsAdmin(ctx, sc, by)) {
 		return "", fmt.Errorf("routine %s belongs to <@%s>: only its owner or an admin can %s it; nothing was changed", r.ID, r.Owner, cmd.Op)
 	}
-	if cmd.Op == core.RoutineEdit {
+	if cmd.Op == chatcommand.RoutineEdit {
 		return s.edit(ctx, sc, by, r, cmd)
 	}
 	p := &core.RoutineChanged{RoutineID: r.ID}
 	var done string
 	switch cmd.Op {
-	case core.RoutinePause:
+	case chatcommand.RoutinePause:
 		done = "⏸️ Routine " + r.ID + " paused."
-	case core.RoutineResume:
+	case chatcommand.RoutineResume:
 		p.Armed = true
 		done = "▶️ Routine " + r.ID + " resumed (slots missed while paused do not fire)."
-	case core.RoutineDelete:
+	case chatcommand.RoutineDelete:
 		p.Deleted = true
 		done = "🗑️ Routine " + r.ID + " deleted."
 	}
@@ -158,7 +159,7 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 // edit changes what cmd names of r and keeps the rest, armed or paused as
 // it was. The new schedule is checked like a new routine's; a changed
 // spec, zone or instruction re-settles its drift anchor (Fold).
-func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *Routine, cmd core.RoutineCommand) (string, error) {
+func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *Routine, cmd chatcommand.RoutineCommand) (string, error) {
 	if r.Proposed && !r.Armed && !r.Decided {
 		return "", fmt.Errorf("routine %s is a proposal waiting for <@%s> to arm or discard it on its card; nothing was changed", r.ID, r.Owner)
 	}

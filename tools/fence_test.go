@@ -13,6 +13,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/tools"
@@ -48,12 +49,12 @@ func newWorld(t *testing.T, steps ...coretest.Step) *world {
 	t.Cleanup(w.srv.Close)
 	signer := coretest.NewSigner(t)
 	w.j = coretest.NewMemJournal(signer)
-	reg, err := core.NewToolRegistry(tools.Builtins(tools.Options{HTTPClient: egress.NewClient(egress.AllowLoopbackForTests())})...)
+	reg, err := gate.NewRegistry(tools.Builtins(tools.Options{HTTPClient: egress.NewClient(egress.AllowLoopbackForTests())})...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mem := coretest.NewMemory()
-	w.e, err = engine.NewEngine(engine.EngineConfig{
+	w.e, err = engine.New(engine.Config{
 		Journal: w.j, Boundary: core.NewBoundary(nil), Model: w.m, Tools: reg,
 		Surfaces: map[string]core.Surface{"test": w.s},
 		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/tools"
 )
@@ -43,11 +44,11 @@ func run(t *testing.T, tl core.Tool, tc core.ToolContext, args string) (core.Obs
 
 func TestBuiltinsAreValidDeclarations(t *testing.T) {
 	all := tools.Builtins(tools.Options{})
-	reg, err := core.NewToolRegistry(all...)
+	reg, err := gate.NewRegistry(all...)
 	if err != nil {
 		t.Fatalf("registry: %v", err)
 	}
-	if len(reg.Exposed(core.Policy{})) != len(all) || len(all) > core.MaxExposedTools {
+	if len(reg.Exposed(core.Policy{})) != len(all) || len(all) > gate.MaxExposedTools {
 		t.Errorf("default exposure %d of %d", len(reg.Exposed(core.Policy{})), len(all))
 	}
 	want := map[string]core.Consequence{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/llm/scripted"
@@ -48,13 +49,13 @@ func scriptedTeammate(v core.View) (core.Reply, error) {
 // composition root does: an in-memory journal, the intent filter as the
 // router (reporting each decision to the sandbox), the filter's windows fed
 // by the bot's posts, a scripted model and one irreversible tool.
-func engineDeliver(t *testing.T, sb *Sandbox, opts ...func(*engine.EngineConfig)) func(context.Context, core.Inbound) error {
+func engineDeliver(t *testing.T, sb *Sandbox, opts ...func(*engine.Config)) func(context.Context, core.Inbound) error {
 	t.Helper()
 	return newEngine(t, sb, opts...).Deliver
 }
 
 // newEngine is engineDeliver's engine, for tests that wait for it.
-func newEngine(t *testing.T, sb *Sandbox, opts ...func(*engine.EngineConfig)) *engine.Engine {
+func newEngine(t *testing.T, sb *Sandbox, opts ...func(*engine.Config)) *engine.Engine {
 	t.Helper()
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
 	router := core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
@@ -75,14 +76,14 @@ func newEngine(t *testing.T, sb *Sandbox, opts ...func(*engine.EngineConfig)) *e
 			return core.Observation{Text: "build 4f2c9e1, 214 checks green.", Trust: core.Untrusted}, nil
 		},
 	}
-	tools, err := core.NewToolRegistry(deploy)
+	tools, err := gate.NewRegistry(deploy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tools, err = tools.WithDefault("deploy"); err != nil {
 		t.Fatal(err)
 	}
-	cfg := engine.EngineConfig{
+	cfg := engine.Config{
 		Journal:      coretest.NewMemJournal(coretest.NewSigner(t)),
 		Boundary:     core.NewBoundary(nil),
 		Model:        scripted.New().Otherwise(scriptedTeammate),
@@ -96,7 +97,7 @@ func newEngine(t *testing.T, sb *Sandbox, opts ...func(*engine.EngineConfig)) *e
 	for _, o := range opts {
 		o(&cfg)
 	}
-	eng, err := engine.NewEngine(cfg)
+	eng, err := engine.New(cfg)
 	if err != nil {
 		t.Fatalf("new engine: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // withApprovers makes Alice and Carol the approvers of every channel.
-func withApprovers(c *engine.EngineConfig) {
+func withApprovers(c *engine.Config) {
 	c.DefaultPolicy = core.Policy{Approvers: []string{"alice", "carol"}}
 }
 

@@ -51,7 +51,7 @@ func TestEndToEndMentionAnsweredInThread(t *testing.T) {
 		return d.Route, d.Reason.String(), nil
 	})
 	journal := coretest.NewMemJournal(coretest.NewSigner(t))
-	eng, err := engine.NewEngine(engine.EngineConfig{
+	eng, err := engine.New(engine.Config{
 		Journal:      journal,
 		Boundary:     core.NewBoundary(nil),
 		Model:        teammateModel{},

@@ -10,6 +10,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 )
@@ -48,7 +49,7 @@ func inboxEngine(t *testing.T, f *slackfake.Server, a *Adapter, logs *logBuffer)
 			return core.Observation{Text: "build 4f2c9e1 live", Trust: core.Trusted}, nil
 		},
 	}
-	tools, err := core.NewToolRegistry(deploy)
+	tools, err := gate.NewRegistry(deploy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func inboxEngine(t *testing.T, f *slackfake.Server, a *Adapter, logs *logBuffer)
 		t.Fatal(err)
 	}
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
-	eng, err := engine.NewEngine(engine.EngineConfig{
+	eng, err := engine.New(engine.Config{
 		Journal:  coretest.NewMemJournal(coretest.NewSigner(t)),
 		Boundary: core.NewBoundary(nil),
 		Model:    deployModel{},

@@ -19,7 +19,7 @@ func engineOver(t *testing.T, f *slackfake.Server, a *Adapter, logs *logBuffer) 
 	t.Helper()
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
 	journal := coretest.NewMemJournal(coretest.NewSigner(t))
-	eng, err := engine.NewEngine(engine.EngineConfig{
+	eng, err := engine.New(engine.Config{
 		Journal:  journal,
 		Boundary: core.NewBoundary(nil),
 		Model:    teammateModel{},

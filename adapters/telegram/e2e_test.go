@@ -52,7 +52,7 @@ func TestEndToEndCrashesAnsweredOnce(t *testing.T) {
 	a2, logs := newAdapter(t, testConfig(f, ModePolling))
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
 	journal := coretest.NewMemJournal(coretest.NewSigner(t))
-	eng, err := engine.NewEngine(engine.EngineConfig{
+	eng, err := engine.New(engine.Config{
 		Journal:  journal,
 		Boundary: core.NewBoundary(nil),
 		Model:    echoModel{},

@@ -35,7 +35,7 @@ type opsMetrics struct {
 	// channelsOwned counts the channels this replica drives; today that is
 	// every channel the engine has loaded, and with channel leases it is
 	// the leases held: set it to whatever knows.
-	engine        func() engine.EngineStats
+	engine        func() engine.Stats
 	channelsOwned func() int
 	draining      func() bool
 }
@@ -144,9 +144,9 @@ func newMetrics(f *intent.Filter, mem *memory.Service, surfaces map[string]core.
 	return m
 }
 
-func (m *opsMetrics) engineStats() engine.EngineStats {
+func (m *opsMetrics) engineStats() engine.Stats {
 	if m.engine == nil {
-		return engine.EngineStats{}
+		return engine.Stats{}
 	}
 	return m.engine()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/sandbox"
 	"github.com/marlowe-bot/marlowe/adapters/slack"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/internal/egress"
@@ -95,7 +96,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("routines: %w", err)
 	}
-	registry, err := core.NewToolRegistry(append(tools.Builtins(tools.Options{HTTPClient: egress.NewClient()}), sched.Tool(), sched.ProposeTool())...)
+	registry, err := gate.NewRegistry(append(tools.Builtins(tools.Options{HTTPClient: egress.NewClient()}), sched.Tool(), sched.ProposeTool())...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
@@ -117,7 +118,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	})
 
 	metrics := newMetrics(filter, mem, surfaces.byName)
-	eng, err := engine.NewEngine(engine.EngineConfig{
+	eng, err := engine.New(engine.Config{
 		Journal:       st.Journal,
 		Boundary:      boundary,
 		Model:         model,

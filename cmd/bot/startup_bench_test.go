@@ -72,7 +72,7 @@ func benchStartup(b *testing.B, j core.Journal) {
 	// iteration's Close releases them for the next).
 	leases, _ := j.(core.Leases)
 	newEngine := func() *engine.Engine {
-		e, err := engine.NewEngine(engine.EngineConfig{
+		e, err := engine.New(engine.Config{
 			Leases:  leases,
 			Journal: j, Boundary: core.NewBoundary(nil), Model: blockModel{},
 			Surfaces: map[string]core.Surface{"slack": coretest.NewFakeSurface("slack", "UBOT")},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 )
@@ -64,7 +65,7 @@ func BenchmarkEngineStepPostgres(b *testing.B) {
 			return core.Observation{Text: "noted", Trust: core.Trusted}, nil
 		},
 	}
-	reg, err := core.NewToolRegistry(note)
+	reg, err := gate.NewRegistry(note)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func BenchmarkEngineStepPostgres(b *testing.B) {
 	const steps = 10
 	m := &gapModel{steps: steps}
 	s := coretest.NewFakeSurface("slack", "UBOT")
-	e, err := engine.NewEngine(engine.EngineConfig{
+	e, err := engine.New(engine.Config{
 		Journal: j, Boundary: core.NewBoundary(nil), Model: m, Tools: reg,
 		Surfaces: map[string]core.Surface{"slack": s},
 		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),

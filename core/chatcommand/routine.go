@@ -1,7 +1,9 @@
-package core
+package chatcommand
 
 import (
 	"strings"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // Routine commands (ARCHITECTURE.md section 8) are typed by a person and
@@ -45,7 +47,7 @@ const RoutineUsageText = "Usage: `routine add <spec> [tz <zone>]: <instruction>`
 // ParseRoutineCommand reads a mention-stripped message; ok is false when it
 // is not a routine command at all (a known verb with bad arguments is a
 // command: its answer is the usage).
-func ParseRoutineCommand(text string) (RoutineCommand, bool) {
+func ParseRoutine(text string) (RoutineCommand, bool) {
 	t := strings.TrimSpace(text)
 	word, rest, _ := strings.Cut(t, " ")
 	rest = strings.TrimSpace(rest)
@@ -122,7 +124,7 @@ func splitZone(f []string) (spec, tz string) {
 // adapter leaves out of Mentions, so a leading <@ID> or <@!ID> whose ID is
 // not among the message's resolved mentions is the bot's, as is a leading
 // "@handle" word (Telegram). Only one leading token is stripped.
-func StripLeadingMention(text string, mentions []Mention) string {
+func StripLeadingMention(text string, mentions []core.Mention) string {
 	t := strings.TrimLeft(text, " \t\n")
 	switch {
 	case strings.HasPrefix(t, "<@"):
@@ -135,7 +137,7 @@ func StripLeadingMention(text string, mentions []Mention) string {
 			id = id[:i]
 		}
 		for _, m := range mentions {
-			if m.Kind == MentionUser && m.ID == id {
+			if m.Kind == core.MentionUser && m.ID == id {
 				return text
 			}
 		}

@@ -1,4 +1,4 @@
-package core
+package gate
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // Verdict is the closed set of gate decisions.
@@ -19,11 +21,11 @@ const (
 
 // GateRequest is everything the gate looks at. It holds no model output
 // other than the call itself: the decision is code, never the model's.
-type GateRequest struct {
-	Tool    Tool
+type Request struct {
+	Tool    core.Tool
 	Args    map[string]any // validated arguments
 	Exposed bool           // the channel policy exposes the tool to this run
-	Policy  Policy
+	Policy  core.Policy
 	// Trusted are the texts the triggering person wrote in this run: a
 	// target value found in them was chosen by the person, not by content.
 	Trusted []string
@@ -33,7 +35,7 @@ type GateRequest struct {
 }
 
 // GateDecision is the gate's answer, journaled as permission.decided.
-type GateDecision struct {
+type Decision struct {
 	Verdict     Verdict
 	Reason      string
 	Destination string // normalised target values, "" when the tool has none
@@ -42,7 +44,9 @@ type GateDecision struct {
 // DefaultApprovalLevels are the consequence levels that need approval when a
 // channel's policy sets none: send (unless the destination is already
 // trusted) and irreversible (always).
-func DefaultApprovalLevels() []Consequence { return []Consequence{Send, Irreversible} }
+func DefaultApprovalLevels() []core.Consequence {
+	return []core.Consequence{core.Send, core.Irreversible}
+}
 
 // Gate is the gate: a pure function of the request. In order:
 //  1. a tool the channel does not expose is denied;
@@ -53,16 +57,16 @@ func DefaultApprovalLevels() []Consequence { return []Consequence{Send, Irrevers
 //  4. a level the policy gates (default send) needs approval unless the
 //     destination was approved before or, for send, the person named it;
 //  5. everything else (read and write by default) is allowed.
-func Gate(r GateRequest) GateDecision {
+func Decide(r Request) Decision {
 	t := r.Tool
 	targets := targetValues(t, r.Args)
 	dest := destination(targets)
 	consented := func(d string) bool { return r.Consented != nil && r.Consented(t.Name, d) }
 	if !r.Exposed {
-		return GateDecision{Verdict: Deny, Reason: fmt.Sprintf("%s is not enabled in this channel (channel policy)", t.Name), Destination: dest}
+		return Decision{Verdict: Deny, Reason: fmt.Sprintf("%s is not enabled in this channel (channel policy)", t.Name), Destination: dest}
 	}
-	if t.Consequence == Irreversible {
-		return GateDecision{Verdict: Ask, Reason: "irreversible actions always need a person's approval", Destination: dest}
+	if t.Consequence == core.Irreversible {
+		return Decision{Verdict: Ask, Reason: "irreversible actions always need a person's approval", Destination: dest}
 	}
 	var tainted []string
 	for _, tv := range targets {
@@ -71,7 +75,7 @@ func Gate(r GateRequest) GateDecision {
 		}
 	}
 	if len(tainted) > 0 {
-		return GateDecision{Verdict: Ask, Destination: dest,
+		return Decision{Verdict: Ask, Destination: dest,
 			Reason: fmt.Sprintf("target %s does not come from the requester's own message or an earlier approval", strings.Join(tainted, ", "))}
 	}
 	levels := r.Policy.ApprovalLevels
@@ -81,17 +85,17 @@ func Gate(r GateRequest) GateDecision {
 	if slices.Contains(levels, t.Consequence) {
 		switch {
 		case consented(dest):
-			return GateDecision{Verdict: Allow, Reason: "destination approved earlier in this channel", Destination: dest}
-		case t.Consequence == Send && len(targets) > 0:
+			return Decision{Verdict: Allow, Reason: "destination approved earlier in this channel", Destination: dest}
+		case t.Consequence == core.Send && len(targets) > 0:
 			// Every target was checked above: the person named it.
-			return GateDecision{Verdict: Allow, Reason: "destination named by the requester", Destination: dest}
-		case t.Consequence == Send:
-			return GateDecision{Verdict: Ask, Reason: "sending outside the channel needs approval", Destination: dest}
+			return Decision{Verdict: Allow, Reason: "destination named by the requester", Destination: dest}
+		case t.Consequence == core.Send:
+			return Decision{Verdict: Ask, Reason: "sending outside the channel needs approval", Destination: dest}
 		default:
-			return GateDecision{Verdict: Ask, Reason: fmt.Sprintf("channel policy requires approval for %s actions", t.Consequence), Destination: dest}
+			return Decision{Verdict: Ask, Reason: fmt.Sprintf("channel policy requires approval for %s actions", t.Consequence), Destination: dest}
 		}
 	}
-	return GateDecision{Verdict: Allow, Reason: fmt.Sprintf("%s action allowed by channel policy", t.Consequence), Destination: dest}
+	return Decision{Verdict: Allow, Reason: fmt.Sprintf("%s action allowed by channel policy", t.Consequence), Destination: dest}
 }
 
 type targetValue struct {
@@ -101,7 +105,7 @@ type targetValue struct {
 // targetValues extracts the tool's declared target arguments, normalised:
 // a URL is reduced to its host (egress is keyed on the host), channel and
 // user references lose their platform decoration.
-func targetValues(t Tool, args map[string]any) []targetValue {
+func targetValues(t core.Tool, args map[string]any) []targetValue {
 	var out []targetValue
 	for _, name := range t.Targets {
 		v, ok := args[name]

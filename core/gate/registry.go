@@ -1,4 +1,4 @@
-package core
+package gate
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // MaxExposedTools caps how many tools one run is shown: a large registry
@@ -14,24 +16,24 @@ const MaxExposedTools = 13
 
 // ToolRegistry holds every declared tool. It is immutable after
 // construction and safe for concurrent use.
-type ToolRegistry struct {
+type Registry struct {
 	tools    map[string]*registered
 	order    []string // registration order: the default exposure order
 	defaults []string
 }
 
 type registered struct {
-	tool   Tool
+	tool   core.Tool
 	schema *schema
-	spec   ToolSpec
+	spec   core.ToolSpec
 }
 
 // NewToolRegistry validates and registers tools. Any invalid declaration
 // (no consequence level, a bad name or schema, a target that is not a
 // property, a duplicate name) is an error: the process must refuse to start
 // rather than run with an unannotated tool.
-func NewToolRegistry(tools ...Tool) (*ToolRegistry, error) {
-	r := &ToolRegistry{tools: make(map[string]*registered, len(tools))}
+func NewRegistry(tools ...core.Tool) (*Registry, error) {
+	r := &Registry{tools: make(map[string]*registered, len(tools))}
 	var errs []error
 	for _, t := range tools {
 		if err := t.Validate(); err != nil {
@@ -48,7 +50,7 @@ func NewToolRegistry(tools ...Tool) (*ToolRegistry, error) {
 			continue
 		}
 		t.Targets = slices.Clone(t.Targets)
-		r.tools[t.Name] = &registered{tool: t, schema: s, spec: ToolSpec{Name: t.Name, Description: t.Description, Schema: slices.Clone(t.Schema)}}
+		r.tools[t.Name] = &registered{tool: t, schema: s, spec: core.ToolSpec{Name: t.Name, Description: t.Description, Schema: slices.Clone(t.Schema)}}
 		r.order = append(r.order, t.Name)
 	}
 	if len(errs) > 0 {
@@ -60,7 +62,7 @@ func NewToolRegistry(tools ...Tool) (*ToolRegistry, error) {
 
 // WithDefault returns a copy of r whose default exposure (for channels whose
 // policy names no tools) is names, in that order. Unknown names are an error.
-func (r *ToolRegistry) WithDefault(names ...string) (*ToolRegistry, error) {
+func (r *Registry) WithDefault(names ...string) (*Registry, error) {
 	if len(names) > MaxExposedTools {
 		return nil, fmt.Errorf("tool registry: default set of %d tools exceeds the cap of %d", len(names), MaxExposedTools)
 	}
@@ -75,19 +77,19 @@ func (r *ToolRegistry) WithDefault(names ...string) (*ToolRegistry, error) {
 }
 
 // Get returns the tool named name.
-func (r *ToolRegistry) Get(name string) (Tool, bool) {
+func (r *Registry) Get(name string) (core.Tool, bool) {
 	if r == nil {
-		return Tool{}, false
+		return core.Tool{}, false
 	}
 	t, ok := r.tools[name]
 	if !ok {
-		return Tool{}, false
+		return core.Tool{}, false
 	}
 	return t.tool, true
 }
 
 // Names lists every registered tool in registration order.
-func (r *ToolRegistry) Names() []string {
+func (r *Registry) Names() []string {
 	if r == nil {
 		return nil
 	}
@@ -97,7 +99,7 @@ func (r *ToolRegistry) Names() []string {
 // Exposed returns the tools a run in a channel with policy p may use: the
 // policy's list when it names any (unknown names are skipped), the default
 // set otherwise; at most MaxExposedTools.
-func (r *ToolRegistry) Exposed(p Policy) []string {
+func (r *Registry) Exposed(p core.Policy) []string {
 	if r == nil {
 		return nil
 	}
@@ -117,8 +119,8 @@ func (r *ToolRegistry) Exposed(p Policy) []string {
 }
 
 // Specs returns what the model is told about the named tools.
-func (r *ToolRegistry) Specs(names []string) []ToolSpec {
-	out := make([]ToolSpec, 0, len(names))
+func (r *Registry) Specs(names []string) []core.ToolSpec {
+	out := make([]core.ToolSpec, 0, len(names))
 	for _, n := range names {
 		if t, ok := r.tools[n]; ok {
 			out = append(out, t.spec)
@@ -150,10 +152,10 @@ func (e *CallError) JSON() string {
 // a registered tool and the arguments a JSON object matching its schema.
 // Whether the run may use the tool is the gate's decision, not this one's.
 // exposed only feeds the hint.
-func (r *ToolRegistry) ValidateCall(call ToolCall, exposed []string) (Tool, map[string]any, *CallError) {
+func (r *Registry) ValidateCall(call core.ToolCall, exposed []string) (core.Tool, map[string]any, *CallError) {
 	t, ok := r.tools[call.Name]
 	if !ok {
-		return Tool{}, nil, &CallError{
+		return core.Tool{}, nil, &CallError{
 			Code: "unknown-tool", Tool: call.Name,
 			Problems: []string{fmt.Sprintf("no tool named %q is available in this run", call.Name)},
 			Hint:     "available tools: " + strings.Join(exposed, ", "),
@@ -161,12 +163,12 @@ func (r *ToolRegistry) ValidateCall(call ToolCall, exposed []string) (Tool, map[
 	}
 	args, err := decodeArgs(call.Args)
 	if err != nil {
-		return Tool{}, nil, &CallError{Code: "invalid", Tool: call.Name, Problems: []string{err.Error()}, Hint: "send the arguments as one JSON object matching the tool's schema"}
+		return core.Tool{}, nil, &CallError{Code: "invalid", Tool: call.Name, Problems: []string{err.Error()}, Hint: "send the arguments as one JSON object matching the tool's schema"}
 	}
 	var problems []string
 	t.schema.validate(args, "args", &problems)
 	if len(problems) > 0 {
-		return Tool{}, nil, &CallError{Code: "invalid", Tool: call.Name, Problems: problems, Hint: "fix the arguments and call the tool again"}
+		return core.Tool{}, nil, &CallError{Code: "invalid", Tool: call.Name, Problems: problems, Hint: "fix the arguments and call the tool again"}
 	}
 	return t.tool, args, nil
 }

@@ -1,4 +1,4 @@
-package core
+package chatcommand
 
 import (
 	"strings"
@@ -11,36 +11,36 @@ import (
 //	consents             — your standing grants (answered only in your DM)
 //	consent revoke <id>  — withdraw one grant
 
-type inboxCmdKind int
+type InboxKind int
 
 const (
-	InboxNone inboxCmdKind = iota
-	inboxList
+	InboxNone InboxKind = iota
+	InboxList
 	InboxConsents
 	InboxRevoke
 )
 
-type InboxCmd struct {
-	Kind inboxCmdKind
+type InboxCommand struct {
+	Kind InboxKind
 	Arg  string
 }
 
-func ParseInboxCmd(text string) InboxCmd {
+func ParseInbox(text string) InboxCommand {
 	f := strings.Fields(strings.ToLower(strings.TrimSpace(text)))
 	orig := strings.Fields(strings.TrimSpace(text))
 	switch {
 	case len(f) == 1 && f[0] == "inbox":
-		return InboxCmd{Kind: inboxList}
+		return InboxCommand{Kind: InboxList}
 	case len(f) == 1 && f[0] == "consents":
-		return InboxCmd{Kind: InboxConsents}
+		return InboxCommand{Kind: InboxConsents}
 	case len(f) >= 2 && f[0] == "consent" && f[1] == "revoke":
 		arg := ""
 		if len(orig) >= 3 {
 			arg = orig[2] // ids are case-sensitive
 		}
-		return InboxCmd{Kind: InboxRevoke, Arg: arg}
+		return InboxCommand{Kind: InboxRevoke, Arg: arg}
 	}
-	return InboxCmd{}
+	return InboxCommand{}
 }
 
 const InboxHelpText = "\n• `inbox` — what waits for your decision (answered in your DM)" +

@@ -1,4 +1,4 @@
-package core
+package chatcommand
 
 import "testing"
 
@@ -31,11 +31,11 @@ func TestParseRoutineCommand(t *testing.T) {
 		{"routines are boring", false, RoutineCommand{}},
 		{"remember routine add @daily: x", false, RoutineCommand{}},
 	} {
-		got, ok := ParseRoutineCommand(tc.in)
+		got, ok := ParseRoutine(tc.in)
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("%q: got %+v %v, want %+v %v", tc.in, got, ok, tc.want, tc.ok)
 		}
-		if g := ParseGrammar(tc.in); (g.Kind == GRoutine) != tc.ok {
+		if g := Parse(tc.in); (g.Kind == Routine) != tc.ok {
 			t.Errorf("%q: grammar kind %v", tc.in, g.Kind)
 		}
 	}
