@@ -38,30 +38,17 @@ func samplePayload(t *testing.T, k Kind) Payload {
 	return p
 }
 
-// TestEveryKindIsHandled fails when a kind is added without a payload type,
-// a name, or a case in the fold.
-func TestEveryKindIsHandled(t *testing.T) {
-	b := NewBoundary(nil)
-	s := testSigner(t)
-	st := NewChannel(testScope.Key())
-	for i, k := range Kinds() {
+// TestEveryKindHasAPayloadAndAName fails when a kind is added without a
+// payload type or a name (kinds_test.go checks the fold handles each).
+func TestEveryKindHasAPayloadAndAName(t *testing.T) {
+	for _, k := range Kinds() {
 		if k.String() == "" {
 			t.Fatalf("kind %d has no name", k)
 		}
 		if back, err := ParseKind(k.String()); err != nil || back != k {
 			t.Fatalf("ParseKind(%q) = %v, %v", k.String(), back, err)
 		}
-		d, err := b.System("test", testScope, Meta{Run: "R1"}, samplePayload(t, k))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := s.Seal(d, uint64(i+1), Hash{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Apply(c); err != nil {
-			t.Errorf("fold does not handle %s: %v", k, err)
-		}
+		_ = samplePayload(t, k)
 	}
 	if len(Kinds()) != int(kindEnd)-1 {
 		t.Fatalf("Kinds() lists %d kinds, want %d", len(Kinds()), kindEnd-1)

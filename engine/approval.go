@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // Default approval settings.
@@ -68,7 +69,7 @@ func parseCardToken(key []byte, tok string) (string, byte, error) {
 // authorizeClick decides whether by may take action on a. It returns a
 // reason for a refusal, "" when allowed. The card is a view; this check,
 // against the channel's policy, is what makes a click count.
-func authorizeClick(p core.Policy, a *core.Approval, by core.Person, action byte) string {
+func authorizeClick(p core.Policy, a *fold.Approval, by core.Person, action byte) string {
 	if by.ID == "" || by.IsBot {
 		return "only people can decide approvals"
 	}

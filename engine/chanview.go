@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // chanView is the engine's cache of one channel: the channel's one fold
@@ -30,7 +31,7 @@ type chanView struct {
 	foreign, woke int
 	// fold is read under mu. A field, not embedded: its Apply runs only
 	// through v.apply, which checks the sequence once.
-	fold core.Channel
+	fold fold.Channel
 
 	// touched is when the engine last handed the view out (guarded by
 	// Engine.chMu): eviction drops views untouched for a while (evict.go).
@@ -38,7 +39,7 @@ type chanView struct {
 }
 
 func newChanView(key core.ChannelKey, j core.Journal) *chanView {
-	return &chanView{key: key, j: j, fold: core.NewChannel(key)}
+	return &chanView{key: key, j: j, fold: fold.NewChannel(key)}
 }
 
 // load folds the channel's journal once. Callers hold v.mu.
@@ -159,7 +160,7 @@ func (v *chanView) apply(c core.Command) error {
 
 // liveRun returns the thread's run that a new message should steer: one
 // that is queued, working or waiting for approval. Callers hold v.mu.
-func (v *chanView) liveRun(thread string) (*core.Run, *core.Run) {
+func (v *chanView) liveRun(thread string) (*fold.Run, *fold.Run) {
 	id, ok := v.fold.Threads[thread]
 	if !ok {
 		return nil, nil

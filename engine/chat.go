@@ -11,6 +11,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // The chat commands the engine answers from the channel's own state:
@@ -243,7 +244,7 @@ func statusWord(r liveRunInfo) string {
 }
 
 func (d *driver) pendingApprovals(ctx context.Context) string {
-	var as []core.Approval
+	var as []fold.Approval
 	_ = d.v.with(ctx, func() {
 		for _, a := range d.v.fold.Approvals {
 			if a.Pending() {
@@ -254,7 +255,7 @@ func (d *driver) pendingApprovals(ctx context.Context) string {
 	if len(as) == 0 {
 		return "✅ Nothing is waiting for approval in this channel."
 	}
-	slices.SortFunc(as, func(a, b core.Approval) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+	slices.SortFunc(as, func(a, b fold.Approval) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
 	now := d.e.now()
 	var b strings.Builder
 	fmt.Fprintf(&b, "🔐 %s waiting in this channel:", plural(len(as), "request", "requests"))
@@ -326,7 +327,7 @@ func age(d time.Duration) string {
 // requester or an admin). Asking the platform about admins is I/O, so it
 // happens before the channel's append, like mayDecidePending.
 type cancelRequest struct {
-	may func(r *core.Run) bool
+	may func(r *fold.Run) bool
 }
 
 // cancelFor returns nil unless ev is a `cancel` in a thread with a live run.
@@ -347,10 +348,10 @@ func (e *Engine) cancelFor(ctx context.Context, v *chanView, ev core.Event, thre
 		return nil // a run of its own answers it
 	}
 	if requester == ev.Author.ID {
-		return &cancelRequest{may: func(r *core.Run) bool { return r.Requester.ID == ev.Author.ID }}
+		return &cancelRequest{may: func(r *fold.Run) bool { return r.Requester.ID == ev.Author.ID }}
 	}
 	admin := e.governs(ctx, ev.Scope, ev.Author, pol).admin
-	return &cancelRequest{may: func(r *core.Run) bool { return admin || r.Requester.ID == ev.Author.ID }}
+	return &cancelRequest{may: func(r *fold.Run) bool { return admin || r.Requester.ID == ev.Author.ID }}
 }
 
 // cancelCause is the reason a cancelled run shows.
@@ -361,7 +362,7 @@ func cancelCause(p core.Person) string { return "cancelled by " + core.MentionOf
 // or, when they may not, the message alone as a channel message (not
 // steering: the model does not take orders meant for the harness) and a
 // refusal. Callers hold v.mu.
-func (e *Engine) cancelDrafts(v *chanView, cr *cancelRequest, r *core.Run, ev core.Event, msg *core.MessageReceived) (drafts []core.Draft, refusal *notice, err error) {
+func (e *Engine) cancelDrafts(v *chanView, cr *cancelRequest, r *fold.Run, ev core.Event, msg *core.MessageReceived) (drafts []core.Draft, refusal *notice, err error) {
 	if !cr.may(r) {
 		mr, err := e.b.Human(ev.Author, ev.Scope, core.Meta{}, msg)
 		if err != nil {

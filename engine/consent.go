@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // Consent is asked once per scope: a grant covers one tool to one
@@ -26,7 +27,7 @@ func consentScope(tool, dest string) string {
 // grantRow is one grant with the channel it stands in.
 type grantRow struct {
 	ch core.ChannelKey
-	g  core.Grant
+	g  fold.Grant
 }
 
 // grantsOf lists the standing grants person owns on platform, oldest first.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 )
@@ -343,7 +344,7 @@ func crashEvent(w *crashWorld) core.Event {
 
 func checkRecovered(t *testing.T, w *crashWorld, sc scenario, log *toolLog) {
 	t.Helper()
-	st, err := core.Fold(chanScope("C1").Key(), w.j.All(chanScope("C1").Key()))
+	st, err := fold.Fold(chanScope("C1").Key(), w.j.All(chanScope("C1").Key()))
 	if err != nil {
 		t.Fatal(err)
 	}

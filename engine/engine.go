@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
@@ -300,7 +301,7 @@ func (e *Engine) resumeChannel(ctx context.Context, ch core.ChannelKey) (int, er
 		run string
 	}
 	var picks []pick
-	var overdue, waiting []*core.Approval
+	var overdue, waiting []*fold.Approval
 	now := e.now()
 	// withFresh: a view loaded while another replica owned ch is stale.
 	if err := v.withFresh(ctx, 0, func() {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // Start-up and eviction keep the engine's memory and start-up time
@@ -58,7 +59,7 @@ func unfinishedChannels(tail []core.Command) ([]core.ChannelKey, error) {
 				return nil, fmt.Errorf("read unfinished work: %w", err)
 			}
 			// The same rule as the channel fold's endNotice.
-			if p.Status == core.RunBroken || p.Status == core.RunCancelled && p.Cause != core.CauseSuperseded {
+			if p.Status == core.RunBroken || p.Status == core.RunCancelled && p.Cause != fold.CauseSuperseded {
 				notices[k] = core.EffectID(c.Channel(), c.Seq(), 0)
 			}
 		case core.KindMessagePosted:
@@ -212,7 +213,7 @@ func (v *chanView) idleLocked() bool {
 func (v *chanView) reset() {
 	v.loaded, v.seq = false, 0
 	v.foreign, v.woke = 0, 0
-	v.fold = core.NewChannel(v.key)
+	v.fold = fold.NewChannel(v.key)
 }
 
 // isLoaded reports whether v holds a fold (false after eviction).

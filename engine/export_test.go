@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // Test hooks for package core_test: they reach the engine's channel cache,
@@ -28,7 +29,7 @@ type runDump struct {
 	StartedAt string
 }
 
-func dumpFold(f *core.Channel) (FoldDump, error) {
+func dumpFold(f *fold.Channel) (FoldDump, error) {
 	st, err := json.Marshal(f.State())
 	if err != nil {
 		return FoldDump{}, fmt.Errorf("dump state: %w", err)
@@ -48,16 +49,16 @@ func dumpFold(f *core.Channel) (FoldDump, error) {
 	slices.Sort(seen)
 	eng, err := json.Marshal(struct {
 		PolicySet    bool
-		Consents     map[string]*core.Grant
+		Consents     map[string]*fold.Grant
 		Revoked      map[string]bool
-		Approvals    map[string]*core.Approval
+		Approvals    map[string]*fold.Approval
 		Runs         map[string]runDump
 		Threads      map[string]string
 		Seen         []string
 		DayTokens    map[string]int
 		History      map[string][]core.ThreadTurn
 		HistoryOrder []string
-		Routines     map[string]*core.Routine
+		Routines     map[string]*fold.Routine
 	}{f.PolicySet, f.Consents, f.RevokedConsents, f.Approvals, runs, f.Threads, seen, f.DayTokens, f.History, f.HistoryOrder, f.Routines})
 	if err != nil {
 		return FoldDump{}, fmt.Errorf("dump engine fields: %w", err)
@@ -67,7 +68,7 @@ func dumpFold(f *core.Channel) (FoldDump, error) {
 
 // FoldDumpOf folds cmds from nothing, as `bot replay` does.
 func FoldDumpOf(ch core.ChannelKey, cmds []core.Command) (FoldDump, error) {
-	f := core.NewChannel(ch)
+	f := fold.NewChannel(ch)
 	for _, c := range cmds {
 		if err := f.Apply(c); err != nil {
 			return FoldDump{}, err

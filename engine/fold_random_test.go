@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 	"github.com/marlowe-bot/marlowe/store/postgres"
@@ -382,7 +383,7 @@ func checkRandomHistories(t *testing.T, iterations, steps int, world func(t *tes
 			t.Fatal(err)
 		}
 		sameFold(t, fmt.Sprintf("iteration %d (%d commands): live engine vs fold of its journal", i, len(journal)), live, want)
-		st, err := core.Fold(g.sc.Key(), journal)
+		st, err := fold.Fold(g.sc.Key(), journal)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // The histories on which the engine's cache and `bot replay`'s fold used
@@ -39,7 +40,7 @@ func TestFoldUsesTheEnginesConsentAndApprovalRules(t *testing.T) {
 	add("R1", &core.ApprovalResolved{ApprovalID: "A1", Decision: "approved", By: core.Person{ID: "UB"}})
 	add("R1", &core.ApprovalResolved{ApprovalID: "A1", Decision: "expired"})
 
-	st, err := core.Fold(testScope.Key(), cmds)
+	st, err := fold.Fold(testScope.Key(), cmds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestFoldUsesTheEnginesConsentAndApprovalRules(t *testing.T) {
 	if err := v.apply(cmds[len(cmds)-1]); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := core.Fold(testScope.Key(), cmds); len(st.Consents) != 0 || v.fold.Consented("post", "#a") {
+	if st, _ := fold.Fold(testScope.Key(), cmds); len(st.Consents) != 0 || v.fold.Consented("post", "#a") {
 		t.Errorf("after revoking K2: replay %+v, engine consented %v", st.Consents, v.fold.Consented("post", "#a"))
 	}
 }
@@ -98,7 +99,7 @@ func TestFoldDecidedCardLeavesABlockedRunBlocked(t *testing.T) {
 		}
 		cmds = append(cmds, c)
 	}
-	st, err := core.Fold(testScope.Key(), cmds)
+	st, err := fold.Fold(testScope.Key(), cmds)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 )
@@ -231,8 +232,8 @@ func payloads[T core.Payload](h *harness, ch string, k core.Kind) []T {
 
 // runStatus folds the channel and returns the status of its only (or
 // latest) run.
-func (h *harness) runs(ch string) map[string]*core.RunState {
-	st, err := core.Fold(chanScope(ch).Key(), h.j.All(chanScope(ch).Key()))
+func (h *harness) runs(ch string) map[string]*fold.RunState {
+	st, err := fold.Fold(chanScope(ch).Key(), h.j.All(chanScope(ch).Key()))
 	if err != nil {
 		h.t.Fatalf("fold: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
@@ -286,7 +287,7 @@ func (e *Engine) Inbox(ctx context.Context, platform, userID string) ([]core.Inb
 }
 
 // waitsFor reports whether pending approval a is in user's inbox.
-func (e *Engine) waitsFor(a *core.Approval, pol core.Policy, user string) bool {
+func (e *Engine) waitsFor(a *fold.Approval, pol core.Policy, user string) bool {
 	if slices.Contains(a.Notify, user) {
 		return true
 	}

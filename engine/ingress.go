@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // Deliver is what surfaces call for every inbound item. For an event it
@@ -126,7 +127,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 		if parked != nil {
 			// A blocked run cannot continue by itself; the new message
 			// starts afresh (with fresh run budgets) in the same thread.
-			d, err := e.b.Agent(parked.ID, runScope, core.Meta{}, &core.RunFailed{Status: core.RunCancelled, Cause: core.CauseSuperseded})
+			d, err := e.b.Agent(parked.ID, runScope, core.Meta{}, &core.RunFailed{Status: core.RunCancelled, Cause: fold.CauseSuperseded})
 			if err != nil {
 				return nil, err
 			}
@@ -174,7 +175,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 // channel's approvers, or an admin. Asking the platform about admins is
 // I/O, so it happens here, before the channel's append, and only when the
 // thread has something pending.
-func (e *Engine) mayDecidePending(ctx context.Context, v *chanView, ev core.Event, thread string) func(*core.Approval) bool {
+func (e *Engine) mayDecidePending(ctx context.Context, v *chanView, ev core.Event, thread string) func(*fold.Approval) bool {
 	var pending bool
 	var pol core.Policy
 	_ = v.with(ctx, func() {
@@ -188,13 +189,13 @@ func (e *Engine) mayDecidePending(ctx context.Context, v *chanView, ev core.Even
 		}
 	})
 	if !pending {
-		return func(*core.Approval) bool { return false }
+		return func(*fold.Approval) bool { return false }
 	}
 	if slices.Contains(pol.Approvers, ev.Author.ID) {
-		return func(*core.Approval) bool { return true }
+		return func(*fold.Approval) bool { return true }
 	}
 	admin := e.governs(ctx, ev.Scope, ev.Author, pol).admin
-	return func(a *core.Approval) bool { return admin || a.Requester == ev.Author.ID }
+	return func(a *fold.Approval) bool { return admin || a.Requester == ev.Author.ID }
 }
 
 // Click outcomes.
@@ -345,9 +346,9 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 
 // findApproval locates an approval by id: in the click's channel, else in
 // any loaded channel (an adapter may not know the channel of a callback).
-func (e *Engine) findApproval(ctx context.Context, sc core.Scope, id string) (*chanView, *core.Approval, error) {
-	look := func(v *chanView) *core.Approval {
-		var a *core.Approval
+func (e *Engine) findApproval(ctx context.Context, sc core.Scope, id string) (*chanView, *fold.Approval, error) {
+	look := func(v *chanView) *fold.Approval {
+		var a *fold.Approval
 		_ = v.with(ctx, func() {
 			if v.fold.Approvals[id] == nil {
 				// Another replica may have appended it since this one folded.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // Channel ownership (ARCHITECTURE.md section 9). Any replica may receive an
@@ -370,7 +371,7 @@ func (e *Engine) Wake(ctx context.Context, ch core.ChannelKey, seq uint64) {
 	v := e.view(ch)
 	type drive struct{ id, thread string }
 	var drives []drive
-	var pending []*core.Approval
+	var pending []*fold.Approval
 	var ended []string
 	e.mu.Lock()
 	inflight := make([]string, 0, len(e.inflight))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // A routine the model proposes (the scheduler's schedule_routine tool) is
@@ -207,7 +208,7 @@ func (e *Engine) showProposal(ctx context.Context, j *proposalShow) error {
 	if err != nil {
 		return fmt.Errorf("show proposal %s: %w", j.rid, err)
 	}
-	var r core.Routine
+	var r fold.Routine
 	found := false
 	if err := v.with(ctx, func() {
 		if p := v.fold.Routines[j.rid]; p != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // Routine reports (ARCHITECTURE.md sections 6 and 8: what a routine's
@@ -29,7 +30,7 @@ const actionDismissReport = 'D'
 // reportCard renders r's DM card: a pure function of the fold, so a
 // re-render carries the same token. A dismissed report's card says who
 // dismissed it and when, without the button.
-func reportCard(key []byte, r *core.Report) (*core.Card, error) {
+func reportCard(key []byte, r *fold.Report) (*core.Card, error) {
 	c := &core.Card{ID: r.ID, Title: r.Title, Body: r.Body,
 		Fields: append([]core.CardField{{Label: "Where", Value: channelRef(r.Where)}}, r.Fields...)}
 	if r.Dismissed {
@@ -97,16 +98,16 @@ func (e *Engine) NotifyOwner(ctx context.Context, n core.OwnerNotice) error {
 // Like the scheduler's own appends, it needs no lease: the append is made
 // at the head the view folded, and the keyed id makes a second filing, by
 // any replica, impossible.
-func (e *Engine) fileReport(ctx context.Context, n core.OwnerNotice) (*core.Report, bool, error) {
+func (e *Engine) fileReport(ctx context.Context, n core.OwnerNotice) (*fold.Report, bool, error) {
 	v, err := e.channel(ctx, n.Where.Key())
 	if err != nil {
 		return nil, false, fmt.Errorf("file report %s: %w", n.Key, err)
 	}
 	fields := n.Fields
-	if len(fields) > core.MaxReportFields {
-		fields = fields[:core.MaxReportFields]
+	if len(fields) > fold.MaxReportFields {
+		fields = fields[:fold.MaxReportFields]
 	}
-	p := &core.ReportFiled{ReportID: n.Key, Owner: n.Owner, Title: core.Truncate(n.Title, 300), Body: core.Truncate(n.Body, core.MaxReportBody),
+	p := &core.ReportFiled{ReportID: n.Key, Owner: n.Owner, Title: core.Truncate(n.Title, 300), Body: core.Truncate(n.Body, fold.MaxReportBody),
 		Fields: fields, Cause: n.Cause}
 	// The id's time comes from the cause (a ULID) so every drafter of this
 	// key mints the same id, whenever it drafts it.
@@ -131,7 +132,7 @@ func (e *Engine) fileReport(ctx context.Context, n core.OwnerNotice) (*core.Repo
 		}
 		cmds = nil
 	}
-	var rep *core.Report
+	var rep *fold.Report
 	_ = v.with(ctx, func() {
 		if r := v.fold.Reports.ByID[n.Key]; r != nil {
 			cp := *r
@@ -183,18 +184,18 @@ func (e *Engine) refreshHome(ctx context.Context, platform, user string) {
 func reportItems(v *chanView, user string, now time.Time) []core.InboxItem {
 	var out []core.InboxItem
 	for _, r := range v.fold.Reports.ByID {
-		if r.Owner != user || r.Dismissed || now.Sub(r.FiledAt) >= core.ReportHorizon {
+		if r.Owner != user || r.Dismissed || now.Sub(r.FiledAt) >= fold.ReportHorizon {
 			continue
 		}
 		out = append(out, core.InboxItem{ID: r.ID, Kind: "report", Where: r.Where, Title: r.Title, Summary: core.Truncate(r.Body, 300),
-			RequestedAt: r.FiledAt, ExpiresAt: r.FiledAt.Add(core.ReportHorizon)})
+			RequestedAt: r.FiledAt, ExpiresAt: r.FiledAt.Add(fold.ReportHorizon)})
 	}
 	return out
 }
 
 // newestReports keeps the newest maxInboxReports of items.
 func newestReports(items []core.InboxItem) []core.InboxItem {
-	if len(items) <= core.MaxInboxReports {
+	if len(items) <= fold.MaxInboxReports {
 		return items
 	}
 	slices.SortFunc(items, func(a, b core.InboxItem) int {
@@ -203,7 +204,7 @@ func newestReports(items []core.InboxItem) []core.InboxItem {
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
-	return items[:core.MaxInboxReports]
+	return items[:fold.MaxInboxReports]
 }
 
 // reportShow is the mailbox job that shows a dismissal: the DM card edited
@@ -325,7 +326,7 @@ func (e *Engine) showReport(ctx context.Context, j *reportShow) error {
 	if err != nil {
 		return fmt.Errorf("show report %s: %w", j.id, err)
 	}
-	var rep *core.Report
+	var rep *fold.Report
 	_ = v.with(ctx, func() {
 		if r := v.fold.Reports.ByID[j.id]; r != nil {
 			cp := *r
@@ -362,7 +363,7 @@ func (e *Engine) showReport(ctx context.Context, j *reportShow) error {
 
 // editReportCard journals the edit of a dismissed report's card in the
 // DM's journal, then performs it keyed by the edit's own effect id.
-func (e *Engine) editReportCard(ctx context.Context, s core.Surface, rep *core.Report, ref core.MessageRef) error {
+func (e *Engine) editReportCard(ctx context.Context, s core.Surface, rep *fold.Report, ref core.MessageRef) error {
 	card, err := reportCard(e.cfg.CardKey, rep)
 	if err != nil {
 		return err

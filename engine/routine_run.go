@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // What the scheduler asks of the engine beyond PostDigest and
@@ -27,7 +28,7 @@ func (e *Engine) DailyBudget(ctx context.Context, sc core.Scope) (spent, limit i
 	}
 	err = v.with(ctx, func() {
 		limit = e.policyLocked(v).DailyTokenBudget
-		spent = v.fold.DayTokens[core.DayKey(e.now())]
+		spent = v.fold.DayTokens[fold.DayKey(e.now())]
 	})
 	if limit <= 0 {
 		limit = e.budgets.DailyTokens

@@ -12,6 +12,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
@@ -252,7 +253,7 @@ func (d *driver) agent(m core.Meta, p core.Payload) (core.Draft, error) {
 func (d *driver) snapshot(ctx context.Context) (pol core.Policy, dayTokens int) {
 	_ = d.v.with(ctx, func() {
 		pol = d.e.policyLocked(d.v)
-		dayTokens = d.v.fold.DayTokens[core.DayKey(d.e.now())]
+		dayTokens = d.v.fold.DayTokens[fold.DayKey(d.e.now())]
 	})
 	return pol, dayTokens
 }
@@ -1139,7 +1140,7 @@ func (d *driver) reconcileEnd(ctx context.Context) error {
 			return err
 		}
 	}
-	if rs.endSeq == 0 || rs.Reason == core.CauseSuperseded {
+	if rs.endSeq == 0 || rs.Reason == fold.CauseSuperseded {
 		return nil // the new run's checklist says everything
 	}
 	prefix := "❌ I couldn't finish this: "

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/memory"
@@ -222,7 +223,7 @@ func TestEngineRecallsAcrossThreadsNotChannels(t *testing.T) {
 		return model.Views()[before:]
 	}
 	say("C1", "M1", core.Person{ID: "UALICE", Name: "Alice"}, "remember that "+note)
-	if st, err := core.Fold("test/W/C1", j.All("test/W/C1")); err != nil || len(st.Memories) != 1 {
+	if st, err := fold.Fold("test/W/C1", j.All("test/W/C1")); err != nil || len(st.Memories) != 1 {
 		t.Fatalf("Alice's note was not written: %v %+v", err, st)
 	}
 	holds := func(vs []core.View) bool {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // The scheduler reads routines through core's channel fold, the one fold
@@ -13,29 +14,29 @@ import (
 
 // Outcomes of routine.fired.
 const (
-	OutcomeFired   = core.OutcomeFired
-	OutcomeSkipped = core.OutcomeSkipped
-	OutcomeManual  = core.OutcomeManual
+	OutcomeFired   = fold.OutcomeFired
+	OutcomeSkipped = fold.OutcomeSkipped
+	OutcomeManual  = fold.OutcomeManual
 )
 
 // Run statuses of a firing.
 const (
-	RunRunning = core.FiringRunning
-	RunDone    = core.FiringDone
-	RunFailed  = core.FiringFailed
+	RunRunning = fold.FiringRunning
+	RunDone    = fold.FiringDone
+	RunFailed  = fold.FiringFailed
 )
 
 type (
 	// Routine is one routine as folded from its channel's journal.
-	Routine = core.Routine
+	Routine = fold.Routine
 	// Firing is one routine.fired command, its run and whether its post arrived.
-	Firing = core.Firing
+	Firing = fold.Firing
 	// Stats are what drift is judged on.
-	Stats = core.FiringStats
+	Stats = fold.FiringStats
 )
 
 // RunIDFor is the run id of the firing journaled as cmdID at at.
-func RunIDFor(cmdID string, at time.Time) string { return core.RoutineRunID(cmdID, at) }
+func RunIDFor(cmdID string, at time.Time) string { return fold.RoutineRunID(cmdID, at) }
 
 // Fold reads one channel's routines from its commands (all of them, or
 // those since a routine's creation).
@@ -43,7 +44,7 @@ func Fold(cmds []core.Command) (map[string]*Routine, error) {
 	if len(cmds) == 0 {
 		return map[string]*Routine{}, nil
 	}
-	rs, err := core.Routines(cmds[0].Channel(), cmds)
+	rs, err := fold.Routines(cmds[0].Channel(), cmds)
 	if err != nil {
 		return nil, fmt.Errorf("fold routines of %s: %w", cmds[0].Channel(), err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/scheduler"
 )
 
@@ -275,7 +276,7 @@ func TestRoutineArmedByARunNeverFires(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rs, err := core.Routines(room.Key(), w.j.All(room.Key()))
+	rs, err := fold.Routines(room.Key(), w.j.All(room.Key()))
 	if err != nil {
 		t.Fatal(err)
 	}

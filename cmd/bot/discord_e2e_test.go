@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/adapters/discord/discordfake"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -201,7 +202,7 @@ func TestServeDiscordAndOpenAIModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st core.ChannelState
+	var st fold.ChannelState
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // env builds a getenv over a fixed map.
@@ -132,7 +133,7 @@ func TestReplayPrintsFoldedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st core.ChannelState
+	var st fold.ChannelState
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("replay output is not the state JSON: %v\n%s", err, out)
 	}

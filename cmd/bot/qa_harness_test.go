@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
-	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -225,17 +225,17 @@ func (b *qaBot) waitAcked(ids ...string) {
 }
 
 // journal stops the bot and replays channel ch from its journal.
-func (b *qaBot) journal(ch string) core.ChannelState {
+func (b *qaBot) journal(ch string) fold.ChannelState {
 	b.t.Helper()
 	b.stop()
 	out, err := runBot(b.t, env(map[string]string{"MARLOWE_DATA_DIR": b.dir}), "", "replay", "--channel", "slack/"+b.slack.Config().TeamID+"/"+ch)
 	if err != nil && strings.Contains(err.Error()+out, "no commands in this channel") {
-		return core.ChannelState{Counts: map[string]int{}}
+		return fold.ChannelState{Counts: map[string]int{}}
 	}
 	if err != nil {
 		b.t.Fatalf("replay %s: %v %s", ch, err, out)
 	}
-	var st core.ChannelState
+	var st fold.ChannelState
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		b.t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/engine"
 )
 
@@ -46,7 +47,7 @@ func cmdReplay(ctx context.Context, cfg config, args []string, stdout io.Writer)
 	if len(cmds) == 0 {
 		return fmt.Errorf("replay %s: no commands in this channel", ch)
 	}
-	state, err := core.Fold(ch, cmds)
+	state, err := fold.Fold(ch, cmds)
 	if err != nil {
 		return fmt.Errorf("replay %s: %w", ch, err)
 	}

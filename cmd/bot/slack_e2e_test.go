@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -164,7 +165,7 @@ func TestServeSlackAndOpenAIModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st core.ChannelState
+	var st fold.ChannelState
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}

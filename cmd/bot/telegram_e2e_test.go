@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/adapters/telegram/telegramfake"
-	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -218,7 +218,7 @@ func TestServeTelegramPolling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st core.ChannelState
+	var st fold.ChannelState
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 func testEmpty(t *testing.T, f *fixture) {
@@ -466,7 +467,7 @@ func testRedact(t *testing.T, f *fixture) {
 	if seq, h := f.head(ch); seq != 4 || h != got.Hash() {
 		t.Fatalf("head after redaction: %d", seq)
 	}
-	state, err := core.Fold(ch, cmds)
+	state, err := fold.Fold(ch, cmds)
 	if err != nil || !slices.Equal(state.Redacted, []uint64{1}) {
 		t.Fatalf("fold after redaction: %+v %v", state, err)
 	}

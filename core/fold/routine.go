@@ -1,8 +1,10 @@
-package core
+package fold
 
 import (
 	"time"
 	"unicode/utf8"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // Outcomes of routine.fired ("" in records before outcomes means fired).
@@ -18,7 +20,7 @@ const (
 // it through Routines).
 type Routine struct {
 	ID          string
-	Scope       Scope // the channel, at top level
+	Scope       core.Scope // the channel, at top level
 	Owner       string
 	Spec, TZ    string
 	Instruction string
@@ -40,7 +42,7 @@ type Routine struct {
 	DecidedAt    time.Time
 	DecidedArm   bool // the first routine.changed armed it
 	// ProposedIn is where the proposal's card was shown (the run's thread).
-	ProposedIn Scope
+	ProposedIn core.Scope
 	// ArmedAt is when a person last armed it (created armed, resumed, or a
 	// proposal's Arm click): slots before it never fire.
 	ArmedAt time.Time
@@ -121,7 +123,7 @@ func (f *Firing) Succeeded() bool {
 }
 
 // RoutineRunID is the run id of the firing journaled as cmdID at at.
-func RoutineRunID(cmdID string, at time.Time) string { return KeyedID("routine-run:"+cmdID, at) }
+func RoutineRunID(cmdID string, at time.Time) string { return core.KeyedID("routine-run:"+cmdID, at) }
 
 // LastDelivered returns the latest firing whose post is journaled.
 func (r *Routine) LastDelivered() *Firing {
@@ -138,7 +140,7 @@ func (r *Routine) Fired(slot time.Time) bool { return r.fired[slot.UnixNano()] }
 
 // Routines folds one channel's commands (all of them, or those since a
 // routine's creation) and returns its routines by id.
-func Routines(ch ChannelKey, cmds []Command) (map[string]*Routine, error) {
+func Routines(ch core.ChannelKey, cmds []core.Command) (map[string]*Routine, error) {
 	f := NewChannel(ch)
 	for _, c := range cmds {
 		if err := f.Apply(c); err != nil {
@@ -148,12 +150,12 @@ func Routines(ch ChannelKey, cmds []Command) (map[string]*Routine, error) {
 	return f.Routines, nil
 }
 
-func (f *Channel) createRoutine(c Command, p *RoutineCreated) {
+func (f *Channel) createRoutine(c core.Command, p *core.RoutineCreated) {
 	sc := c.Scope()
 	sc.Thread = ""
 	// Only a person arms a routine: a routine.created from anyone else (a
 	// run's schedule_routine call) is a proposal, disarmed whatever it says.
-	armed := p.Armed && c.Actor().Type == ActorHuman
+	armed := p.Armed && c.Actor().Type == core.ActorHuman
 	r := &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ,
 		Instruction: p.Instruction, Armed: armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), Epoch: c.Seq(), fired: map[int64]bool{},
 		CreatedID: c.ID(), Proposed: !armed, ProposedIn: c.Scope(), CreatedCause: c.Cause()}
@@ -163,7 +165,7 @@ func (f *Channel) createRoutine(c Command, p *RoutineCreated) {
 	f.Routines[p.RoutineID] = r
 }
 
-func (f *Channel) changeRoutine(c Command, p *RoutineChanged) {
+func (f *Channel) changeRoutine(c core.Command, p *core.RoutineChanged) {
 	r := f.Routines[p.RoutineID]
 	if r == nil {
 		return
@@ -183,7 +185,7 @@ func (f *Channel) changeRoutine(c Command, p *RoutineChanged) {
 	if p.Instruction != "" {
 		r.Instruction = p.Instruction
 	}
-	arm := p.Armed && !p.Deleted && c.Actor().Type == ActorHuman // only a person arms
+	arm := p.Armed && !p.Deleted && c.Actor().Type == core.ActorHuman // only a person arms
 	if arm && !r.Armed {
 		r.ArmedAt = c.At()
 	}
@@ -195,7 +197,7 @@ func (f *Channel) changeRoutine(c Command, p *RoutineChanged) {
 	r.Decided = true
 }
 
-func (f *Channel) fireRoutine(c Command, p *RoutineFired) {
+func (f *Channel) fireRoutine(c core.Command, p *core.RoutineFired) {
 	r := f.Routines[p.RoutineID]
 	if r == nil {
 		return
@@ -219,44 +221,44 @@ func (f *Channel) fireRoutine(c Command, p *RoutineFired) {
 // routinePosted marks a firing delivered: its digest (posted by no run,
 // naming the firing as cause) or its run's answer at the channel's top
 // level.
-func (f *Channel) routinePosted(c Command, p *MessagePosted) {
+func (f *Channel) routinePosted(c core.Command, p *core.MessagePosted) {
 	if fr := f.firings[c.Cause()]; fr != nil && c.Run() == "" {
 		fr.Delivered, fr.Answer, fr.Stats.OutputChars = true, keepRunes(p.Text, maxFiringAnswer), utf8.RuneCountInString(p.Text)
-	} else if fr := f.firingRuns[c.Run()]; fr != nil && c.Run() != "" && c.Scope().Thread == "" && p.Role == RoleAnswer {
+	} else if fr := f.firingRuns[c.Run()]; fr != nil && c.Run() != "" && c.Scope().Thread == "" && p.Role == core.RoleAnswer {
 		fr.Delivered = true
 	}
 }
 
 // firingRun folds a command of a firing's run into the firing: its status,
 // duration, answer and tool use (what drift is judged on).
-func (f *Channel) firingRun(c Command, p Payload) {
+func (f *Channel) firingRun(c core.Command, p core.Payload) {
 	fr := f.firingRuns[c.Run()]
 	if fr == nil || c.Run() == "" {
 		return
 	}
 	switch p := p.(type) {
-	case *RunStarted:
+	case *core.RunStarted:
 		fr.Started, fr.RunStatus, fr.runAt = true, FiringRunning, c.At()
-	case *RunCompleted:
+	case *core.RunCompleted:
 		fr.RunStatus, fr.Stats.Duration = FiringDone, c.At().Sub(fr.runAt)
-	case *RunFailed:
+	case *core.RunFailed:
 		fr.RunStatus, fr.Stats.Duration = FiringFailed, c.At().Sub(fr.runAt)
-	case *RunPaused:
+	case *core.RunPaused:
 		fr.RunStatus = string(p.Status)
-	case *ApprovalResolved:
+	case *core.ApprovalResolved:
 		if fr.RunStatus != FiringDone && fr.RunStatus != FiringFailed {
 			fr.RunStatus = FiringRunning // the park was decided: it goes on
 		}
-	case *ModelStep:
+	case *core.ModelStep:
 		if p.Final {
 			fr.Answer, fr.Stats.OutputChars = keepRunes(p.Text, maxFiringAnswer), utf8.RuneCountInString(p.Text)
 		}
-	case *ToolRequested:
+	case *core.ToolRequested:
 		if len(p.AutoRecall) == 0 {
 			fr.Stats.ToolCalls++
 			fr.Tools = append(fr.Tools, p.Call.Name)
 		}
-	case *ToolCompleted:
+	case *core.ToolCompleted:
 		if !p.OK {
 			fr.Stats.ToolErrors++
 		}

@@ -1,4 +1,4 @@
-package core
+package fold
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // channelFold is the one fold of a channel's journal: every derived fact
@@ -15,11 +17,11 @@ import (
 // Fold builds one from a whole journal for `bot replay`. One switch means
 // the engine and the replay cannot disagree about what a command means.
 type Channel struct {
-	ch        ChannelKey
+	ch        core.ChannelKey
 	last      uint64 // seq of the last command folded
-	head      Hash
+	head      core.Hash
 	counts    map[string]int // commands by kind, redacted ones included
-	Policy    Policy
+	Policy    core.Policy
 	PolicySet bool
 	Consents  map[string]*Grant // by consent id (see consent.go)
 	// revokedConsents are the ids of revoked grants (a repeated revoke says so).
@@ -34,7 +36,7 @@ type Channel struct {
 	DayTokens map[string]int      // UTC date → tokens spent
 	// history keeps each thread's recent conversation (routed messages and
 	// the bot's answers) so a new run in a thread knows what came before.
-	History      map[string][]ThreadTurn
+	History      map[string][]core.ThreadTurn
 	HistoryOrder []string // threads in first-seen order, to bound the map
 	memories     map[string]*MemoryState
 	Routines     map[string]*Routine
@@ -45,11 +47,11 @@ type Channel struct {
 	redacted     []uint64 // seqs named by command.redacted, in journal order
 }
 
-func NewChannel(ch ChannelKey) Channel {
+func NewChannel(ch core.ChannelKey) Channel {
 	return Channel{
 		ch: ch, counts: map[string]int{}, Consents: map[string]*Grant{}, Approvals: map[string]*Approval{},
 		Runs: map[string]*Run{}, Live: map[string]struct{}{}, Threads: map[string]string{}, Seen: map[string]struct{}{},
-		DayTokens: map[string]int{}, History: map[string][]ThreadTurn{},
+		DayTokens: map[string]int{}, History: map[string][]core.ThreadTurn{},
 		memories: map[string]*MemoryState{}, Routines: map[string]*Routine{}, firings: map[string]*Firing{},
 		firingRuns: map[string]*Firing{},
 		Reports:    newReportFold(),
@@ -67,17 +69,17 @@ const (
 type Run struct {
 	ID     string
 	Thread string
-	Status RunStatus
+	Status core.RunStatus
 	// steer holds the run's message.received commands while it is live:
 	// the driver picks up any it has not seen before each model call.
-	Steer []Command
+	Steer []core.Command
 	// endNotice is the effect id of a failed run's notice until it is
 	// recorded as posted: Start re-drives such runs to post it.
 	EndNotice string
 	// requester is the author of the message that started the run (empty
 	// for unattended runs); startedAt its run.started time. The chat
 	// commands use them: who may cancel, who added a memory, what runs.
-	Requester Person
+	Requester core.Person
 	StartedAt time.Time
 	// What `bot replay` shows besides: the trigger message id, model steps
 	// and their tokens, why it paused or ended, its latest lifecycle time.
@@ -89,9 +91,9 @@ type Run struct {
 }
 
 // remember adds a turn to a thread's history.
-func (f *Channel) remember(thread string, t ThreadTurn) {
+func (f *Channel) remember(thread string, t core.ThreadTurn) {
 	if len(t.Text) > historyTurnChars {
-		t.Text = Truncate(t.Text, historyTurnChars)
+		t.Text = core.Truncate(t.Text, historyTurnChars)
 	}
 	h, ok := f.History[thread]
 	if !ok {
@@ -111,14 +113,14 @@ func (f *Channel) remember(thread string, t ThreadTurn) {
 func (f *Channel) run(id string) *Run {
 	r := f.Runs[id]
 	if r == nil {
-		r = &Run{ID: id, Status: RunQueued}
+		r = &Run{ID: id, Status: core.RunQueued}
 		f.Runs[id] = r
 	}
 	return r
 }
 
 // touch is run for a lifecycle command of c's run: it notes when.
-func (f *Channel) touch(c Command) *Run {
+func (f *Channel) touch(c core.Command) *Run {
 	r := f.run(c.Run())
 	r.updatedAt = c.At()
 	return r
@@ -129,7 +131,7 @@ func DayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 // apply folds one command. Every kind must have a case: an unhandled kind
 // is an error, and TestEveryKindIsHandled applies each kind to catch a gap.
 // A chanView calls it under its lock.
-func (f *Channel) Apply(c Command) error {
+func (f *Channel) Apply(c core.Command) error {
 	if c.Channel() != f.ch {
 		return fmt.Errorf("fold channel %s: command of channel %s", f.ch, c.Channel())
 	}
@@ -144,13 +146,13 @@ func (f *Channel) Apply(c Command) error {
 	}
 	f.firingRun(c, p)
 	switch p := p.(type) {
-	case *MessageReceived:
+	case *core.MessageReceived:
 		f.Seen[p.MessageID] = struct{}{}
 		thread := c.Scope().Thread
-		if thread == "" && p.Visibility != DM {
+		if thread == "" && p.Visibility != core.DM {
 			thread = p.MessageID // a top-level message is answered in a thread under it
 		}
-		f.remember(thread, ThreadTurn{Author: p.Author, Text: p.Text})
+		f.remember(thread, core.ThreadTurn{Author: p.Author, Text: p.Text})
 		if c.Run() != "" {
 			r := f.run(c.Run())
 			if r.Requester.ID == "" && r.StartedAt.IsZero() {
@@ -160,88 +162,88 @@ func (f *Channel) Apply(c Command) error {
 				r.Steer = append(r.Steer, c)
 			}
 		}
-	case *RunStarted:
+	case *core.RunStarted:
 		r := f.touch(c)
-		r.Thread, r.Status, r.StartedAt, r.trigger = c.Scope().Thread, RunWorking, c.At(), p.Trigger
+		r.Thread, r.Status, r.StartedAt, r.trigger = c.Scope().Thread, core.RunWorking, c.At(), p.Trigger
 		f.Threads[r.Thread] = r.ID
 		f.Live[r.ID] = struct{}{}
-	case *ModelStep:
+	case *core.ModelStep:
 		f.DayTokens[DayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
 		if c.Run() != "" {
 			r := f.touch(c)
 			r.steps++
 			r.tokens += p.Usage.InputTokens + p.Usage.OutputTokens
 		}
-	case *ApprovalRequested:
-		f.touch(c).Status = RunWaitingApproval
+	case *core.ApprovalRequested:
+		f.touch(c).Status = core.RunWaitingApproval
 		f.Approvals[p.ApprovalID] = &Approval{
 			ID: p.ApprovalID, Run: c.Run(), Scope: c.Scope(), CallID: p.CallID, Tool: p.Tool,
-			Consequence: Consequence(p.Consequence), Requester: p.Requester, Question: p.Question,
+			Consequence: core.Consequence(p.Consequence), Requester: p.Requester, Question: p.Question,
 			Options: p.Options, Destination: p.Destination, ExpiresAt: p.ExpiresAt,
 			Notify: p.Notify, Unattended: p.Unattended, RequestedAt: c.At(), Summary: p.Summary, Reason: p.Reason,
 		}
-	case *ApprovalResolved:
+	case *core.ApprovalResolved:
 		// The first resolution stands: a late click or expiry after it
 		// changes nothing. A decided card hands the run back to the loop
 		// once none of its other cards is pending.
 		if a := f.Approvals[p.ApprovalID]; a != nil && a.Pending() {
 			a.Decision, a.By, a.At = p.Decision, p.By, c.At()
-			if r := f.Runs[a.Run]; r != nil && (r.Status == RunWaitingApproval || r.Status == RunNeedsPermission) && !f.hasPending(a.Run) {
-				r.Status = RunWorking
+			if r := f.Runs[a.Run]; r != nil && (r.Status == core.RunWaitingApproval || r.Status == core.RunNeedsPermission) && !f.hasPending(a.Run) {
+				r.Status = core.RunWorking
 			}
 		}
-	case *ConsentGranted:
+	case *core.ConsentGranted:
 		f.grantConsent(c, p)
-	case *ConsentRevoked:
+	case *core.ConsentRevoked:
 		f.revokeConsent(p)
-	case *RunPaused:
+	case *core.RunPaused:
 		r := f.touch(c)
 		r.Status, r.reason = p.Status, p.Reason
-	case *RunCompleted:
+	case *core.RunCompleted:
 		r := f.touch(c)
-		r.Status, r.Steer = RunDone, nil
+		r.Status, r.Steer = core.RunDone, nil
 		delete(f.Live, r.ID)
-	case *RunFailed:
+	case *core.RunFailed:
 		r := f.touch(c)
 		r.Status, r.reason, r.Steer = p.Status, p.Cause, nil
 		delete(f.Live, r.ID)
-		if p.Status == RunBroken || p.Status == RunCancelled && p.Cause != CauseSuperseded {
-			r.EndNotice = EffectID(f.ch, c.Seq(), 0)
+		if p.Status == core.RunBroken || p.Status == core.RunCancelled && p.Cause != CauseSuperseded {
+			r.EndNotice = core.EffectID(f.ch, c.Seq(), 0)
 		}
-	case *PolicyChanged:
+	case *core.PolicyChanged:
 		f.Policy, f.PolicySet = p.Policy, true
-	case *MessagePosted:
+	case *core.MessagePosted:
 		f.posted++
 		if r := f.Runs[c.Run()]; r != nil && r.EndNotice == p.EffectID {
 			r.EndNotice = ""
 		}
-		if p.Role == RoleAnswer && p.Text != "" {
-			f.remember(c.Scope().Thread, ThreadTurn{Bot: true, Text: p.Text})
+		if p.Role == core.RoleAnswer && p.Text != "" {
+			f.remember(c.Scope().Thread, core.ThreadTurn{Bot: true, Text: p.Text})
 		}
 		f.routinePosted(c, p)
-	case *MemoryWritten:
+	case *core.MemoryWritten:
 		f.memories[p.MemoryID] = &MemoryState{ID: p.MemoryID, Text: p.Text}
-	case *MemoryForgotten:
+	case *core.MemoryForgotten:
 		if m := f.memories[p.MemoryID]; m != nil {
 			m.Forgotten = true
 		}
-	case *MemoryRedacted:
+	case *core.MemoryRedacted:
 		if m := f.memories[p.MemoryID]; m != nil {
 			m.Deleted, m.Forgotten, m.Text = true, true, ""
 		}
-	case *RoutineCreated:
+	case *core.RoutineCreated:
 		f.createRoutine(c, p)
-	case *RoutineChanged:
+	case *core.RoutineChanged:
 		f.changeRoutine(c, p)
-	case *RoutineFired:
+	case *core.RoutineFired:
 		f.fireRoutine(c, p)
-	case *CommandRedacted:
+	case *core.CommandRedacted:
 		f.redacted = append(f.redacted, p.Seq)
-	case *ReportFiled:
+	case *core.ReportFiled:
 		f.Reports.file(c, p)
-	case *ReportDismissed:
+	case *core.ReportDismissed:
 		f.Reports.dismiss(c, p)
-	case *CardClicked, *ToolRequested, *PermissionDecided, *ToolCompleted, *MessageUpdated:
+	case *core.CardClicked, *core.ToolRequested, *core.PermissionDecided, *core.ToolCompleted, *core.MessageUpdated:
 		// Observations: counted; their effects arrive as their own commands
 		// (approval.resolved, tool results live in the run's fold).
 	default:
@@ -261,15 +263,15 @@ func (f *Channel) hasPending(run string) bool {
 
 // RunState is a run as `bot replay` shows it.
 type RunState struct {
-	ID        string    `json:"id"`
-	Thread    string    `json:"thread"`
-	Status    RunStatus `json:"status"`
-	Trigger   string    `json:"trigger"`
-	Steps     int       `json:"steps"`
-	Tokens    int       `json:"tokens"`
-	Reason    string    `json:"reason,omitempty"`
-	StartedAt time.Time `json:"started_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID        string         `json:"id"`
+	Thread    string         `json:"thread"`
+	Status    core.RunStatus `json:"status"`
+	Trigger   string         `json:"trigger"`
+	Steps     int            `json:"steps"`
+	Tokens    int            `json:"tokens"`
+	Reason    string         `json:"reason,omitempty"`
+	StartedAt time.Time      `json:"started_at"`
+	UpdatedAt time.Time      `json:"updated_at"`
 }
 
 // ApprovalState is an approval as `bot replay` shows it.
@@ -316,11 +318,11 @@ type RoutineState struct {
 // ChannelState is the exported view of a channel's fold: what `bot replay`
 // prints. It is a copy, derived from the same fold the engine keeps.
 type ChannelState struct {
-	Channel   ChannelKey                `json:"channel"`
+	Channel   core.ChannelKey           `json:"channel"`
 	Seq       uint64                    `json:"seq"`
 	Head      string                    `json:"head"`
 	Counts    map[string]int            `json:"counts"`
-	Policy    Policy                    `json:"policy"`
+	Policy    core.Policy               `json:"policy"`
 	Runs      map[string]*RunState      `json:"runs"`
 	Approvals map[string]*ApprovalState `json:"approvals"`
 	Memories  map[string]*MemoryState   `json:"memories"`
@@ -331,7 +333,7 @@ type ChannelState struct {
 }
 
 // Fold folds one channel's commands, in order, and returns its state.
-func Fold(ch ChannelKey, cmds []Command) (*ChannelState, error) {
+func Fold(ch core.ChannelKey, cmds []core.Command) (*ChannelState, error) {
 	f := NewChannel(ch)
 	for _, c := range cmds {
 		if err := f.Apply(c); err != nil {

@@ -1,6 +1,10 @@
-package core
+package fold
 
-import "time"
+import (
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
 
 // consentGrant is one standing grant, as the channel's fold keeps it.
 type Grant struct {
@@ -14,7 +18,7 @@ type Grant struct {
 // grantConsent folds consent.granted: grants are keyed by consent id, so
 // two grants of one tool and destination are two grants, each revoked by
 // its own id.
-func (f *Channel) grantConsent(c Command, p *ConsentGranted) {
+func (f *Channel) grantConsent(c core.Command, p *core.ConsentGranted) {
 	id := p.ConsentID
 	if id == "" {
 		id = c.ID() // grants recorded before consent ids
@@ -24,7 +28,7 @@ func (f *Channel) grantConsent(c Command, p *ConsentGranted) {
 
 // revokeConsent folds consent.revoked: by id, or (records without an id)
 // every grant of the same tool and destination.
-func (f *Channel) revokeConsent(p *ConsentRevoked) {
+func (f *Channel) revokeConsent(p *core.ConsentRevoked) {
 	if p.ConsentID != "" {
 		if f.RevokedConsents == nil {
 			f.RevokedConsents = map[string]bool{}

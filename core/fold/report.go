@@ -1,8 +1,10 @@
-package core
+package fold
 
 import (
 	"slices"
 	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // Bounds. The inbox lists a person's open reports of the last
@@ -27,13 +29,13 @@ type Report struct {
 	Owner   string
 	Title   string
 	Body    string
-	Fields  []CardField
+	Fields  []core.CardField
 	Cause   string
-	Where   Scope
+	Where   core.Scope
 	FiledAt time.Time
 	// Set once dismissed (the first dismissal stands).
 	Dismissed  bool
-	By         Person
+	By         core.Person
 	At         time.Time
 	DismissCmd string
 }
@@ -52,7 +54,7 @@ func newReportFold() Reports {
 
 func (f *Reports) Known(id string) bool { _, ok := f.filed[id]; return ok }
 
-func (f *Reports) file(c Command, p *ReportFiled) {
+func (f *Reports) file(c core.Command, p *core.ReportFiled) {
 	if f.Known(p.ReportID) {
 		return // the first filing stands
 	}
@@ -69,7 +71,7 @@ func (f *Reports) file(c Command, p *ReportFiled) {
 	}
 }
 
-func (f *Reports) dismiss(c Command, p *ReportDismissed) {
+func (f *Reports) dismiss(c core.Command, p *core.ReportDismissed) {
 	if r := f.ByID[p.ReportID]; r != nil && !r.Dismissed {
 		r.Dismissed, r.By, r.At, r.DismissCmd = true, p.By, c.At(), c.ID()
 	}

@@ -1,15 +1,19 @@
-package core
+package fold
 
-import "time"
+import (
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
 
 // approvalView is an approval as the engine's channel cache keeps it.
 type Approval struct {
 	ID          string
 	Run         string
-	Scope       Scope // the run's thread: where the card lives
+	Scope       core.Scope // the run's thread: where the card lives
 	CallID      string
 	Tool        string
-	Consequence Consequence
+	Consequence core.Consequence
 	Requester   string
 	Question    string
 	Options     []string
@@ -21,7 +25,7 @@ type Approval struct {
 	Summary     string
 	Reason      string
 	Decision    string // "" while pending
-	By          Person
+	By          core.Person
 	At          time.Time
 }
 
@@ -29,4 +33,4 @@ func (a *Approval) Pending() bool { return a.Decision == "" }
 
 // consentable reports whether "Always allow" is offered: consents never
 // cover irreversible actions or questions.
-func (a *Approval) Consentable() bool { return a.Question == "" && a.Consequence != Irreversible }
+func (a *Approval) Consentable() bool { return a.Question == "" && a.Consequence != core.Irreversible }
