@@ -161,11 +161,11 @@ func (v *chanView) apply(c core.Command) error {
 // liveRun returns the thread's run that a new message should steer: one
 // that is queued, working or waiting for approval. Callers hold v.mu.
 func (v *chanView) liveRun(thread string) (*fold.Run, *fold.Run) {
-	id, ok := v.fold.Threads[thread]
+	id, ok := v.fold.ThreadRun(thread)
 	if !ok {
 		return nil, nil
 	}
-	r := v.fold.Runs[id]
+	r := v.fold.Run(id)
 	switch r.Status {
 	case core.RunQueued, core.RunWorking, core.RunWaitingApproval:
 		return r, nil

@@ -62,7 +62,7 @@ func authorLocked(v *chanView, by core.Actor) string {
 	case core.ActorHuman:
 		return by.ID
 	case core.ActorAgent:
-		if r := v.fold.Runs[by.ID]; r != nil {
+		if r := v.fold.Run(by.ID); r != nil {
 			return r.Requester.ID
 		}
 	}
@@ -185,12 +185,12 @@ type liveRunInfo struct {
 func (d *driver) status(ctx context.Context) string {
 	var runs []liveRunInfo
 	_ = d.v.with(ctx, func() {
-		for _, r := range d.v.fold.Runs {
+		for _, r := range d.v.fold.Runs() {
 			if r.Status.Terminal() || r.ID == d.rs.ID {
 				continue
 			}
 			li := liveRunInfo{id: r.ID, thread: r.Thread, status: r.Status, requester: r.Requester, startedAt: r.StartedAt}
-			for _, a := range d.v.fold.Approvals {
+			for _, a := range d.v.fold.Approvals() {
 				if a.Run == r.ID && a.Pending() {
 					li.waitingOn = a.Tool
 					if a.Question != "" {
@@ -246,7 +246,7 @@ func statusWord(r liveRunInfo) string {
 func (d *driver) pendingApprovals(ctx context.Context) string {
 	var as []fold.Approval
 	_ = d.v.with(ctx, func() {
-		for _, a := range d.v.fold.Approvals {
+		for _, a := range d.v.fold.Approvals() {
 			if a.Pending() {
 				as = append(as, *a)
 			}
@@ -380,7 +380,7 @@ func (e *Engine) cancelDrafts(v *chanView, cr *cancelRequest, r *fold.Run, ev co
 		return nil, nil, err
 	}
 	drafts = []core.Draft{mr}
-	for _, a := range v.fold.Approvals {
+	for _, a := range v.fold.Approvals() {
 		if a.Run != r.ID || !a.Pending() {
 			continue
 		}

@@ -34,7 +34,7 @@ type grantRow struct {
 func (e *Engine) grantsOf(ctx context.Context, platform, person string) ([]grantRow, error) {
 	var out []grantRow
 	err := e.eachChannel(ctx, platform, func(v *chanView) {
-		for _, g := range v.fold.Consents {
+		for _, g := range v.fold.Grants() {
 			if g.Owner == person {
 				out = append(out, grantRow{v.key, *g})
 			}
@@ -80,10 +80,10 @@ func (e *Engine) revokeConsentCmd(ctx context.Context, platform string, by core.
 	var found *grantRow
 	var revoked bool
 	err := e.eachChannel(ctx, platform, func(v *chanView) {
-		if g := v.fold.Consents[id]; g != nil && found == nil {
+		if g := v.fold.Grant(id); g != nil && found == nil {
 			found = &grantRow{v.key, *g}
 		}
-		if v.fold.RevokedConsents[id] {
+		if v.fold.Revoked(id) {
 			revoked = true
 		}
 	})
@@ -113,7 +113,7 @@ func (e *Engine) revokeConsentCmd(ctx context.Context, platform string, by core.
 		return "", err
 	}
 	if _, err := v.append(ctx, func() error {
-		if v.fold.Consents[id] == nil {
+		if v.fold.Grant(id) == nil {
 			return errCheckFailed
 		}
 		return nil

@@ -305,13 +305,13 @@ func (e *Engine) resumeChannel(ctx context.Context, ch core.ChannelKey) (int, er
 	now := e.now()
 	// withFresh: a view loaded while another replica owned ch is stale.
 	if err := v.withFresh(ctx, 0, func() {
-		for _, r := range v.fold.Runs {
+		for _, r := range v.fold.Runs() {
 			if r.Status.Terminal() && r.EndNotice == "" {
 				continue
 			}
 			picks = append(picks, pick{threadKey{ch, r.Thread}, r.ID})
 		}
-		for _, a := range v.fold.Approvals {
+		for _, a := range v.fold.Approvals() {
 			if a.Pending() && !now.Before(a.ExpiresAt) {
 				overdue = append(overdue, a)
 			} else if a.Pending() {
@@ -417,10 +417,10 @@ func (e *Engine) surface(platform string) (core.Surface, error) {
 
 // policyLocked returns the channel's effective policy. Callers hold v.mu.
 func (e *Engine) policyLocked(v *chanView) core.Policy {
-	if !v.fold.PolicySet {
-		return e.cfg.DefaultPolicy
+	if p, set := v.fold.Policy(); set {
+		return p
 	}
-	return v.fold.Policy
+	return e.cfg.DefaultPolicy
 }
 
 // driveAttempts bounds how often one job retries a drive that failed.

@@ -194,12 +194,12 @@ func (e *Engine) evict(v *chanView, now time.Time, idle time.Duration) bool {
 // idleLocked reports whether the fold holds nothing live: every run ended
 // with its end notice posted, no approval pending. Callers hold v.mu.
 func (v *chanView) idleLocked() bool {
-	for _, r := range v.fold.Runs {
+	for _, r := range v.fold.Runs() {
 		if !r.Status.Terminal() || r.EndNotice != "" {
 			return false
 		}
 	}
-	for _, a := range v.fold.Approvals {
+	for _, a := range v.fold.Approvals() {
 		if a.Pending() {
 			return false
 		}

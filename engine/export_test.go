@@ -2,9 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"slices"
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
@@ -20,50 +17,9 @@ type FoldDump struct {
 	Engine string
 }
 
-type runDump struct {
-	Thread    string
-	Status    core.RunStatus
-	Steer     []uint64
-	EndNotice string
-	Requester core.Person
-	StartedAt string
-}
-
 func dumpFold(f *fold.Channel) (FoldDump, error) {
-	st, err := json.Marshal(f.State())
-	if err != nil {
-		return FoldDump{}, fmt.Errorf("dump state: %w", err)
-	}
-	runs := map[string]runDump{}
-	for id, r := range f.Runs {
-		d := runDump{Thread: r.Thread, Status: r.Status, EndNotice: r.EndNotice, Requester: r.Requester, StartedAt: r.StartedAt.UTC().String()}
-		for _, c := range r.Steer {
-			d.Steer = append(d.Steer, c.Seq())
-		}
-		runs[id] = d
-	}
-	seen := make([]string, 0, len(f.Seen))
-	for id := range f.Seen {
-		seen = append(seen, id)
-	}
-	slices.Sort(seen)
-	eng, err := json.Marshal(struct {
-		PolicySet    bool
-		Consents     map[string]*fold.Grant
-		Revoked      map[string]bool
-		Approvals    map[string]*fold.Approval
-		Runs         map[string]runDump
-		Threads      map[string]string
-		Seen         []string
-		DayTokens    map[string]int
-		History      map[string][]core.ThreadTurn
-		HistoryOrder []string
-		Routines     map[string]*fold.Routine
-	}{f.PolicySet, f.Consents, f.RevokedConsents, f.Approvals, runs, f.Threads, seen, f.DayTokens, f.History, f.HistoryOrder, f.Routines})
-	if err != nil {
-		return FoldDump{}, fmt.Errorf("dump engine fields: %w", err)
-	}
-	return FoldDump{State: string(st), Engine: string(eng)}, nil
+	st, internal, err := f.Dump()
+	return FoldDump{State: st, Engine: internal}, err
 }
 
 // FoldDumpOf folds cmds from nothing, as `bot replay` does.

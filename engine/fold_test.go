@@ -64,8 +64,8 @@ func TestFoldUsesTheEnginesConsentAndApprovalRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !v.fold.Consented("post", "#a") || v.fold.Approvals["A1"].Decision != "approved" || v.fold.Runs["R1"].Status != core.RunWaitingApproval {
-		t.Errorf("engine: consented %v, A1 %q, R1 %s", v.fold.Consented("post", "#a"), v.fold.Approvals["A1"].Decision, v.fold.Runs["R1"].Status)
+	if !v.fold.Consented("post", "#a") || v.fold.Approval("A1").Decision != "approved" || v.fold.Run("R1").Status != core.RunWaitingApproval {
+		t.Errorf("engine: consented %v, A1 %q, R1 %s", v.fold.Consented("post", "#a"), v.fold.Approval("A1").Decision, v.fold.Run("R1").Status)
 	}
 	add("", &core.ConsentRevoked{ConsentID: "K2", Tool: "post", Destination: "#a", Owner: "UA"})
 	if err := v.apply(cmds[len(cmds)-1]); err != nil {

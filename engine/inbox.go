@@ -261,7 +261,7 @@ func (e *Engine) Inbox(ctx context.Context, platform, userID string) ([]core.Inb
 	err := e.eachChannel(ctx, platform, func(v *chanView) {
 		reports = append(reports, reportItems(v, userID, now)...)
 		pol := e.policyLocked(v)
-		for _, a := range v.fold.Approvals {
+		for _, a := range v.fold.Approvals() {
 			if !a.Pending() || !now.Before(a.ExpiresAt) || !e.waitsFor(a, pol, userID) {
 				continue
 			}

@@ -85,7 +85,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 	var refusal *notice
 	_, err = v.appendPlan(ctx, func() ([]core.Draft, error) {
 		superseded = false // this pass's plan decides (a retried plan may differ)
-		if _, dup := v.fold.Seen[ev.MessageID]; dup {
+		if dup := v.fold.Delivered(ev.MessageID); dup {
 			return nil, nil // a redelivery (or Slack's app_mention + message pair)
 		}
 		live, parked := v.liveRun(thread)
@@ -108,7 +108,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 			// requester or an eligible approver) supersedes it: the run
 			// resumes and the model sees the message. Anyone else's waits
 			// as steering until the decision, and the card stays.
-			for _, a := range v.fold.Approvals {
+			for _, a := range v.fold.Approvals() {
 				if a.Run == live.ID && a.Pending() && mayDecide(a) {
 					d, err := e.b.Human(ev.Author, a.Scope, core.Meta{Run: a.Run, Cause: mr.ID()},
 						&core.ApprovalResolved{ApprovalID: a.ID, Decision: "superseded", By: ev.Author})
@@ -137,7 +137,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 		if err != nil {
 			return nil, err
 		}
-		rsd, err := e.b.Agent(runID, runScope, core.Meta{Cause: mr.ID()}, &core.RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.fold.History[thread]), InputLimit: e.cfg.MaxInputChars})
+		rsd, err := e.b.Agent(runID, runScope, core.Meta{Cause: mr.ID()}, &core.RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.fold.History(thread)), InputLimit: e.cfg.MaxInputChars})
 		if err != nil {
 			return nil, err
 		}
@@ -181,7 +181,7 @@ func (e *Engine) mayDecidePending(ctx context.Context, v *chanView, ev core.Even
 	_ = v.with(ctx, func() {
 		pol = e.policyLocked(v)
 		if live, _ := v.liveRun(thread); live != nil {
-			for _, a := range v.fold.Approvals {
+			for _, a := range v.fold.Approvals() {
 				if a.Run == live.ID && a.Pending() {
 					pending = true
 				}
@@ -258,7 +258,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 	var run string
 	var scope core.Scope
 	cmds, err := v.appendPlan(ctx, func() ([]core.Draft, error) {
-		a := v.fold.Approvals[id]
+		a := v.fold.Approval(id)
 		run, scope = a.Run, a.Scope
 		clicked, err := e.b.Human(click.By, a.Scope, core.Meta{Run: a.Run},
 			&core.CardClicked{Card: id, Action: string(action), Token: click.Token, By: click.By})
@@ -350,13 +350,13 @@ func (e *Engine) findApproval(ctx context.Context, sc core.Scope, id string) (*c
 	look := func(v *chanView) *fold.Approval {
 		var a *fold.Approval
 		_ = v.with(ctx, func() {
-			if v.fold.Approvals[id] == nil {
+			if v.fold.Approval(id) == nil {
 				// Another replica may have appended it since this one folded.
 				if err := v.catchUp(ctx); err != nil {
 					e.log.Warn("catch up channel for a click", "channel", string(v.key), "error", err)
 				}
 			}
-			if x := v.fold.Approvals[id]; x != nil {
+			if x := v.fold.Approval(id); x != nil {
 				cp := *x
 				a = &cp
 			}
@@ -426,7 +426,7 @@ func (e *Engine) expire(ctx context.Context, v *chanView, id string) error {
 	var run string
 	var scope core.Scope
 	_, err := v.appendPlan(ctx, func() ([]core.Draft, error) {
-		a := v.fold.Approvals[id]
+		a := v.fold.Approval(id)
 		if a == nil || !a.Pending() {
 			return nil, nil
 		}

@@ -386,19 +386,19 @@ func (e *Engine) Wake(ctx context.Context, ch core.ChannelKey, seq uint64) {
 		}
 		v.woke = v.foreign
 		for _, id := range inflight {
-			if r := v.fold.Runs[id]; r != nil && r.Status.Terminal() {
+			if r := v.fold.Run(id); r != nil && r.Status.Terminal() {
 				ended = append(ended, id) // a `cancel` another replica journaled
 			}
 		}
 		// Whatever path folded them (this wake, or a replanned append that
 		// caught up first), the channel's live runs are what to drive.
-		for id := range v.fold.Live {
-			r := v.fold.Runs[id]
+		for id := range v.fold.LiveRuns() {
+			r := v.fold.Run(id)
 			switch r.Status {
 			case core.RunQueued, core.RunWorking:
 				drives = append(drives, drive{id, r.Thread})
 			case core.RunWaitingApproval:
-				for _, a := range v.fold.Approvals {
+				for _, a := range v.fold.Approvals() {
 					if a.Run == id && a.Pending() {
 						cp := *a
 						pending = append(pending, &cp)

@@ -95,7 +95,7 @@ func (e *Engine) deliverProposalClick(ctx context.Context, click core.CardClick,
 	var where core.Scope
 	_, err = v.appendPlan(ctx, func() ([]core.Draft, error) {
 		refusal, done = "", ""
-		r := v.fold.Routines[rid]
+		r := v.fold.Routine(rid)
 		where = r.ProposedIn
 		if click.Scope.Validate() == nil {
 			where = click.Scope
@@ -155,13 +155,13 @@ func (e *Engine) findRoutine(ctx context.Context, sc core.Scope, rid, created st
 	has := func(v *chanView) bool {
 		found := false
 		_ = v.with(ctx, func() {
-			if r := v.fold.Routines[rid]; r == nil || r.CreatedID != created {
+			if r := v.fold.Routine(rid); r == nil || r.CreatedID != created {
 				// The scheduler journals proposals directly: fold what came since.
 				if err := v.catchUp(ctx); err != nil {
 					e.log.Warn("catch up channel for a proposal click", "channel", string(v.key), "error", err)
 				}
 			}
-			r := v.fold.Routines[rid]
+			r := v.fold.Routine(rid)
 			found = r != nil && r.CreatedID == created
 		})
 		return found
@@ -211,7 +211,7 @@ func (e *Engine) showProposal(ctx context.Context, j *proposalShow) error {
 	var r fold.Routine
 	found := false
 	if err := v.with(ctx, func() {
-		if p := v.fold.Routines[j.rid]; p != nil {
+		if p := v.fold.Routine(j.rid); p != nil {
 			r, found = *p, true
 		}
 	}); err != nil {

@@ -113,7 +113,7 @@ func (e *Engine) fileReport(ctx context.Context, n core.OwnerNotice) (*fold.Repo
 	// key mints the same id, whenever it drafts it.
 	at := idTime(n.Cause, time.Unix(0, 0))
 	cmds, err := v.appendPlan(ctx, func() ([]core.Draft, error) {
-		if v.fold.Reports.Known(n.Key) {
+		if v.fold.ReportKnown(n.Key) {
 			return nil, nil
 		}
 		d, err := e.b.SystemKeyed("scheduler", "report.filed:"+n.Key, at, n.Where, core.Meta{Cause: n.Cause}, p)
@@ -126,7 +126,7 @@ func (e *Engine) fileReport(ctx context.Context, n core.OwnerNotice) (*fold.Repo
 		// Another replica journaled the same keyed id first (the journal's
 		// UNIQUE (id) refused this one): that is the one report.
 		known := false
-		_ = v.with(ctx, func() { known = v.catchUp(ctx) == nil && v.fold.Reports.Known(n.Key) })
+		_ = v.with(ctx, func() { known = v.catchUp(ctx) == nil && v.fold.ReportKnown(n.Key) })
 		if !known {
 			return nil, false, fmt.Errorf("file report %s: %w", n.Key, err)
 		}
@@ -134,7 +134,7 @@ func (e *Engine) fileReport(ctx context.Context, n core.OwnerNotice) (*fold.Repo
 	}
 	var rep *fold.Report
 	_ = v.with(ctx, func() {
-		if r := v.fold.Reports.ByID[n.Key]; r != nil {
+		if r := v.fold.Report(n.Key); r != nil {
 			cp := *r
 			rep = &cp
 		}
@@ -183,7 +183,7 @@ func (e *Engine) refreshHome(ctx context.Context, platform, user string) {
 // before now. Callers hold v.mu.
 func reportItems(v *chanView, user string, now time.Time) []core.InboxItem {
 	var out []core.InboxItem
-	for _, r := range v.fold.Reports.ByID {
+	for _, r := range v.fold.Reports() {
 		if r.Owner != user || r.Dismissed || now.Sub(r.FiledAt) >= fold.ReportHorizon {
 			continue
 		}
@@ -243,7 +243,7 @@ func (e *Engine) deliverReportClick(ctx context.Context, click core.CardClick, f
 	var repair bool
 	_, err = v.appendPlan(ctx, func() ([]core.Draft, error) {
 		refusal, repair = "", false
-		r := v.fold.Reports.ByID[rid]
+		r := v.fold.Report(rid)
 		if r == nil {
 			refusal = "⚠️ I can't find the report behind that button (it may be too old), so nothing was done."
 			return nil, nil
@@ -303,11 +303,11 @@ func (e *Engine) findReport(ctx context.Context, platform, filedID string) (*cha
 		}
 		var rid string
 		err = v.with(ctx, func() {
-			if rid = v.fold.Reports.ByCmd[filedID]; rid == "" {
+			if rid = v.fold.ReportFiledAs(filedID); rid == "" {
 				if err := v.catchUp(ctx); err != nil {
 					e.log.Warn("catch up channel for a report click", "channel", string(ch), "error", err)
 				}
-				rid = v.fold.Reports.ByCmd[filedID]
+				rid = v.fold.ReportFiledAs(filedID)
 			}
 		})
 		if err != nil {
@@ -328,7 +328,7 @@ func (e *Engine) showReport(ctx context.Context, j *reportShow) error {
 	}
 	var rep *fold.Report
 	_ = v.with(ctx, func() {
-		if r := v.fold.Reports.ByID[j.id]; r != nil {
+		if r := v.fold.Report(j.id); r != nil {
 			cp := *r
 			rep = &cp
 		}

@@ -28,7 +28,7 @@ func (e *Engine) DailyBudget(ctx context.Context, sc core.Scope) (spent, limit i
 	}
 	err = v.with(ctx, func() {
 		limit = e.policyLocked(v).DailyTokenBudget
-		spent = v.fold.DayTokens[fold.DayKey(e.now())]
+		spent = v.fold.TokensOn(fold.DayKey(e.now()))
 	})
 	if limit <= 0 {
 		limit = e.budgets.DailyTokens

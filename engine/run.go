@@ -161,7 +161,7 @@ func (d *driver) openCalls() bool {
 func (d *driver) pullSteering(ctx context.Context) bool {
 	var fresh []core.Command
 	_ = d.v.with(ctx, func() {
-		if r := d.v.fold.Runs[d.rs.ID]; r != nil {
+		if r := d.v.fold.Run(d.rs.ID); r != nil {
 			for _, c := range r.Steer {
 				if !d.rs.knowsHuman(c.ID()) {
 					fresh = append(fresh, c)
@@ -182,7 +182,7 @@ func (d *driver) pullSteering(ctx context.Context) bool {
 // unseenSteeringLocked reports a journaled steering message rs has not
 // folded. Callers hold d.v.mu.
 func (d *driver) unseenSteeringLocked() bool {
-	if r := d.v.fold.Runs[d.rs.ID]; r != nil {
+	if r := d.v.fold.Run(d.rs.ID); r != nil {
 		for _, c := range r.Steer {
 			if !d.rs.knowsHuman(c.ID()) {
 				return true
@@ -198,7 +198,7 @@ func (d *driver) unseenSteeringLocked() bool {
 func (d *driver) appendRun(ctx context.Context, check func() error, drafts ...core.Draft) ([]core.Command, error) {
 	guard := func() error {
 		if !d.rs.Done() && !onlyResults(drafts) {
-			if r := d.v.fold.Runs[d.rs.ID]; r != nil && r.Status.Terminal() {
+			if r := d.v.fold.Run(d.rs.ID); r != nil && r.Status.Terminal() {
 				return errRunEnded
 			}
 		}
@@ -237,7 +237,7 @@ func onlyResults(drafts []core.Draft) bool {
 func (d *driver) ended(ctx context.Context) bool {
 	var end bool
 	_ = d.v.with(ctx, func() {
-		if r := d.v.fold.Runs[d.rs.ID]; r != nil && r.Status.Terminal() && !d.rs.Done() {
+		if r := d.v.fold.Run(d.rs.ID); r != nil && r.Status.Terminal() && !d.rs.Done() {
 			end = true
 		}
 	})
@@ -253,7 +253,7 @@ func (d *driver) agent(m core.Meta, p core.Payload) (core.Draft, error) {
 func (d *driver) snapshot(ctx context.Context) (pol core.Policy, dayTokens int) {
 	_ = d.v.with(ctx, func() {
 		pol = d.e.policyLocked(d.v)
-		dayTokens = d.v.fold.DayTokens[fold.DayKey(d.e.now())]
+		dayTokens = d.v.fold.TokensOn(fold.DayKey(d.e.now()))
 	})
 	return pol, dayTokens
 }
@@ -950,7 +950,7 @@ func (d *driver) expire(ctx context.Context, a *runApproval) error {
 		return err
 	}
 	_, err = d.appendRun(ctx, func() error {
-		if x := d.v.fold.Approvals[a.req.ApprovalID]; x != nil && !x.Pending() {
+		if x := d.v.fold.Approval(a.req.ApprovalID); x != nil && !x.Pending() {
 			return errCheckFailed // decided meanwhile; the fold below catches up
 		}
 		return nil

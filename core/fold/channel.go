@@ -21,40 +21,40 @@ type Channel struct {
 	last      uint64 // seq of the last command folded
 	head      core.Hash
 	counts    map[string]int // commands by kind, redacted ones included
-	Policy    core.Policy
-	PolicySet bool
-	Consents  map[string]*Grant // by consent id (see consent.go)
+	policy    core.Policy
+	policySet bool
+	consents  map[string]*Grant // by consent id (see consent.go)
 	// revokedConsents are the ids of revoked grants (a repeated revoke says so).
-	RevokedConsents map[string]bool
-	Approvals       map[string]*Approval
-	Runs            map[string]*Run
+	revokedConsents map[string]bool
+	approvals       map[string]*Approval
+	runs            map[string]*Run
 	// live holds the runs not yet ended, so the owner finds what to drive
 	// without walking every run the channel ever had.
-	Live      map[string]struct{}
-	Threads   map[string]string   // thread root → latest run id
-	Seen      map[string]struct{} // delivered message ids (redelivery dedupe)
-	DayTokens map[string]int      // UTC date → tokens spent
+	live      map[string]struct{}
+	threads   map[string]string   // thread root → latest run id
+	seen      map[string]struct{} // delivered message ids (redelivery dedupe)
+	dayTokens map[string]int      // UTC date → tokens spent
 	// history keeps each thread's recent conversation (routed messages and
 	// the bot's answers) so a new run in a thread knows what came before.
-	History      map[string][]core.ThreadTurn
-	HistoryOrder []string // threads in first-seen order, to bound the map
+	history      map[string][]core.ThreadTurn
+	historyOrder []string // threads in first-seen order, to bound the map
 	memories     map[string]*MemoryState
-	Routines     map[string]*Routine
+	routines     map[string]*Routine
 	firings      map[string]*Firing // by routine.fired command id: its digest post names it as cause
 	firingRuns   map[string]*Firing // by the firing's run id
-	Reports      Reports            // routine owners' reports (report.go)
+	reports      reportFold         // routine owners' reports (report.go)
 	posted       int
 	redacted     []uint64 // seqs named by command.redacted, in journal order
 }
 
 func NewChannel(ch core.ChannelKey) Channel {
 	return Channel{
-		ch: ch, counts: map[string]int{}, Consents: map[string]*Grant{}, Approvals: map[string]*Approval{},
-		Runs: map[string]*Run{}, Live: map[string]struct{}{}, Threads: map[string]string{}, Seen: map[string]struct{}{},
-		DayTokens: map[string]int{}, History: map[string][]core.ThreadTurn{},
-		memories: map[string]*MemoryState{}, Routines: map[string]*Routine{}, firings: map[string]*Firing{},
+		ch: ch, counts: map[string]int{}, consents: map[string]*Grant{}, approvals: map[string]*Approval{},
+		runs: map[string]*Run{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
+		dayTokens: map[string]int{}, history: map[string][]core.ThreadTurn{},
+		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
 		firingRuns: map[string]*Firing{},
-		Reports:    newReportFold(),
+		reports:    newReportFold(),
 	}
 }
 
@@ -95,33 +95,33 @@ func (f *Channel) remember(thread string, t core.ThreadTurn) {
 	if len(t.Text) > historyTurnChars {
 		t.Text = core.Truncate(t.Text, historyTurnChars)
 	}
-	h, ok := f.History[thread]
+	h, ok := f.history[thread]
 	if !ok {
-		f.HistoryOrder = append(f.HistoryOrder, thread)
-		if len(f.HistoryOrder) > historyMaxThreads {
-			delete(f.History, f.HistoryOrder[0])
-			f.HistoryOrder = f.HistoryOrder[1:]
+		f.historyOrder = append(f.historyOrder, thread)
+		if len(f.historyOrder) > historyMaxThreads {
+			delete(f.history, f.historyOrder[0])
+			f.historyOrder = f.historyOrder[1:]
 		}
 	}
 	h = append(h, t)
 	if len(h) > historyTurns {
 		h = slices.Clone(h[len(h)-historyTurns:])
 	}
-	f.History[thread] = h
+	f.history[thread] = h
 }
 
-func (f *Channel) run(id string) *Run {
-	r := f.Runs[id]
+func (f *Channel) runOrNew(id string) *Run {
+	r := f.runs[id]
 	if r == nil {
 		r = &Run{ID: id, Status: core.RunQueued}
-		f.Runs[id] = r
+		f.runs[id] = r
 	}
 	return r
 }
 
 // touch is run for a lifecycle command of c's run: it notes when.
 func (f *Channel) touch(c core.Command) *Run {
-	r := f.run(c.Run())
+	r := f.runOrNew(c.Run())
 	r.updatedAt = c.At()
 	return r
 }
@@ -147,14 +147,14 @@ func (f *Channel) Apply(c core.Command) error {
 	f.firingRun(c, p)
 	switch p := p.(type) {
 	case *core.MessageReceived:
-		f.Seen[p.MessageID] = struct{}{}
+		f.seen[p.MessageID] = struct{}{}
 		thread := c.Scope().Thread
 		if thread == "" && p.Visibility != core.DM {
 			thread = p.MessageID // a top-level message is answered in a thread under it
 		}
 		f.remember(thread, core.ThreadTurn{Author: p.Author, Text: p.Text})
 		if c.Run() != "" {
-			r := f.run(c.Run())
+			r := f.runOrNew(c.Run())
 			if r.Requester.ID == "" && r.StartedAt.IsZero() {
 				r.Requester = p.Author // the trigger: journaled before run.started
 			}
@@ -165,10 +165,10 @@ func (f *Channel) Apply(c core.Command) error {
 	case *core.RunStarted:
 		r := f.touch(c)
 		r.Thread, r.Status, r.StartedAt, r.trigger = c.Scope().Thread, core.RunWorking, c.At(), p.Trigger
-		f.Threads[r.Thread] = r.ID
-		f.Live[r.ID] = struct{}{}
+		f.threads[r.Thread] = r.ID
+		f.live[r.ID] = struct{}{}
 	case *core.ModelStep:
-		f.DayTokens[DayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
+		f.dayTokens[DayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
 		if c.Run() != "" {
 			r := f.touch(c)
 			r.steps++
@@ -176,7 +176,7 @@ func (f *Channel) Apply(c core.Command) error {
 		}
 	case *core.ApprovalRequested:
 		f.touch(c).Status = core.RunWaitingApproval
-		f.Approvals[p.ApprovalID] = &Approval{
+		f.approvals[p.ApprovalID] = &Approval{
 			ID: p.ApprovalID, Run: c.Run(), Scope: c.Scope(), CallID: p.CallID, Tool: p.Tool,
 			Consequence: core.Consequence(p.Consequence), Requester: p.Requester, Question: p.Question,
 			Options: p.Options, Destination: p.Destination, ExpiresAt: p.ExpiresAt,
@@ -186,9 +186,9 @@ func (f *Channel) Apply(c core.Command) error {
 		// The first resolution stands: a late click or expiry after it
 		// changes nothing. A decided card hands the run back to the loop
 		// once none of its other cards is pending.
-		if a := f.Approvals[p.ApprovalID]; a != nil && a.Pending() {
+		if a := f.approvals[p.ApprovalID]; a != nil && a.Pending() {
 			a.Decision, a.By, a.At = p.Decision, p.By, c.At()
-			if r := f.Runs[a.Run]; r != nil && (r.Status == core.RunWaitingApproval || r.Status == core.RunNeedsPermission) && !f.hasPending(a.Run) {
+			if r := f.runs[a.Run]; r != nil && (r.Status == core.RunWaitingApproval || r.Status == core.RunNeedsPermission) && !f.hasPending(a.Run) {
 				r.Status = core.RunWorking
 			}
 		}
@@ -202,19 +202,19 @@ func (f *Channel) Apply(c core.Command) error {
 	case *core.RunCompleted:
 		r := f.touch(c)
 		r.Status, r.Steer = core.RunDone, nil
-		delete(f.Live, r.ID)
+		delete(f.live, r.ID)
 	case *core.RunFailed:
 		r := f.touch(c)
 		r.Status, r.reason, r.Steer = p.Status, p.Cause, nil
-		delete(f.Live, r.ID)
+		delete(f.live, r.ID)
 		if p.Status == core.RunBroken || p.Status == core.RunCancelled && p.Cause != CauseSuperseded {
 			r.EndNotice = core.EffectID(f.ch, c.Seq(), 0)
 		}
 	case *core.PolicyChanged:
-		f.Policy, f.PolicySet = p.Policy, true
+		f.policy, f.policySet = p.Policy, true
 	case *core.MessagePosted:
 		f.posted++
-		if r := f.Runs[c.Run()]; r != nil && r.EndNotice == p.EffectID {
+		if r := f.runs[c.Run()]; r != nil && r.EndNotice == p.EffectID {
 			r.EndNotice = ""
 		}
 		if p.Role == core.RoleAnswer && p.Text != "" {
@@ -240,9 +240,9 @@ func (f *Channel) Apply(c core.Command) error {
 	case *core.CommandRedacted:
 		f.redacted = append(f.redacted, p.Seq)
 	case *core.ReportFiled:
-		f.Reports.file(c, p)
+		f.reports.file(c, p)
 	case *core.ReportDismissed:
-		f.Reports.dismiss(c, p)
+		f.reports.dismiss(c, p)
 	case *core.CardClicked, *core.ToolRequested, *core.PermissionDecided, *core.ToolCompleted, *core.MessageUpdated:
 		// Observations: counted; their effects arrive as their own commands
 		// (approval.resolved, tool results live in the run's fold).
@@ -253,7 +253,7 @@ func (f *Channel) Apply(c core.Command) error {
 }
 
 func (f *Channel) hasPending(run string) bool {
-	for _, a := range f.Approvals {
+	for _, a := range f.approvals {
 		if a.Run == run && a.Pending() {
 			return true
 		}
@@ -346,10 +346,10 @@ func Fold(ch core.ChannelKey, cmds []core.Command) (*ChannelState, error) {
 // state copies the fold into its exported view.
 func (f *Channel) State() *ChannelState {
 	s := &ChannelState{
-		Channel: f.ch, Seq: f.last, Counts: make(map[string]int, len(f.counts)), Policy: f.Policy,
-		Runs: make(map[string]*RunState, len(f.Runs)), Approvals: make(map[string]*ApprovalState, len(f.Approvals)),
-		Memories: make(map[string]*MemoryState, len(f.memories)), Routines: make(map[string]*RoutineState, len(f.Routines)),
-		Consents: make([]ConsentState, 0, len(f.Consents)), Posted: f.posted, Redacted: slices.Clone(f.redacted),
+		Channel: f.ch, Seq: f.last, Counts: make(map[string]int, len(f.counts)), Policy: f.policy,
+		Runs: make(map[string]*RunState, len(f.runs)), Approvals: make(map[string]*ApprovalState, len(f.approvals)),
+		Memories: make(map[string]*MemoryState, len(f.memories)), Routines: make(map[string]*RoutineState, len(f.routines)),
+		Consents: make([]ConsentState, 0, len(f.consents)), Posted: f.posted, Redacted: slices.Clone(f.redacted),
 	}
 	if f.last > 0 {
 		s.Head = f.head.String()
@@ -357,11 +357,11 @@ func (f *Channel) State() *ChannelState {
 	for k, n := range f.counts {
 		s.Counts[k] = n
 	}
-	for id, r := range f.Runs {
+	for id, r := range f.runs {
 		s.Runs[id] = &RunState{ID: r.ID, Thread: r.Thread, Status: r.Status, Trigger: r.trigger, Steps: r.steps,
 			Tokens: r.tokens, Reason: r.reason, StartedAt: r.StartedAt, UpdatedAt: r.updatedAt}
 	}
-	for id, a := range f.Approvals {
+	for id, a := range f.approvals {
 		d := a.Decision
 		if a.Pending() {
 			d = "pending"
@@ -372,10 +372,10 @@ func (f *Channel) State() *ChannelState {
 		c := *m
 		s.Memories[id] = &c
 	}
-	for id, r := range f.Routines {
+	for id, r := range f.routines {
 		s.Routines[id] = routineState(r)
 	}
-	for _, g := range f.Consents {
+	for _, g := range f.consents {
 		s.Consents = append(s.Consents, ConsentState{ID: g.ID, Tool: g.Tool, Destination: g.Destination, Owner: g.Owner, At: g.At})
 	}
 	sort.Slice(s.Consents, func(i, j int) bool {

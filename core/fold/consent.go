@@ -23,30 +23,30 @@ func (f *Channel) grantConsent(c core.Command, p *core.ConsentGranted) {
 	if id == "" {
 		id = c.ID() // grants recorded before consent ids
 	}
-	f.Consents[id] = &Grant{ID: id, Tool: p.Tool, Destination: p.Destination, Owner: p.Owner, At: c.At()}
+	f.consents[id] = &Grant{ID: id, Tool: p.Tool, Destination: p.Destination, Owner: p.Owner, At: c.At()}
 }
 
 // revokeConsent folds consent.revoked: by id, or (records without an id)
 // every grant of the same tool and destination.
 func (f *Channel) revokeConsent(p *core.ConsentRevoked) {
 	if p.ConsentID != "" {
-		if f.RevokedConsents == nil {
-			f.RevokedConsents = map[string]bool{}
+		if f.revokedConsents == nil {
+			f.revokedConsents = map[string]bool{}
 		}
-		f.RevokedConsents[p.ConsentID] = true
-		delete(f.Consents, p.ConsentID)
+		f.revokedConsents[p.ConsentID] = true
+		delete(f.consents, p.ConsentID)
 		return
 	}
-	for id, g := range f.Consents {
+	for id, g := range f.consents {
 		if g.Tool == p.Tool && g.Destination == p.Destination {
-			delete(f.Consents, id)
+			delete(f.consents, id)
 		}
 	}
 }
 
 // consented reports a standing grant for tool to dest.
 func (f *Channel) Consented(tool, dest string) bool {
-	for _, g := range f.Consents {
+	for _, g := range f.consents {
 		if g.Tool == tool && g.Destination == dest {
 			return true
 		}

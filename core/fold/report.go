@@ -41,38 +41,38 @@ type Report struct {
 }
 
 // reportFold is the part of a channel's fold that holds its reports.
-type Reports struct {
-	ByID  map[string]*Report
-	ByCmd map[string]string // report.filed command id → report id
+type reportFold struct {
+	byID  map[string]*Report
+	byCmd map[string]string // report.filed command id → report id
 	order []string          // report ids in filing order, to bound byID
 	filed map[string]struct{}
 }
 
-func newReportFold() Reports {
-	return Reports{ByID: map[string]*Report{}, ByCmd: map[string]string{}, filed: map[string]struct{}{}}
+func newReportFold() reportFold {
+	return reportFold{byID: map[string]*Report{}, byCmd: map[string]string{}, filed: map[string]struct{}{}}
 }
 
-func (f *Reports) Known(id string) bool { _, ok := f.filed[id]; return ok }
+func (f *reportFold) Known(id string) bool { _, ok := f.filed[id]; return ok }
 
-func (f *Reports) file(c core.Command, p *core.ReportFiled) {
+func (f *reportFold) file(c core.Command, p *core.ReportFiled) {
 	if f.Known(p.ReportID) {
 		return // the first filing stands
 	}
 	f.filed[p.ReportID] = struct{}{}
-	f.ByID[p.ReportID] = &Report{ID: p.ReportID, CmdID: c.ID(), Owner: p.Owner, Title: p.Title, Body: p.Body,
+	f.byID[p.ReportID] = &Report{ID: p.ReportID, CmdID: c.ID(), Owner: p.Owner, Title: p.Title, Body: p.Body,
 		Fields: slices.Clone(p.Fields), Cause: p.Cause, Where: c.Scope(), FiledAt: c.At()}
-	f.ByCmd[c.ID()] = p.ReportID
+	f.byCmd[c.ID()] = p.ReportID
 	f.order = append(f.order, p.ReportID)
 	if len(f.order) > maxFoldReports {
-		old := f.ByID[f.order[0]]
-		delete(f.ByID, old.ID)
-		delete(f.ByCmd, old.CmdID)
+		old := f.byID[f.order[0]]
+		delete(f.byID, old.ID)
+		delete(f.byCmd, old.CmdID)
 		f.order = f.order[1:]
 	}
 }
 
-func (f *Reports) dismiss(c core.Command, p *core.ReportDismissed) {
-	if r := f.ByID[p.ReportID]; r != nil && !r.Dismissed {
+func (f *reportFold) dismiss(c core.Command, p *core.ReportDismissed) {
+	if r := f.byID[p.ReportID]; r != nil && !r.Dismissed {
 		r.Dismissed, r.By, r.At, r.DismissCmd = true, p.By, c.At(), c.ID()
 	}
 }

@@ -147,7 +147,7 @@ func Routines(ch core.ChannelKey, cmds []core.Command) (map[string]*Routine, err
 			return nil, err
 		}
 	}
-	return f.Routines, nil
+	return f.routines, nil
 }
 
 func (f *Channel) createRoutine(c core.Command, p *core.RoutineCreated) {
@@ -162,11 +162,11 @@ func (f *Channel) createRoutine(c core.Command, p *core.RoutineCreated) {
 	if armed {
 		r.ArmedAt = c.At()
 	}
-	f.Routines[p.RoutineID] = r
+	f.routines[p.RoutineID] = r
 }
 
 func (f *Channel) changeRoutine(c core.Command, p *core.RoutineChanged) {
-	r := f.Routines[p.RoutineID]
+	r := f.routines[p.RoutineID]
 	if r == nil {
 		return
 	}
@@ -198,7 +198,7 @@ func (f *Channel) changeRoutine(c core.Command, p *core.RoutineChanged) {
 }
 
 func (f *Channel) fireRoutine(c core.Command, p *core.RoutineFired) {
-	r := f.Routines[p.RoutineID]
+	r := f.routines[p.RoutineID]
 	if r == nil {
 		return
 	}
