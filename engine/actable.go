@@ -3,11 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
-	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/replica"
 )
 
 // Acting on the platform under a lease. The journal fences a deposed
@@ -21,39 +19,23 @@ import (
 // a margin for the effect itself. Renewals every TTL/4 keep a healthy
 // replica far from it.
 
-// errLeaseStale refuses an effect whose lease may have lapsed. It is a
-// journal outage to the retry loop: when renewals succeed again the drive
-// goes on; if the lease did pass, the next fenced append hands it over.
-var errLeaseStale = errors.New("channel lease not renewed in time (the database is unreachable?): not acting on the platform, another replica may have taken the channel over")
-
-func (o *ownership) presence() string { return core.PresencePrefix + o.holder }
-
-// actMargin is how much of a lease must remain for a drive to start an
-// effect.
-func (o *ownership) actMargin() time.Duration { return o.ttl / 4 }
-
 // mayAct reports whether the drive ctx belongs to may act on the platform
 // now: nil outside a lease (embedded mode, a notice not tied to a drive),
-// errLeaseLost when the channel passed to another replica, a journal error
-// wrapping errLeaseStale when the lease may have lapsed.
+// replica.ErrLeaseLost when the channel passed to another replica, a journal error
+// wrapping replica.ErrLeaseStale when the lease may have lapsed.
 func (e *Engine) mayAct(ctx context.Context) error {
-	o := e.own
-	f, _ := ctx.Value(fenceKey{}).(*core.Fence)
-	if o == nil || f == nil {
+	f := replica.FenceOf(ctx)
+	if e.own == nil || f == nil {
 		return nil
 	}
-	ch := core.ChannelKey(strings.TrimPrefix(f.Name, core.ChannelLeasePrefix))
-	o.mu.Lock()
-	cur, owned := o.owned[ch]
-	until := o.until[ch]
-	o.mu.Unlock()
-	if !owned || cur.Token != f.Token {
-		return fmt.Errorf("%w: %s", errLeaseLost, ch)
+	err := e.own.MayAct(*f)
+	if errors.Is(err, replica.ErrLeaseStale) {
+		// A journal outage to the retry loop: when renewals succeed again
+		// the drive goes on; if the lease did pass, the next fenced append
+		// hands it over.
+		return &journalError{err: err}
 	}
-	if time.Until(until) < o.actMargin() {
-		return &journalError{err: fmt.Errorf("channel %s: %w", ch, errLeaseStale)}
-	}
-	return nil
+	return err
 }
 
 // guardActs gives what a drive hands a surface the lease check, so that
@@ -77,57 +59,25 @@ func (e *Engine) mayShowOutage(ctx context.Context) bool {
 	if err == nil {
 		return true
 	}
-	if !errors.Is(err, errLeaseStale) {
-		return false
-	}
-	o := e.own
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.peers == 0
-}
-
-// countPeers renews this replica's presence lease and counts the other
-// live ones.
-func (e *Engine) countPeers(ctx context.Context) {
-	o := e.own
-	if _, _, err := o.leases.Acquire(ctx, o.presence(), o.holder, o.ttl); err != nil {
-		return // renewLeases already logged the database's state
-	}
-	live, err := o.leases.Live(ctx, core.PresencePrefix)
-	if err != nil {
-		return
-	}
-	n := 0
-	for _, name := range live {
-		if name != o.presence() {
-			n++
-		}
-	}
-	o.mu.Lock()
-	o.peers = n
-	o.mu.Unlock()
+	return errors.Is(err, replica.ErrLeaseStale) && e.own.Alone()
 }
 
 // keepFromRunning remembers a tool call mayAct refused before it ran, so
 // this process's retry runs it rather than taking it for interrupted (a
 // replica resuming it from the journal still does: the safe side).
 func (e *Engine) keepFromRunning(call string) {
-	if o := e.own; o != nil {
-		o.mu.Lock()
-		o.unrun[call] = true
-		o.mu.Unlock()
+	if e.own != nil {
+		e.unrunMu.Lock()
+		e.unrun[call] = true
+		e.unrunMu.Unlock()
 	}
 }
 
 // keptFromRunning reports (once) whether call was kept from running.
 func (e *Engine) keptFromRunning(call string) bool {
-	o := e.own
-	if o == nil {
-		return false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	kept := o.unrun[call]
-	delete(o.unrun, call)
+	e.unrunMu.Lock()
+	defer e.unrunMu.Unlock()
+	kept := e.unrun[call]
+	delete(e.unrun, call)
 	return kept
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
+	"github.com/marlowe-bot/marlowe/replica"
 )
 
 // chanView is the engine's cache of one channel: the channel's one fold
@@ -105,7 +106,7 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]core.Draft, er
 	if err := v.load(ctx); err != nil {
 		return nil, journalFailed(err)
 	}
-	fence := fenceFor(ctx, v.key)
+	fence := replica.FenceFor(ctx, v.key)
 	for attempt := 1; ; attempt++ {
 		drafts, err := plan()
 		if err != nil || len(drafts) == 0 {
@@ -119,7 +120,7 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]core.Draft, er
 			}
 			continue
 		case errors.Is(err, core.ErrFenced):
-			return nil, fmt.Errorf("append %s to %s: %w: %w", drafts[0].Kind(), v.key, errLeaseLost, err)
+			return nil, fmt.Errorf("append %s to %s: %w: %w", drafts[0].Kind(), v.key, replica.ErrLeaseLost, err)
 		case err != nil:
 			return nil, fmt.Errorf("append %s to %s: %w", drafts[0].Kind(), v.key, journalFailed(err))
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
+	"github.com/marlowe-bot/marlowe/replica"
 )
 
 // Budgets bound what runs may spend. Zero fields take the defaults.
@@ -135,8 +136,11 @@ type Engine struct {
 	channels map[core.ChannelKey]*chanView
 	evicting bool // the eviction goroutine runs (guarded by mu)
 
-	// own is the channel leases this replica holds (nil: embedded mode).
-	own *ownership
+	// own is the channel leases this replica holds.
+	own *replica.Ownership // nil in embedded mode: the engine owns every channel
+	// unrun holds the tool calls mayAct kept from running (actable.go).
+	unrunMu sync.Mutex
+	unrun   map[string]bool
 
 	// recalls holds automatic recalls not yet journaled (see keepRecall).
 	recallMu sync.Mutex
@@ -187,7 +191,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg: cfg, j: cfg.Journal, b: cfg.Boundary, model: cfg.Model, tools: cfg.Tools,
 		surfaces: maps.Clone(cfg.Surfaces), log: cfg.Logger, now: cfg.Clock,
 		budgets: cfg.Budgets.withDefaults(), channels: map[core.ChannelKey]*chanView{},
-		threads: map[threadKey]*mailbox{},
+		threads: map[threadKey]*mailbox{}, unrun: map[string]bool{},
 	}
 	if e.model == nil {
 		e.offline = true
@@ -228,7 +232,7 @@ func New(cfg Config) (*Engine, error) {
 		e.cfg.Name = "Marlowe"
 	}
 	if cfg.Leases != nil {
-		e.own = newOwnership(cfg.Leases, cfg.Replica, cfg.LeaseTTL)
+		e.own = replica.NewOwnership(cfg.Leases, cfg.Replica, cfg.LeaseTTL)
 	}
 	e.idle = sync.NewCond(&e.mu)
 	e.runCtx, e.cancel = context.WithCancel(context.Background())
@@ -323,7 +327,7 @@ func (e *Engine) resumeChannel(ctx context.Context, ch core.ChannelKey) (int, er
 	}
 	fctx := ctx
 	if f, ok := e.owns(ch); ok {
-		fctx = withFence(ctx, f)
+		fctx = replica.WithFence(ctx, f)
 	}
 	for _, a := range overdue {
 		if err := e.expire(fctx, v, a.ID); err != nil {
@@ -510,7 +514,7 @@ func (e *Engine) consume(m *mailbox) {
 		e.mu.Unlock()
 		ctx := e.runCtx
 		if f, ok := e.owns(m.key.ch); ok || j.anyReplica() {
-			e.handle(withFence(ctx, f), j)
+			e.handle(replica.WithFence(ctx, f), j)
 		} // else handed over: the new owner resumes from the journal
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/replica"
 )
 
 // Journal outages. When the database goes away mid-run, a drive fails on a
@@ -36,7 +37,7 @@ func (e *journalError) Unwrap() error { return e.err }
 // journalFailed wraps err as a journal failure; nil and the append
 // precondition (errCheckFailed) stay as they are.
 func journalFailed(err error) error {
-	if err == nil || errors.Is(err, errCheckFailed) || errors.Is(err, errLeaseLost) {
+	if err == nil || errors.Is(err, errCheckFailed) || errors.Is(err, replica.ErrLeaseLost) {
 		return err
 	}
 	var je *journalError
@@ -109,7 +110,7 @@ func (e *Engine) driveThroughOutages(ctx context.Context, run string, resume boo
 	shown := false
 	for attempt := 1; ; {
 		err := e.drive(ctx, run, resume || attempt > 1 || !outageSince.IsZero(), &view)
-		if errors.Is(err, errLeaseLost) {
+		if errors.Is(err, replica.ErrLeaseLost) {
 			// Another replica owns the channel now and resumes the run
 			// from the journal; this one must not touch it again.
 			if view.known {

@@ -2,11 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
@@ -25,106 +20,32 @@ import (
 //
 // With no Leases configured (embedded mode), the engine owns every channel.
 
-// ownership is the engine's share of the lease table.
-type ownership struct {
-	leases core.Leases
-	holder string
-	ttl    time.Duration
-
-	mu        sync.Mutex
-	owned     map[core.ChannelKey]core.Fence
-	until     map[core.ChannelKey]time.Time // local time each lease surely lasts until (actable.go)
-	renewedAt time.Time                     // last successful renewal (or start)
-	renewErr  error
-	peers     int             // other live replicas at the last presence check; -1 not known
-	unrun     map[string]bool // tool calls mayAct kept from running (actable.go)
-}
-
-func newOwnership(l core.Leases, holder string, ttl time.Duration) *ownership {
-	if ttl <= 0 {
-		ttl = core.DefaultLeaseTTL
-	}
-	// A random suffix always: a restarted process, or two replicas given
-	// the same name by mistake, never pass for one holder.
-	holder = core.ReplicaName(holder)
-	return &ownership{leases: l, holder: holder, ttl: ttl, owned: map[core.ChannelKey]core.Fence{}, until: map[core.ChannelKey]time.Time{},
-		renewedAt: time.Now(), peers: -1, unrun: map[string]bool{}}
-}
-
-type fenceKey struct{}
-
-// withFence marks ctx as driving under f: appends to f's channel made with
-// it are fenced.
-func withFence(ctx context.Context, f *core.Fence) context.Context {
-	if f == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, fenceKey{}, f)
-}
-
-// fenceFor returns the fence ctx drives ch under, if any.
-func fenceFor(ctx context.Context, ch core.ChannelKey) *core.Fence {
-	f, _ := ctx.Value(fenceKey{}).(*core.Fence)
-	if f == nil || f.Name != core.ChannelLease(ch) {
-		return nil
-	}
-	return f
-}
-
 // owns reports whether this replica drives ch, and under which fence (nil
 // in embedded mode).
 func (e *Engine) owns(ch core.ChannelKey) (*core.Fence, bool) {
-	o := e.own
-	if o == nil {
+	if e.own == nil {
 		return nil, true
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	f, ok := o.owned[ch]
-	if !ok {
-		return nil, false
-	}
-	return &f, true
+	return e.own.Owns(ch)
 }
 
 // claim takes ch's lease if it is free, released or lapsed. fresh is true
 // when this call took it (the caller then resumes what the channel left
 // unfinished).
 func (e *Engine) claim(ctx context.Context, ch core.ChannelKey) (ok, fresh bool, err error) {
-	o := e.own
-	if o == nil {
+	if e.own == nil {
 		return true, false, nil
 	}
-	if _, held := e.owns(ch); held {
-		return true, false, nil
+	f, ok, fresh, err := e.own.Claim(ctx, ch)
+	if fresh {
+		e.log.Debug("channel claimed", "channel", string(ch), "fence", f.Token)
 	}
-	start := time.Now()
-	f, ok, err := o.leases.Acquire(ctx, core.ChannelLease(ch), o.holder, o.ttl)
-	if err != nil || !ok {
-		return false, false, err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, held := o.owned[ch]; held {
-		return true, false, nil
-	}
-	o.owned[ch], o.until[ch] = f, start.Add(o.ttl)
-	e.log.Debug("channel claimed", "channel", string(ch), "fence", f.Token)
-	return true, true, nil
+	return ok, fresh, err
 }
 
 // lose forgets ch: its lease passed to another replica.
 func (e *Engine) lose(ch core.ChannelKey, why string) {
-	o := e.own
-	if o == nil {
-		return
-	}
-	o.mu.Lock()
-	_, had := o.owned[ch]
-	delete(o.owned, ch)
-	delete(o.until, ch)
-	o.mu.Unlock()
-	if had {
+	if e.own != nil && e.own.Lose(ch) {
 		e.log.Warn("channel lease lost; another replica drives the channel", "channel", string(ch), "why", why)
 	}
 }
@@ -165,24 +86,16 @@ func (e *Engine) OwnedChannels() int {
 		defer e.chMu.Unlock()
 		return len(e.channels)
 	}
-	e.own.mu.Lock()
-	defer e.own.mu.Unlock()
-	return len(e.own.owned)
+	return e.own.Owned()
 }
 
 // LeaseHealth reports whether this replica's channel leases were renewed
 // within their TTL (nil in embedded mode): /readyz uses it.
 func (e *Engine) LeaseHealth() error {
-	o := e.own
-	if o == nil {
+	if e.own == nil {
 		return nil
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if since := time.Since(o.renewedAt); since > o.ttl {
-		return fmt.Errorf("channel leases not renewed for %s: %v", since.Round(time.Second), o.renewErr)
-	}
-	return nil
+	return e.own.Health()
 }
 
 // Replica is this engine's holder id in the lease table.
@@ -190,15 +103,14 @@ func (e *Engine) Replica() string {
 	if e.own == nil {
 		return ""
 	}
-	return e.own.holder
+	return e.own.Holder()
 }
 
 // keepLeases renews this replica's leases and sweeps lapsed ones until ctx
 // ends; on the way out it releases every lease it holds, so the other
 // replicas take the channels over at once instead of after the TTL.
 func (e *Engine) keepLeases(ctx context.Context) {
-	o := e.own
-	tick := time.NewTicker(o.ttl / 4)
+	tick := time.NewTicker(e.own.TTL() / 4)
 	defer tick.Stop()
 	for n := 1; ; n++ {
 		select {
@@ -207,7 +119,7 @@ func (e *Engine) keepLeases(ctx context.Context) {
 		case <-tick.C:
 		}
 		e.renewLeases(ctx)
-		e.countPeers(ctx)
+		e.own.CountPeers(ctx)
 		e.sweepLapsed(ctx)
 		if n%4 == 0 {
 			e.sweepUnowned(ctx)
@@ -254,97 +166,52 @@ func (e *Engine) takeOver(ctx context.Context, ch core.ChannelKey, what string) 
 }
 
 func (e *Engine) renewLeases(ctx context.Context) {
-	o := e.own
-	o.mu.Lock()
-	names := make([]string, 0, len(o.owned))
-	for ch := range o.owned {
-		names = append(names, core.ChannelLease(ch))
-	}
-	o.mu.Unlock()
-	start := time.Now()
-	held, err := o.leases.Renew(ctx, o.holder, o.ttl, names...)
-	o.mu.Lock()
+	lost, asked, err := e.own.Renew(ctx)
 	if err != nil {
-		o.renewErr = err
-		o.mu.Unlock()
 		if ctx.Err() == nil {
-			e.log.Warn("renew channel leases failed; appends stay fenced", "channels", len(names), "error", err)
+			e.log.Warn("renew channel leases failed; appends stay fenced", "channels", asked, "error", err)
 		}
 		return
 	}
-	o.renewedAt, o.renewErr = time.Now(), nil
-	for _, n := range held {
-		ch := core.ChannelKey(strings.TrimPrefix(n, core.ChannelLeasePrefix))
-		if _, ok := o.owned[ch]; ok {
-			o.until[ch] = start.Add(o.ttl)
-		}
-	}
-	o.mu.Unlock()
-	for _, n := range names {
-		if !slices.Contains(held, n) {
-			e.lose(core.ChannelKey(strings.TrimPrefix(n, core.ChannelLeasePrefix)), "renewal found another holder")
-		}
+	for _, ch := range lost {
+		e.lose(ch, "renewal found another holder")
 	}
 }
 
 // sweepLapsed claims the channels of replicas that died (their leases
 // lapsed) and resumes what they left unfinished.
 func (e *Engine) sweepLapsed(ctx context.Context) {
-	names, err := e.own.leases.Lapsed(ctx, core.ChannelLeasePrefix)
+	chs, err := e.own.Lapsed(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Warn("list lapsed channel leases", "error", err)
 		}
 		return
 	}
-	for _, n := range names {
-		e.takeOver(ctx, core.ChannelKey(strings.TrimPrefix(n, core.ChannelLeasePrefix)), "a lapsed channel")
+	for _, ch := range chs {
+		e.takeOver(ctx, ch, "a lapsed channel")
 	}
 }
 
 // releaseChannels gives up the leases of chs (evicted idle channels).
 func (e *Engine) releaseChannels(chs []core.ChannelKey) {
-	o := e.own
-	if o == nil || len(chs) == 0 {
-		return
-	}
-	var names []string
-	o.mu.Lock()
-	for _, ch := range chs {
-		if _, ok := o.owned[ch]; ok {
-			delete(o.owned, ch)
-			delete(o.until, ch)
-			names = append(names, core.ChannelLease(ch))
-		}
-	}
-	o.mu.Unlock()
-	if len(names) == 0 {
+	if e.own == nil || len(chs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(e.runCtx, 5*time.Second)
 	defer cancel()
-	if err := o.leases.Release(ctx, o.holder, names...); err != nil && ctx.Err() == nil {
-		e.log.Warn("release idle channel leases; they lapse after their TTL instead", "channels", len(names), "error", err)
+	if n, err := e.own.Release(ctx, chs); err != nil && ctx.Err() == nil {
+		e.log.Warn("release idle channel leases; they lapse after their TTL instead", "channels", n, "error", err)
 	}
 }
 
 // releaseLeases gives up every lease this replica holds (Close).
 func (e *Engine) releaseLeases(ctx context.Context) {
-	o := e.own
-	if o == nil {
+	if e.own == nil {
 		return
 	}
-	o.mu.Lock()
-	names := make([]string, 0, len(o.owned)+1)
-	for ch := range o.owned {
-		names = append(names, core.ChannelLease(ch))
-	}
-	names = append(names, o.presence())
-	clear(o.owned)
-	clear(o.until)
-	o.mu.Unlock()
-	if err := o.leases.Release(ctx, o.holder, names...); err != nil {
-		e.log.Warn("release channel leases; they lapse after their TTL instead", "channels", len(names), "error", err)
+	if n, err := e.own.ReleaseAll(ctx); err != nil {
+		e.log.Warn("release channel leases; they lapse after their TTL instead", "channels", n, "error", err)
 	}
 }
 
@@ -452,6 +319,3 @@ func (v *chanView) withFresh(ctx context.Context, seq uint64, fn func()) error {
 	fn()
 	return nil
 }
-
-// errLeaseLost ends a drive whose channel passed to another replica.
-var errLeaseLost = errors.New("channel lease lost")

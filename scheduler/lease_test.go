@@ -11,6 +11,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/replica"
 	"github.com/marlowe-bot/marlowe/scheduler"
 )
 
@@ -39,7 +40,7 @@ func TestTwoReplicasOneLeaseOneFiringPerSlot(t *testing.T) {
 		passes[i] = &atomic.Int64{}
 		s, err := scheduler.New(scheduler.Config{
 			Journal: passJournal{w.j, passes[i]}, Boundary: w.b, Clock: w.clk.Now, Tick: 2 * time.Millisecond,
-			Lease: core.NewElector(w.j, fmt.Sprintf("r%d", i), 15*time.Second), Logger: slog.New(slog.DiscardHandler),
+			Lease: replica.NewElector(w.j, fmt.Sprintf("r%d", i), 15*time.Second), Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			t.Fatal(err)

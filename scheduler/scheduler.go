@@ -48,12 +48,12 @@ type Config struct {
 	Tick   time.Duration
 	Logger *slog.Logger
 	// Lease, when set, elects the one replica that runs passes (the
-	// database's lease table, core.Elector); nil means this process is the
+	// database's lease table, replica.Elector); nil means this process is the
 	// only scheduler.
 	Lease Lease
 }
 
-// Lease is a single-holder lease (core.Elector): Acquire blocks until
+// Lease is a single-holder lease (replica.Elector): Acquire blocks until
 // the caller holds name; the returned context ends when the lease is lost.
 type Lease interface {
 	Acquire(ctx context.Context, name string) (held context.Context, release func(), err error)

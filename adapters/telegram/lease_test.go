@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/adapters/telegram/telegramfake"
-	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
 	"github.com/marlowe-bot/marlowe/internal/testredis"
+	"github.com/marlowe-bot/marlowe/replica"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 )
 
@@ -20,7 +20,7 @@ func TestTwoReplicasOnePoller(t *testing.T) {
 	f := newFake(t, func(cfg *telegramfake.Config) { cfg.MaxPollWait = 200 * time.Millisecond })
 	dd := redisstore.NewDeduper(c, prefix)
 	leases := coretest.NewMemJournal(coretest.NewSigner(t))
-	lease := func() Option { return WithLease(core.NewElector(leases, "poller", time.Second)) }
+	lease := func() Option { return WithLease(replica.NewElector(leases, "poller", time.Second)) }
 	cfg := testConfig(f, ModePolling)
 	cfg.PollTimeout = time.Second
 	a1, _ := newAdapter(t, cfg, lease(), WithDeduper(dd))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/engine"
+	"github.com/marlowe-bot/marlowe/replica"
 	"github.com/marlowe-bot/marlowe/scheduler"
 )
 
@@ -62,5 +63,5 @@ func newElector(st *stores, cfg config) elector {
 	if st.Elect == nil {
 		return nil
 	}
-	return core.NewElector(st.Elect, cfg.Replica, electionTTL)
+	return replica.NewElector(st.Elect, cfg.Replica, electionTTL)
 }

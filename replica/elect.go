@@ -1,4 +1,4 @@
-package core
+package replica
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // Elector turns the lease table into single-holder elections: the one
@@ -14,25 +16,25 @@ import (
 // the same lease mechanism as channel ownership (ARCHITECTURE.md section 9),
 // so a Redis restart cannot elect two.
 type Elector struct {
-	leases Leases
+	leases core.Leases
 	holder string
 	ttl    time.Duration
 }
 
 // NewElector elects among replicas through l; each Elector is one
 // candidate (a random suffix is added to holder).
-func NewElector(l Leases, holder string, ttl time.Duration) *Elector {
+func NewElector(l core.Leases, holder string, ttl time.Duration) *Elector {
 	if ttl < time.Second {
 		ttl = time.Second
 	}
-	return &Elector{leases: l, holder: ReplicaName(holder), ttl: ttl}
+	return &Elector{leases: l, holder: holderName(holder), ttl: ttl}
 }
 
 type electFenceKey struct{}
 
 // ElectedFence returns the fence of the election held by ctx (from Acquire).
-func ElectedFence(held context.Context) (Fence, bool) {
-	f, ok := held.Value(electFenceKey{}).(Fence)
+func ElectedFence(held context.Context) (core.Fence, bool) {
+	f, ok := held.Value(electFenceKey{}).(core.Fence)
 	return f, ok
 }
 
@@ -55,7 +57,7 @@ func (el *Elector) Acquire(ctx context.Context, name string) (context.Context, f
 	}
 }
 
-func (el *Elector) hold(ctx context.Context, f Fence) (context.Context, func(), error) {
+func (el *Elector) hold(ctx context.Context, f core.Fence) (context.Context, func(), error) {
 	held, cancel := context.WithCancel(context.WithValue(ctx, electFenceKey{}, f))
 	done := make(chan struct{})
 	go func() {
@@ -91,9 +93,9 @@ func (el *Elector) hold(ctx context.Context, f Fence) (context.Context, func(), 
 	return held, release, nil
 }
 
-// replicaName names this process in the lease table: the configured name
+// holderName names this process in the lease table: the configured name
 // (default host and pid) and a random suffix.
-func ReplicaName(name string) string {
+func holderName(name string) string {
 	if name == "" {
 		host, _ := os.Hostname()
 		name = fmt.Sprintf("%s-%d", host, os.Getpid())

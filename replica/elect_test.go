@@ -1,4 +1,4 @@
-package engine_test
+package replica_test
 
 import (
 	"context"
@@ -8,14 +8,15 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/replica"
 )
 
 // Two candidates on one lease table: one holds, the other waits; release
 // hands over at once; a holder that cannot renew loses the election.
 func TestElectorOneHolderAtATime(t *testing.T) {
 	j := coretest.NewMemJournal(coretest.NewSigner(t))
-	a := core.NewElector(j, "a", time.Second)
-	b := core.NewElector(j, "b", time.Second)
+	a := replica.NewElector(j, "a", time.Second)
+	b := replica.NewElector(j, "b", time.Second)
 	heldA, releaseA, err := a.Acquire(t.Context(), "poller:1")
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +35,7 @@ func TestElectorOneHolderAtATime(t *testing.T) {
 		t.Fatal("b was elected while a held the lease")
 	case <-time.After(700 * time.Millisecond):
 	}
-	fa, _ := core.ElectedFence(heldA)
+	fa, _ := replica.ElectedFence(heldA)
 	releaseA()
 	var heldB context.Context
 	select {
@@ -42,7 +43,7 @@ func TestElectorOneHolderAtATime(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("b was not elected after a released")
 	}
-	if fb, _ := core.ElectedFence(heldB); fb.Token <= fa.Token {
+	if fb, _ := replica.ElectedFence(heldB); fb.Token <= fa.Token {
 		t.Fatalf("fence did not grow: a %d, b %d", fa.Token, fb.Token)
 	}
 	if heldA.Err() == nil {
@@ -51,7 +52,7 @@ func TestElectorOneHolderAtATime(t *testing.T) {
 	releaseB()
 
 	// A holder whose renewals fail loses the election.
-	c := core.NewElector(renewFails{j}, "c", time.Second)
+	c := replica.NewElector(renewFails{j}, "c", time.Second)
 	heldC, releaseC, err := c.Acquire(t.Context(), "poller:2")
 	if err != nil {
 		t.Fatal(err)
@@ -65,4 +66,12 @@ func TestElectorOneHolderAtATime(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a holder that cannot renew kept the election")
 	}
+}
+
+// renewFails is a lease table this replica cannot renew in (it lost the
+// database, say): its leases lapse while it still runs.
+type renewFails struct{ core.Leases }
+
+func (renewFails) Renew(context.Context, string, time.Duration, ...string) ([]string, error) {
+	return nil, errors.New("connection refused")
 }
