@@ -1,18 +1,14 @@
-// Package core holds Marlowe's domain types and ports (Command, Journal,
-// Surface, Model, Tool, Policy), the fold, and the run loop.
+// Package core is Marlowe's domain: the signed Command and its payloads
+// and kinds, the Boundary that alone mints drafts (actor stamped at the
+// edge), the Journal and Leases ports with chain verification, Scope and
+// channel keys, Policy, and the ports the engine is used through by
+// adapters, stores, tools and the scheduler: Surface and its optional
+// capabilities, Model, Tool, ChannelMemory, Router, PostObserver,
+// UnattendedRun, DigestPost, OwnerNotice, RoutineProposal, InboxItem.
 //
-// The run loop (Engine) is an effect interpreter over the journal:
+// It imports no other package of this module. The Command stays sealed by
+// package privacy: only this package touches its private fields.
 //
-//	Deliver ─► router ─► journal (message.received [+ run.started]) ─► thread mailbox
-//	mailbox ─► drive: ReplayRun(journal) ─► checklist ─► loop {
-//	    budgets ─► recall for new messages (TurnRecaller; tool.requested/completed)
-//	    ─► view ─► model ─► model.step ─► per call: validate ─► Gate ─►
-//	    execute | approval card + park ─► tool.completed
-//	} ─► answer ─► run.completed
-//
-// Every step is journaled before its effect; every post carries a
-// deterministic idempotency key (EffectID) and is recorded as
-// message.posted, so a run resumed after a crash (Start) continues from its
-// last journaled step and posts nothing twice. The run's state is only ever
-// the fold of its commands (ReplayRun), live or in replay.
+// Its subpackages are pure leaves over it: gate (what a tool call may do),
+// fold (what a channel's journal means), chatcommand (what a person typed).
 package core

@@ -56,7 +56,7 @@ type MemoryLister interface {
 	ListMemories(ctx context.Context, offset, limit int) ([]MemoryInfo, error)
 }
 
-// memoryDeleter is a ChannelMemory that can destroy a memory (a privacy
+// MemoryDeleter is a ChannelMemory that can destroy a memory (a privacy
 // deletion) in a person's name. It takes an actor, so only the engine holds
 // it: the boundMemory a tool gets never exposes it.
 type MemoryDeleter interface {

@@ -13,7 +13,7 @@ import (
 )
 
 // chanView is the engine's cache of one channel: the channel's one fold
-// (core.Channel, fold.go: policy, consents, approvals, runs per thread, token
+// (fold.Channel: policy, consents, approvals, runs per thread, token
 // use per day, delivered message ids, ...). It is rebuilt from the journal
 // when first touched and advanced by every append the engine makes, so it
 // is a cache with a rebuild path, never a second truth. Appends go through
@@ -99,7 +99,7 @@ func (v *chanView) append(ctx context.Context, check func() error, drafts ...cor
 // another replica appended in between, the append is refused; the view
 // folds what it missed and plans again, so every decision is taken on the
 // journal's current state. plan returning no drafts appends nothing. A ctx
-// that drives the channel under a lease (withFence) fences the append.
+// that drives the channel under a lease (replica.WithFence) fences the append.
 func (v *chanView) appendPlan(ctx context.Context, plan func() ([]core.Draft, error)) ([]core.Command, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -48,7 +48,7 @@ func (b Budgets) withDefaults() Budgets {
 	return b
 }
 
-// EngineConfig wires the run loop. Journal, Boundary, Surfaces, Router and
+// Config wires the run loop. Journal, Boundary, Surfaces, Router and
 // CardKey are required.
 type Config struct {
 	Journal  core.Journal
@@ -97,7 +97,7 @@ type Config struct {
 	// once, one that answers in one step sooner posts only its answer.
 	ChecklistDelay time.Duration
 	// Leases, when set, is the lease table replicas share: this engine
-	// drives only the channels whose lease it holds (see ownership.go).
+	// drives only the channels whose lease it holds (ownership.go, package replica).
 	// Nil: it drives every channel (embedded mode, one process).
 	Leases core.Leases
 	// Replica names this process in the lease table (default host-pid; a
@@ -165,7 +165,7 @@ type threadKey struct {
 	thread string
 }
 
-// NewEngine validates cfg and returns an engine. It starts nothing: call
+// New validates cfg and returns an engine. It starts nothing: call
 // Start to resume unfinished runs, then let surfaces call Deliver.
 func New(cfg Config) (*Engine, error) {
 	var errs []error

@@ -88,7 +88,7 @@ func chanScope(ch string) core.Scope {
 }
 
 // newHarness builds an engine over an in-memory journal with the given
-// model (nil = offline) and tools. Options edit the config before NewEngine.
+// model (nil = offline) and tools. Options edit the config before New.
 func newHarness(t *testing.T, model *coretest.ScriptedModel, tools []core.Tool, opts ...func(*engine.Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, signer: coretest.NewSigner(t), s: coretest.NewFakeSurface(platform, botID),

@@ -19,7 +19,7 @@ func (e *Engine) metrics() core.RunMetrics {
 	return e.cfg.Metrics
 }
 
-// EngineStats is what the engine holds right now, read at scrape time.
+// Stats is what the engine holds right now, read at scrape time.
 type Stats struct {
 	// PendingApprovals is how many approvals wait for a decision with their
 	// deadline armed on this engine.

@@ -35,7 +35,7 @@ type turnCall struct {
 
 func newTurnMemory() *turnMemory { return &turnMemory{Memory: coretest.NewMemory()} }
 
-// For is what EngineConfig.Memory wants.
+// For is what Config.Memory wants.
 func (m *turnMemory) For(ch core.ChannelKey) core.ChannelMemory {
 	return &turnHandle{ChannelMemory: m.Memory.For(ch), m: m, ch: ch}
 }

@@ -370,7 +370,7 @@ func (rs *RunReplay) apply(c core.Command) error {
 	case *core.ApprovalResolved:
 		if a := rs.approvals[p.ApprovalID]; a != nil && a.res == nil {
 			a.res, a.resAt, a.resSeq = p, c.At(), c.Seq()
-			// As the channel's fold has it (fold.go): only a run parked on
+			// As the channel's fold has it (core/fold): only a run parked on
 			// its cards goes back to work, once none is pending.
 			if rs.pendingApproval() == nil && (rs.Status == core.RunWaitingApproval || rs.Status == core.RunNeedsPermission) {
 				rs.Status = core.RunWorking

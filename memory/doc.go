@@ -6,7 +6,7 @@
 //
 // A Service is reached only through Service.For(channel), which returns a
 // *Channel bound to that one channel; it implements core.ChannelMemory for
-// the run engine's tools (EngineConfig.Memory = svc.Memory). Every Index
+// the run engine's tools (engine.Config.Memory = svc.Memory). Every Index
 // call names the handle's channel, and reads of another channel happen only
 // in recall, only for channels an admin linked with Service.Link (journaled
 // as policy.changed in both channels, effective only while both declare it).

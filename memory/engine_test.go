@@ -19,7 +19,7 @@ import (
 
 // TestEngineTools drives the real remember / recall / forget tools through
 // the run engine's offline grammar with this package's service as
-// EngineConfig.Memory: memory commands interleave with the engine's own in
+// engine.Config.Memory: memory commands interleave with the engine's own in
 // the channel's journal, and the chain, the engine and a rebuild all agree.
 func TestEngineTools(t *testing.T) {
 	signer := coretest.NewSigner(t)

@@ -76,7 +76,7 @@ type Config struct {
 	Embedder core.Embedder
 	Options  Options
 	// DefaultPolicy is the policy of a channel that has no policy.changed
-	// yet (the engine's EngineConfig.DefaultPolicy): Link journals a whole
+	// yet (the engine's Config.DefaultPolicy): Link journals a whole
 	// policy, so it must start from what the channel has in effect.
 	DefaultPolicy core.Policy
 	Logger        *slog.Logger
@@ -139,7 +139,7 @@ func (s *Service) For(ch core.ChannelKey) *Channel {
 	return &Channel{s: s, ch: ch, scope: sc, err: err}
 }
 
-// Memory is the function core.EngineConfig.Memory wants.
+// Memory is the function engine.Config.Memory wants.
 func (s *Service) Memory(ch core.ChannelKey) core.ChannelMemory { return s.For(ch) }
 
 // SetFloor changes the similarity floor for every later recall, without a

@@ -14,7 +14,7 @@ import (
 // ProposeToolName is the model's tool for proposing a routine.
 const ProposeToolName = "schedule_routine"
 
-// Proposer signs a proposal's card (core.Engine): its Arm and Discard
+// Proposer signs a proposal's card (engine.Engine): its Arm and Discard
 // tokens are verified when clicked, so the card must come from the engine.
 type Proposer interface {
 	RoutineProposalCard(p core.RoutineProposal) (*core.Card, error)

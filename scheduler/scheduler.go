@@ -20,7 +20,7 @@ const (
 	maxSlotScan = 200_000
 )
 
-// Engine is what the scheduler needs of core.Engine: posting a digest
+// Engine is what the scheduler needs of engine.Engine: posting a digest
 // through the engine's post path, starting a firing's unattended run when a
 // model answers, the channel's daily budget, a card in a routine owner's
 // inbox, and who administers a channel.

@@ -3,7 +3,7 @@
 // gate can decide about it; none sees the journal or the boundary, only the
 // core.ToolContext the harness lends it (surface, scope, channel memory).
 //
-// Register them with core.NewToolRegistry(tools.Builtins(opts)...). Later
+// Register them with gate.NewRegistry(tools.Builtins(opts)...). Later
 // tools (routines, inbox, MCP) are registered the same way.
 package tools
 

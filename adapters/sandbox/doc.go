@@ -16,7 +16,7 @@
 //		Logger:   log,
 //	})
 //	url, err := sb.Listen(ctx) // bind early, log the URL
-//	engine, err := core.NewEngine(core.EngineConfig{Router: router, ...}) // router: below
+//	eng, err := engine.New(engine.Config{Router: router, ...}) // router: below
 //	err = sb.Run(ctx, engine.Deliver)
 //
 // Listen binds the address (loopback unless the address names another host

@@ -74,7 +74,7 @@ func replayRun(ctx context.Context, cfg config, id string, enc *json.Encoder) er
 	return enc.Encode(runJSON(rs))
 }
 
-// runReplayJSON is core.RunReplay in the snake_case every other command
+// runReplayJSON is engine.RunReplay in the snake_case every other command
 // prints (the core type carries no JSON tags: it is never stored).
 type runReplayJSON struct {
 	ID          string                 `json:"id"`

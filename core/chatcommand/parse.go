@@ -32,7 +32,7 @@ const (
 	Status
 	Cancel
 	Approvals
-	Routine // routine_grammar.go
+	Routine // routine.go
 )
 
 type Command struct {
@@ -43,7 +43,7 @@ type Command struct {
 	Value []string
 }
 
-// parseGrammar reads a mention-stripped message.
+// Parse reads a mention-stripped message.
 func Parse(text string) Command {
 	t := strings.TrimSpace(text)
 	word, rest, _ := strings.Cut(t, " ")
@@ -114,7 +114,7 @@ func Parse(text string) Command {
 	return Command{Kind: Unknown}
 }
 
-// deterministic reports whether a command is answered by the grammar even
+// Deterministic reports whether a command is answered by the grammar even
 // when a model is configured.
 func (g Command) Deterministic() bool {
 	switch g.Kind {
@@ -124,7 +124,7 @@ func (g Command) Deterministic() bool {
 	return false
 }
 
-// engineServed reports whether the engine answers the command itself from
+// EngineServed reports whether the engine answers the command itself from
 // the channel's state (no tool call): what runs, what waits, what is
 // remembered, a privacy delete.
 func (g Command) EngineServed() bool {

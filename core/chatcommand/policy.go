@@ -11,7 +11,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
-// applyPolicySet returns pol with one setting changed.
+// ApplyPolicySet returns pol with one setting changed.
 func ApplyPolicySet(pol core.Policy, reg *gate.Registry, key string, value []string) (core.Policy, error) {
 	np := pol
 	np.Tools, np.ApprovalLevels = slices.Clone(pol.Tools), slices.Clone(pol.ApprovalLevels)
@@ -214,7 +214,7 @@ func DescribePolicy(p core.Policy, reg *gate.Registry) string {
 	return strings.Join(lines, "\n")
 }
 
-// policyChanges lists what differs between two policies, one line per
+// PolicyChanges lists what differs between two policies, one line per
 // setting: "• label: before → after".
 func PolicyChanges(before, after core.Policy, reg *gate.Registry) []string {
 	b, a := policyItems(before, reg), policyItems(after, reg)

@@ -44,7 +44,7 @@ const RoutineUsageText = "Usage: `routine add <spec> [tz <zone>]: <instruction>`
 	"`routines` (list), `routine pause|resume|delete|run <id>`, " +
 	"`routine edit <id> [<spec>] [tz <zone>][: <instruction>]` (what you leave out stays)."
 
-// ParseRoutineCommand reads a mention-stripped message; ok is false when it
+// ParseRoutine reads a mention-stripped message; ok is false when it
 // is not a routine command at all (a known verb with bad arguments is a
 // command: its answer is the usage).
 func ParseRoutine(text string) (RoutineCommand, bool) {

@@ -30,7 +30,7 @@ type note struct {
 // NewMemory returns an empty memory.
 func NewMemory() *Memory { return &Memory{notes: map[core.ChannelKey][]*note{}} }
 
-// For returns the handle bound to ch (what EngineConfig.Memory wants).
+// For returns the handle bound to ch (what engine.Config.Memory wants).
 func (m *Memory) For(ch core.ChannelKey) core.ChannelMemory { return &channelMemory{m: m, ch: ch} }
 
 // Notes returns the live notes of ch.

@@ -6,7 +6,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
-// approvalView is an approval as the engine's channel cache keeps it.
+// Approval is an approval as the engine's channel cache keeps it.
 type Approval struct {
 	ID          string
 	Run         string
@@ -31,6 +31,6 @@ type Approval struct {
 
 func (a *Approval) Pending() bool { return a.Decision == "" }
 
-// consentable reports whether "Always allow" is offered: consents never
+// Consentable reports whether "Always allow" is offered: consents never
 // cover irreversible actions or questions.
 func (a *Approval) Consentable() bool { return a.Question == "" && a.Consequence != core.Irreversible }

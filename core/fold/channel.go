@@ -10,7 +10,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
-// channelFold is the one fold of a channel's journal: every derived fact
+// Channel is the one fold of a channel's journal: every derived fact
 // about a channel (policy, consents, approvals, runs, memories, routines,
 // token use, delivered message ids, thread history) comes from apply. The
 // engine's cache (chanView) holds one and advances it with each append;
@@ -65,7 +65,7 @@ const (
 	historyMaxThreads = 4096 // threads remembered per channel
 )
 
-// chanRun is a run as the channel sees it.
+// Run is a run as the channel sees it.
 type Run struct {
 	ID     string
 	Thread string
@@ -128,7 +128,7 @@ func (f *Channel) touch(c core.Command) *Run {
 
 func DayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// apply folds one command. Every kind must have a case: an unhandled kind
+// Apply folds one command. Every kind must have a case: an unhandled kind
 // is an error, and TestEveryKindIsHandled applies each kind to catch a gap.
 // A chanView calls it under its lock.
 func (f *Channel) Apply(c core.Command) error {
@@ -343,7 +343,7 @@ func Fold(ch core.ChannelKey, cmds []core.Command) (*ChannelState, error) {
 	return f.State(), nil
 }
 
-// state copies the fold into its exported view.
+// State copies the fold into its exported view.
 func (f *Channel) State() *ChannelState {
 	s := &ChannelState{
 		Channel: f.ch, Seq: f.last, Counts: make(map[string]int, len(f.counts)), Policy: f.policy,
@@ -388,6 +388,6 @@ func (f *Channel) State() *ChannelState {
 	return s
 }
 
-// causeSuperseded ends a parked run that a new message in its thread
+// CauseSuperseded ends a parked run that a new message in its thread
 // replaced; the new run's checklist is all the thread needs to see.
 const CauseSuperseded = "superseded by a new message in the thread"

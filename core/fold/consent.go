@@ -6,7 +6,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
-// consentGrant is one standing grant, as the channel's fold keeps it.
+// Grant is one standing grant, as the channel's fold keeps it.
 type Grant struct {
 	ID          string
 	Tool        string
@@ -44,7 +44,7 @@ func (f *Channel) revokeConsent(p *core.ConsentRevoked) {
 	}
 }
 
-// consented reports a standing grant for tool to dest.
+// Consented reports a standing grant for tool to dest.
 func (f *Channel) Consented(tool, dest string) bool {
 	for _, g := range f.consents {
 		if g.Tool == tool && g.Destination == dest {

@@ -22,7 +22,7 @@ const (
 	MaxReportFields = 12
 )
 
-// reportView is a report as the channel's fold keeps it.
+// Report is a report as the channel's fold keeps it.
 type Report struct {
 	ID      string // the notice key
 	CmdID   string // the report.filed command: what the Dismiss token names

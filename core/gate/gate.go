@@ -19,7 +19,7 @@ const (
 	Ask   Verdict = "ask" // needs a person's approval
 )
 
-// GateRequest is everything the gate looks at. It holds no model output
+// Request is everything the gate looks at. It holds no model output
 // other than the call itself: the decision is code, never the model's.
 type Request struct {
 	Tool    core.Tool
@@ -34,7 +34,7 @@ type Request struct {
 	Consented func(tool, destination string) bool
 }
 
-// GateDecision is the gate's answer, journaled as permission.decided.
+// Decision is the gate's answer, journaled as permission.decided.
 type Decision struct {
 	Verdict     Verdict
 	Reason      string

@@ -14,7 +14,7 @@ import (
 // (built-ins, routines, inbox, MCP servers) must not flood every prompt.
 const MaxExposedTools = 13
 
-// ToolRegistry holds every declared tool. It is immutable after
+// Registry holds every declared tool. It is immutable after
 // construction and safe for concurrent use.
 type Registry struct {
 	tools    map[string]*registered
@@ -28,7 +28,7 @@ type registered struct {
 	spec   core.ToolSpec
 }
 
-// NewToolRegistry validates and registers tools. Any invalid declaration
+// NewRegistry validates and registers tools. Any invalid declaration
 // (no consequence level, a bad name or schema, a target that is not a
 // property, a duplicate name) is an error: the process must refuse to start
 // rather than run with an unannotated tool.

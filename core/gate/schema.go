@@ -308,7 +308,7 @@ func decodeStrict(dec *json.Decoder, path string) (any, error) {
 	}
 }
 
-// canonicalArgs is the one encoding of validated arguments a tool receives:
+// CanonicalArgs is the one encoding of validated arguments a tool receives:
 // what the gate decided on, re-encoded (keys sorted), never the model's bytes.
 func CanonicalArgs(args map[string]any) (json.RawMessage, error) {
 	if args == nil {
@@ -321,7 +321,7 @@ func CanonicalArgs(args map[string]any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// sortedKeys is used for deterministic rendering of arguments.
+// SortedKeys is used for deterministic rendering of arguments.
 func SortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -1,0 +1,286 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/gate"
+)
+
+func (d *driver) interpretCalls(ctx context.Context) (bool, error) {
+	for _, cs := range d.rs.step.calls {
+		if cs.completed {
+			continue
+		}
+		parked, err := d.interpretCall(ctx, cs)
+		if err != nil || parked || d.rs.Status != core.RunWorking {
+			return parked, err
+		}
+	}
+	return false, nil
+}
+
+func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error) {
+	rs := d.rs
+	if !cs.requested {
+		return d.requestCall(ctx, cs)
+	}
+	tool, args, cerr := d.e.tools.ValidateCall(cs.call, nil)
+	if cerr != nil {
+		// Cannot happen for a call that passed validation when requested,
+		// unless the registry changed across a restart.
+		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: cerr.Code, Error: cerr.JSON()})
+	}
+	if cs.approval != "" {
+		a := rs.approvals[cs.approval]
+		if a.res == nil {
+			if !d.e.now().Before(a.req.ExpiresAt) {
+				if err := d.expire(ctx, a); err != nil {
+					return false, err
+				}
+			} else {
+				return true, d.showCard(ctx, a)
+			}
+		}
+		if err := d.showResolution(ctx, a); err != nil {
+			return false, err
+		}
+		res := a.res
+		who := res.By.Name
+		if who == "" {
+			who = res.By.ID
+		}
+		switch res.Decision {
+		case "approved":
+			if cs.allowedRun {
+				return d.interrupted(ctx, cs, tool, args)
+			}
+			pd, err := d.agent(core.Meta{Cause: cs.reqID}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(gate.Allow), Reason: "approved by " + who})
+			if err != nil {
+				return false, err
+			}
+			if _, err := d.appendRun(ctx, nil, pd); err != nil {
+				return false, err
+			}
+			return d.execute(ctx, cs, tool, args)
+		case "answered":
+			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: true, Trust: string(core.Trusted),
+				Result: fmt.Sprintf("%s answered: %s", who, res.Choice)})
+		case "declined":
+			if err := d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "declined", Error: "declined by " + who + "; do not retry this action"}); err != nil || !rs.unattended {
+				return false, err
+			}
+			return false, d.fail(ctx, core.RunCancelled, who+" declined "+tool.Name+", so nothing was done")
+		case "superseded":
+			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "superseded",
+				Error: "not executed: a newer message arrived in the thread before anyone decided; read it and ask again only if it still applies"})
+		case "expired":
+			if err := d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "expired", Error: "not executed: the approval request expired"}); err != nil {
+				return false, err
+			}
+			return false, d.fail(ctx, core.RunCancelled, "the approval request expired, so nothing was done")
+		}
+		return false, d.fail(ctx, core.RunBroken, "unknown approval decision "+res.Decision)
+	}
+	if cs.decision == gate.Allow {
+		return d.interrupted(ctx, cs, tool, args)
+	}
+	// Denied but not completed: finish the record.
+	return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "denied", Error: "not allowed in this channel"})
+}
+
+// requestCall validates a new call, asks the gate and acts on its verdict.
+func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
+	rs := d.rs
+	req, err := d.agent(core.Meta{}, &core.ToolRequested{Call: cs.call})
+	if err != nil {
+		return false, err
+	}
+	var exposed []string
+	var pol core.Policy
+	_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
+	exposed = d.e.tools.Exposed(pol)
+	tool, args, cerr := d.e.tools.ValidateCall(cs.call, exposed)
+	if cerr != nil {
+		done, err := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: cs.call.Name, OK: false, Code: cerr.Code, Error: cerr.JSON()})
+		if err != nil {
+			return false, err
+		}
+		_, err = d.appendRun(ctx, nil, req, done)
+		return false, err
+	}
+	var dec gate.Decision
+	_ = d.v.with(ctx, func() {
+		dec = gate.Decide(gate.Request{
+			Tool: tool, Args: args, Exposed: slices.Contains(exposed, tool.Name), Policy: pol,
+			Trusted: rs.trustedTexts(), Consented: d.v.fold.Consented,
+		})
+	})
+	pd, err := d.agent(core.Meta{Cause: req.ID()}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(dec.Verdict), Reason: dec.Reason})
+	if err != nil {
+		return false, err
+	}
+	switch dec.Verdict {
+	case gate.Deny:
+		done, err := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: tool.Name, OK: false, Code: "denied", Error: dec.Reason})
+		if err != nil {
+			return false, err
+		}
+		_, err = d.appendRun(ctx, nil, req, pd, done)
+		return false, err
+	case gate.Allow:
+		if _, err := d.appendRun(ctx, nil, req, pd); err != nil {
+			return false, err
+		}
+		return d.execute(ctx, cs, tool, args)
+	case gate.Ask:
+		ar := &core.ApprovalRequested{
+			ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
+			Summary: callSummary(tool, args), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
+			Reason: dec.Reason, Destination: dec.Destination,
+		}
+		if rs.unattended {
+			return d.askOwner(ctx, cs, tool, req, pd, ar)
+		}
+		aud := d.e.approvalAudience(rs.Scope, pol, rs.Requester.ID, tool.Consequence, rs.inDM())
+		if !aud.eligible {
+			return d.noApprover(ctx, cs, tool, req, aud.why)
+		}
+		ar.Notify = aud.notify
+		ad, err := d.agent(core.Meta{Cause: req.ID()}, ar)
+		if err != nil {
+			return false, err
+		}
+		if _, err := d.appendRun(ctx, nil, req, pd, ad); err != nil {
+			return false, err
+		}
+		d.e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
+		d.e.log.Info("approval requested", "run", rs.ID, "tool", tool.Name, "approval", ar.ApprovalID)
+		return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
+	}
+	return false, fmt.Errorf("gate returned unknown verdict %q", dec.Verdict)
+}
+
+// interrupted handles a call whose execution began (permission journaled)
+// but whose completion was never recorded: the process died mid-call. An
+// irreversible action is not retried (its outcome is unknown; doing it twice
+// is worse than telling people); anything else runs again with the same
+// effect keys, so its posts are not duplicated.
+func (d *driver) interrupted(ctx context.Context, cs *callState, tool core.Tool, args map[string]any) (bool, error) {
+	if tool.Consequence == core.Irreversible && !d.e.keptFromRunning(cs.call.ID) {
+		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted",
+			Error: "the bot restarted while this irreversible action was running; its outcome is unknown and it was not retried — check before trying again"})
+	}
+	return d.execute(ctx, cs, tool, args)
+}
+
+func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, args map[string]any) (bool, error) {
+	rs := d.rs
+	trust := core.Trusted
+	if rs.tainted {
+		trust = core.Untrusted
+	}
+	tc := core.ToolContext{
+		Run: rs.ID, Scope: rs.Scope, Actor: rs.Requester,
+		Surface: &toolSurface{Surface: d.s, e: d.e, d: d, cs: cs},
+		CallID:  cs.call.ID, Origin: cs.reqID, EffectKey: core.EffectID(rs.Scope.Key(), cs.reqSeq, 0), Trust: trust,
+	}
+	if d.e.cfg.Memory != nil {
+		// The write's actor is the run whose tool.requested caused it.
+		tc.Memory = core.BindMemoryWithAuthors(d.e.cfg.Memory(rs.Scope.Key()), core.Provenance{
+			Origin: cs.reqID, Actor: core.Actor{Type: core.ActorAgent, ID: rs.ID, Platform: rs.Scope.Platform},
+			Trust: string(trust), Derivation: tool.Name + " tool on behalf of " + rs.Requester.ID,
+		}, d.authorOf)
+	}
+	// The tool gets exactly the object the gate judged, re-encoded: never
+	// the model's bytes, whose duplicate or case-variant keys a struct
+	// decoder would resolve differently.
+	raw, err := gate.CanonicalArgs(args)
+	if err != nil {
+		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "invalid", Error: err.Error()})
+	}
+	if err := d.e.mayAct(ctx); err != nil {
+		d.e.keepFromRunning(cs.call.ID)
+		return false, err // the call runs when the lease is sure again, or on the new owner
+	}
+	tctx, cancel := context.WithTimeout(ctx, d.e.cfg.ToolTimeout)
+	obs, err := runTool(tctx, tool, tc, raw)
+	cancel()
+	if ctx.Err() != nil {
+		return false, ctx.Err() // stopping: the call re-runs on resume
+	}
+	if err != nil {
+		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "error", Error: core.Truncate(err.Error(), 2000)})
+	}
+	if obs.Escalate != nil {
+		return d.escalate(ctx, cs, tool, obs.Escalate)
+	}
+	t := obs.Trust
+	if t == "" {
+		t = core.Untrusted // tool output is untrusted unless the tool vouches for it
+	}
+	return false, d.complete(ctx, cs, &core.ToolCompleted{OK: true, Result: core.Truncate(obs.Text, maxObservation), Trust: string(t), Checklist: obs.Checklist})
+}
+
+// runTool calls the tool, turning a panic into an error: one bad tool must
+// not take the process (and every other thread's run) down.
+func runTool(ctx context.Context, tool core.Tool, tc core.ToolContext, args json.RawMessage) (obs core.Observation, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("tool %s panicked: %v", tool.Name, r)
+		}
+	}()
+	return tool.Run(ctx, tc, args)
+}
+
+func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, esc *core.Escalation) (bool, error) {
+	rs := d.rs
+	opts := esc.Options
+	if len(opts) > maxOptions {
+		opts = opts[:maxOptions]
+	}
+	q := strings.TrimSpace(esc.Question)
+	if q == "" {
+		q = "The assistant needs a decision"
+	}
+	ar := &core.ApprovalRequested{
+		ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
+		Summary: core.Truncate(esc.Context, 1500), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
+		Question: core.Truncate(q, 300), Options: opts, Reason: "the assistant asked for a decision",
+	}
+	d.addressEscalation(ctx, ar, esc)
+	ad, err := d.agent(core.Meta{Cause: cs.reqID}, ar)
+	if err != nil {
+		return false, err
+	}
+	if _, err := d.appendRun(ctx, nil, ad); err != nil {
+		return false, err
+	}
+	d.e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
+	return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
+}
+
+func (d *driver) complete(ctx context.Context, cs *callState, tc *core.ToolCompleted) error {
+	tc.CallID, tc.Tool = cs.call.ID, cs.call.Name
+	cd, err := d.agent(core.Meta{Cause: cs.reqID}, tc)
+	if err != nil {
+		return err
+	}
+	_, err = d.appendRun(ctx, nil, cd)
+	return err
+}
+
+// callSummary renders a call for an approval card: the tool and its
+// arguments, each shortened.
+func callSummary(t core.Tool, args map[string]any) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The assistant wants to run %s:", t.Name)
+	for _, k := range gate.SortedKeys(args) {
+		fmt.Fprintf(&b, "\n• %s: %s", k, core.Truncate(gate.ScalarString(args[k]), 300))
+	}
+	return b.String()
+}
