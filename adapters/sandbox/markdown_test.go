@@ -51,7 +51,7 @@ func TestMarkdown(t *testing.T) {
 	}
 	br := startBrowser(t, chrome, 800, 600)
 	js := fmt.Sprintf(`%s; (%s).map((s) => window.MarloweMarkdown.render(s, (b) => "[" + b + "]"))`, src, in)
-	got, err := chromedp.Run(br.ctx, chromedp.Evaluate[[]string](js))
+	got, err := chromedp.Run(br.Ctx, chromedp.Evaluate[[]string](js))
 	if err != nil {
 		t.Fatal(err)
 	}
