@@ -67,8 +67,8 @@ func TestDoctorTokenFailures(t *testing.T) {
 	refused := refusedURL(t)
 	for _, tc := range []struct {
 		name, token, base string
-		detail, fix        string // substrings
-		tokenAdvice        bool
+		detail, fix       string // substrings
+		tokenAdvice       bool
 	}{
 		{"wrong token", "wrong", f.APIURL(), "refused the token (HTTP 401)", "Reset Token", true},
 		{"nothing listens", "test-token", refused, "connection refused", "a network problem, not the token", false},
