@@ -39,7 +39,7 @@ func narrowSession(t *testing.T, chrome string, width, height int) {
 	base := run(t, sb, engineDeliver(t, sb))
 
 	br := startBrowser(t, chrome, width, height)
-	ctx := br.ctx
+	ctx := br.Ctx
 
 	shot := func(name string) []byte {
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())

@@ -5,35 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/marlowe-bot/marlowe/adapters/sandbox/sandboxtest"
 )
 
 // chromium finds the browser, or skips (fails under MARLOWE_REQUIRE_SERVICES=1).
-func chromium(t *testing.T) string {
+func chromium(t *testing.T) string { t.Helper(); return sandboxtest.Chromium(t) }
+
+// browser is a headless Chromium for one test (sandboxtest.Browser).
+type browser struct{ *sandboxtest.Browser }
+
+// startBrowser starts Chromium at chrome with a width×height viewport; it
+// stops when the test ends. br.Ctx is the browser's context.
+func startBrowser(t *testing.T, chrome string, width, height int) *browser {
 	t.Helper()
-	path := os.Getenv("MARLOWE_CHROMIUM")
-	if path == "" {
-		path = "/usr/bin/chromium"
-	}
-	if p, err := exec.LookPath(path); err == nil {
-		return p
-	}
-	msg := fmt.Sprintf("no Chromium at %q (set MARLOWE_CHROMIUM, or apt-get install chromium): the browser test of the sandbox did NOT run", path)
-	if os.Getenv("MARLOWE_REQUIRE_SERVICES") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip("SKIP: " + msg)
-	return ""
+	return &browser{sandboxtest.Start(t, chrome, width, height)}
 }
+
+func (b *browser) pageErrors() []string { return b.PageErrors() }
 
 // TestBrowserEndToEnd drives the workspace in headless Chromium against the
 // real engine (in-memory journal, the intent filter as router, a scripted
@@ -42,62 +38,6 @@ func chromium(t *testing.T) string {
 // the thread untagged and is answered with an approval card, Bob's
 // top-level chatter is ignored (no-window), Alice approves and the result
 // appears. With MARLOWE_UPDATE_SCREENSHOT=1 it refreshes docs/sandbox.png.
-// browser is a headless Chromium for one test, started as DEVELOPERS.md
-// says, with the page's uncaught exceptions and console errors collected.
-type browser struct {
-	ctx  context.Context
-	mu   sync.Mutex
-	errs []string
-}
-
-// startBrowser starts Chromium at chrome with a width×height viewport; it
-// stops when the test ends.
-func startBrowser(t *testing.T, chrome string, width, height int) *browser {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("lang", "en-GB"), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(width, height),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	b := &browser{ctx: ctx}
-	consoleCtx, stopConsole := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		stopConsole()
-		wg.Wait()
-		cancel()
-		cancelBrowser()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height)), chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	wg.Go(func() {
-		for m, err := range chromedp.Console(consoleCtx) {
-			if err != nil {
-				return
-			}
-			if m.IsException() || m.Type == "error" {
-				b.mu.Lock()
-				b.errs = append(b.errs, m.String())
-				b.mu.Unlock()
-			}
-		}
-	})
-	return b
-}
-
-// pageErrors returns what the page threw or logged as an error so far.
-func (b *browser) pageErrors() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.errs)
-}
-
 func TestBrowserEndToEnd(t *testing.T) {
 	chrome := chromium(t)
 	if testing.Short() {
@@ -107,7 +47,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	base := run(t, sb, engineDeliver(t, sb))
 
 	br := startBrowser(t, chrome, 1440, 940)
-	ctx := br.ctx
+	ctx := br.Ctx
 
 	shot := func(name string) []byte {
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())

@@ -73,6 +73,23 @@
 // in revision order, each once. A "hello" event carries the workspace epoch:
 // when it changes (an in-memory sandbox restarted) the page starts over.
 //
+// # Clicks and ephemeral messages
+//
+// A click is per person, as on a real platform: while it is queued or
+// being delivered, the card's Clicking lists the clicker, whose page
+// disables their buttons only, and a second click of theirs is refused
+// (409). When deliver returns they can click again: a refused click leaves
+// the card usable; an accepted one is followed by the card's resolution.
+// PostEphemeral (core.Ephemeral) posts a message only one person sees: it
+// is sent to every page, which shows it to that person alone ("Only
+// visible to you"), and it is not in History, not persisted, gone after a
+// restart, like Slack's. A click that could not be delivered is told to
+// the clicker that way.
+//
+// Message text is rendered by static/markdown.js: code spans and blocks
+// verbatim, then mention tokens, *bold*, _italic_, ~strike~, task boxes and
+// bullets.
+//
 // # Persistence
 //
 // With Config.DataFile set, every change is appended to a JSON-lines file

@@ -27,7 +27,7 @@ func TestBrowserDMInbox(t *testing.T) {
 	base := run(t, sb, engineDeliver(t, sb, withApprovers))
 
 	br := startBrowser(t, chrome, 1440, 940)
-	ctx := br.ctx
+	ctx := br.Ctx
 
 	shot := func() []byte {
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())

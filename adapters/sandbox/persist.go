@@ -101,7 +101,9 @@ func (s *Sandbox) compact() error {
 	}
 	ms := make([]*message, 0, len(s.msgs))
 	for _, m := range s.msgs {
-		ms = append(ms, m)
+		if m.To == "" {
+			ms = append(ms, m)
+		}
 	}
 	slices.SortFunc(ms, func(a, b *message) int { return cmp.Compare(a.Rev, b.Rev) })
 	var buf bytes.Buffer
@@ -110,7 +112,7 @@ func (s *Sandbox) compact() error {
 		return fmt.Errorf("sandbox: encode header: %w", err)
 	}
 	for _, m := range ms {
-		if err := enc.Encode(record{Msg: m}); err != nil {
+		if err := enc.Encode(record{Msg: stored(m)}); err != nil {
 			return fmt.Errorf("sandbox: encode message %s: %w", m.ID, err)
 		}
 	}
@@ -124,12 +126,24 @@ func (s *Sandbox) compact() error {
 	return nil
 }
 
-// appendLocked appends a message's new state to the data file.
+// stored is m as the data file keeps it: without the clicks in flight,
+// which a restart does not keep (the queue is in memory).
+func stored(m *message) *message {
+	if m.Clicking == nil {
+		return m
+	}
+	c := *m
+	c.Clicking = nil
+	return &c
+}
+
+// appendLocked appends a message's new state to the data file; ephemeral
+// messages are not kept.
 func (s *Sandbox) appendLocked(m *message) error {
-	if s.dataFile == "" {
+	if s.dataFile == "" || m.To != "" {
 		return nil
 	}
-	line, err := json.Marshal(record{Msg: m})
+	line, err := json.Marshal(record{Msg: stored(m)})
 	if err != nil {
 		return fmt.Errorf("sandbox: encode message %s: %w", m.ID, err)
 	}

@@ -100,8 +100,18 @@ type message struct {
 	// delivered or failed.
 	State    string    `json:"state,omitempty"`
 	Decision *decision `json:"decision,omitempty"`
-	Notice   string    `json:"notice,omitempty"` // e.g. a click that could not be delivered
-	Rev      int64     `json:"rev"`
+	// Notice is a note under a card for everyone; data files of earlier
+	// versions have it (a click that could not be delivered). Such news
+	// now goes to the clicker alone, as an ephemeral message.
+	Notice string `json:"notice,omitempty"`
+	// To, when set, makes this an ephemeral message of the bot: only that
+	// person's page shows it (PostEphemeral). It is never persisted.
+	To string `json:"to,omitempty"`
+	// Clicking lists the people whose click on this card is queued or
+	// being delivered: their buttons wait, nobody else's do. Not persisted
+	// (the queue is not).
+	Clicking []string `json:"clicking,omitempty"`
+	Rev      int64    `json:"rev"`
 }
 
 // decision is the intent filter's verdict on a person's message (Decided).
@@ -116,7 +126,8 @@ const (
 	stateFailed    = "failed"
 )
 
-// inbound is one queued delivery: a person's message (by id) or a click.
+// inbound is one queued delivery: a person's message (by id) or a click
+// (on the card message msgID).
 type inbound struct {
 	msgID string
 	click *core.CardClick
@@ -336,7 +347,7 @@ func (s *Sandbox) work(ctx context.Context, deliver func(context.Context, core.I
 			}
 		}
 		if item.click != nil {
-			s.deliverClick(ctx, deliver, *item.click)
+			s.deliverClick(ctx, deliver, item.msgID, *item.click)
 		} else {
 			s.deliverMessage(ctx, deliver, item.msgID)
 		}
@@ -389,18 +400,17 @@ func (s *Sandbox) deliverMessage(ctx context.Context, deliver func(context.Conte
 	s.change(id, func(m *message) bool { m.State = stateDelivered; return true })
 }
 
-func (s *Sandbox) deliverClick(ctx context.Context, deliver func(context.Context, core.Inbound) error, c core.CardClick) {
+// deliverClick hands a click on the card message id to deliver; then the
+// clicker's buttons on it are theirs again, and a failed delivery is told
+// to them alone.
+func (s *Sandbox) deliverClick(ctx context.Context, deliver func(context.Context, core.Inbound) error, id string, c core.CardClick) {
 	err := deliverRetry(ctx, func(ctx context.Context) error { return deliver(ctx, core.Inbound{Click: &c}) })
-	if err == nil || ctx.Err() != nil {
-		return
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("sandbox: deliver card click failed", "channel", c.Scope.Channel, "card", c.Card, "action", c.Action, "err", err)
+	} else {
+		err = nil // stopping: the click is dropped, as a platform's would be unacknowledged
 	}
-	s.log.Error("sandbox: deliver card click failed", "channel", c.Scope.Channel, "card", c.Card, "action", c.Action, "err", err)
-	s.mu.Lock()
-	id := s.cardMessageLocked(c.Scope.Channel, c.Card)
-	s.mu.Unlock()
-	if id != "" {
-		s.change(id, func(m *message) bool { m.Notice = "The click could not be delivered: " + err.Error(); return true })
-	}
+	s.clickDone(id, c.By.ID, err)
 }
 
 // deliverRetry tries three times, backing off briefly (100 ms, then
@@ -523,14 +533,4 @@ func (s *Sandbox) eventLocked(m *message) core.Event {
 		MentionsBot: mentionsBot,
 		At:          m.At,
 	}
-}
-
-func (s *Sandbox) cardMessageLocked(channel, cardID string) string {
-	best := ""
-	for id, m := range s.msgs {
-		if m.Channel == channel && m.Card != nil && m.Card.ID == cardID && id > best {
-			best = id
-		}
-	}
-	return best
 }

@@ -69,7 +69,7 @@ func (s *Sandbox) checkScopeLocked(sc core.Scope) error {
 	}
 	if sc.Thread != "" {
 		root, ok := s.msgs[sc.Thread]
-		if !ok || root.Channel != sc.Channel {
+		if !ok || root.Channel != sc.Channel || root.To != "" {
 			return fmt.Errorf("thread root %q in %q: %w", sc.Thread, sc.Channel, ErrNotFound)
 		}
 		if root.Thread != "" {
@@ -172,8 +172,8 @@ func (s *Sandbox) History(ctx context.Context, thread core.Scope, limit int) ([]
 	defer s.mu.Unlock()
 	var ms []*message
 	for _, m := range s.msgs {
-		if m.Channel != thread.Channel {
-			continue
+		if m.Channel != thread.Channel || m.To != "" {
+			continue // an ephemeral message is nobody's history
 		}
 		if thread.Thread == "" && m.Thread == "" || thread.Thread != "" && (m.ID == thread.Thread || m.Thread == thread.Thread) {
 			ms = append(ms, m)
@@ -214,7 +214,7 @@ func (s *Sandbox) say(personID, channelID, thread, text string) (*message, error
 	defer s.mu.Unlock()
 	if thread != "" {
 		root, ok := s.msgs[thread]
-		if !ok || root.Channel != ch.ID || root.Thread != "" {
+		if !ok || root.Channel != ch.ID || root.Thread != "" || root.To != "" {
 			return nil, fmt.Errorf("thread %q in #%s: %w", thread, ch.Name, ErrNotFound)
 		}
 	}
@@ -249,6 +249,9 @@ func (s *Sandbox) click(personID, msgID, actionID string) (core.CardClick, error
 	if m.Card.Resolution != "" {
 		return core.CardClick{}, fmt.Errorf("card %q is already resolved: %w", m.Card.ID, errConflict)
 	}
+	if slices.Contains(m.Clicking, p.ID) {
+		return core.CardClick{}, fmt.Errorf("%s's click on card %q is still being handled: %w", p.Name, m.Card.ID, errConflict)
+	}
 	i := slices.IndexFunc(m.Card.Actions, func(a core.CardAction) bool { return a.ID == actionID })
 	if i < 0 {
 		return core.CardClick{}, fmt.Errorf("card %q has no action %q: %w", m.Card.ID, actionID, ErrNotFound)
@@ -265,14 +268,14 @@ func (s *Sandbox) click(personID, msgID, actionID string) (core.CardClick, error
 		By:     core.Person{ID: p.ID, Name: p.Name},
 		At:     s.now(),
 	}
-	if m.Notice != "" {
-		nm := *m
-		nm.Notice = ""
-		if err := s.commitLocked(&nm); err != nil {
-			return core.CardClick{}, err
-		}
+	// The clicker's buttons wait until the click is handled; nobody else's.
+	nm := *m
+	nm.Notice = ""
+	nm.Clicking = append(slices.Clip(m.Clicking), p.ID)
+	if err := s.commitLocked(&nm); err != nil {
+		return core.CardClick{}, err
 	}
-	s.enqueueLocked(inbound{click: &c})
+	s.enqueueLocked(inbound{msgID: m.ID, click: &c})
 	return c, nil
 }
 

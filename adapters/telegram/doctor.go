@@ -2,7 +2,10 @@ package telegram
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -16,8 +19,7 @@ var _ core.Doctor = (*Adapter)(nil)
 func (a *Adapter) Doctor(ctx context.Context) []core.Check {
 	id, err := a.refreshIdentity(ctx)
 	if err != nil {
-		return []core.Check{{Name: "telegram bot token", Status: core.CheckFail, Detail: err.Error(),
-			Fix: "set " + EnvBotToken + " to the token @BotFather gave you (and check the network path to " + a.cfg.APIURL + ")"}}
+		return []core.Check{a.tokenFailure(err)}
 	}
 	out := []core.Check{{Name: "telegram bot token", Status: core.CheckOK, Detail: fmt.Sprintf("connected as @%s (%d)", id.username, id.id)}}
 	if id.readAll {
@@ -53,4 +55,31 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// tokenFailure tells a token Telegram refused (401, 404: reset it with
+// @BotFather) from a Bot API that could not be used (the network, a wrong
+// MARLOWE_TELEGRAM_API_URL), each on one line and prefixed once.
+func (a *Adapter) tokenFailure(err error) core.Check {
+	c := core.Check{Name: "telegram bot token", Status: core.CheckFail}
+	var ae *APIError
+	switch {
+	case errors.As(err, &ae) && (ae.Code == http.StatusUnauthorized || ae.Code == http.StatusNotFound):
+		c.Detail = fmt.Sprintf("getMe at %s: Telegram refused the token (%d %s)", a.cfg.APIURL, ae.Code, ae.Description)
+		c.Fix = "set " + EnvBotToken + " to the token @BotFather gave you (/mybots → the bot → API Token; /revoke issues a new one)"
+	case errors.As(err, &ae):
+		c.Detail = fmt.Sprintf("getMe at %s: %d %s", a.cfg.APIURL, ae.Code, ae.Description)
+		c.Fix = "the Bot API answered with an error, not a refusal of the token: retry later, or check " + EnvAPIURL
+	default:
+		msg := err.Error()
+		for p := "telegram: getMe: "; strings.HasPrefix(msg, p); {
+			msg = strings.TrimPrefix(msg, p)
+		}
+		c.Detail = fmt.Sprintf("getMe at %s: %s", a.cfg.APIURL, strings.Join(strings.Fields(msg), " "))
+		c.Fix = "a network problem, not the token: check the network path (DNS, firewall, proxy) to " + a.cfg.APIURL
+		if a.cfg.APIURL != DefaultAPIURL {
+			c.Fix += " (" + EnvAPIURL + ")"
+		}
+	}
+	return c
 }

@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 
@@ -57,4 +58,44 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("token = %+v", c)
 		}
 	})
+}
+
+// TestDoctorTokenFailures: a token the fake Bot API refuses and a Bot API
+// on a refused local port are told apart, each on one line that names the
+// configured base and says "telegram: getMe:" at most once.
+func TestDoctorTokenFailures(t *testing.T) {
+	f := newFake(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String()
+	ln.Close()
+	for _, tc := range []struct {
+		name, token, base, detail, fix string
+	}{
+		{"refused token", "123456:AAwrongwrongwrongwrongwrongwrongwrong", f.URL(), "Telegram refused the token (401", "@BotFather"},
+		{"nothing listens", f.Config().Token, refused, "connection refused", "a network problem, not the token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(f, ModePolling)
+			cfg.BotToken, cfg.APIURL = tc.token, tc.base
+			a, _ := newAdapter(t, cfg)
+			cs := a.Doctor(t.Context())
+			if len(cs) != 1 {
+				t.Fatalf("%d checks, want the token's alone: %+v", len(cs), cs)
+			}
+			c := cs[0]
+			t.Logf("%s: %s — fix: %s", c.Name, c.Detail, c.Fix)
+			if c.Status != core.CheckFail || !strings.Contains(c.Detail, tc.detail) || !strings.Contains(c.Fix, tc.fix) || !strings.Contains(c.Detail, tc.base) {
+				t.Errorf("check %+v, want detail with %q and %s, fix with %q", c, tc.detail, tc.base, tc.fix)
+			}
+			if strings.Count(c.Detail, "getMe: ")+strings.Count(c.Detail, "getMe at ") > 1 || strings.Contains(c.Detail, "telegram: getMe: telegram:") || strings.Contains(c.Detail, "\n") {
+				t.Errorf("detail repeats its prefix or spans lines: %q", c.Detail)
+			}
+			if strings.Contains(c.Detail, tc.token) {
+				t.Errorf("detail shows the token: %q", c.Detail)
+			}
+		})
+	}
 }

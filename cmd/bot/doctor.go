@@ -157,10 +157,14 @@ func doctorStore(ctx context.Context, d *doctor, cfg config) (core.Journal, func
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		where := redactDSN(cfg.DatabaseURL)
+		if bad := postgres.CheckURL(cfg.DatabaseURL); bad != nil {
+			d.add(fail("store", "postgres: "+bad.Detail, bad.Fix)) // the value itself may hold a password in any form
+			return nil, nil
+		}
 		h, err := postgres.Check(cctx, cfg.DatabaseURL)
 		if err != nil {
-			d.add(fail("store", "postgres "+where+": "+redactDSN(err.Error()),
-				"is PostgreSQL running and reachable from here? check host, port, user, password and database in MARLOWE_DATABASE_URL"))
+			dg := postgres.Diagnose(cfg.DatabaseURL, err)
+			d.add(fail("store", "postgres "+where+": "+redactDSN(dg.Detail), dg.Fix))
 			return nil, nil
 		}
 		detail := fmt.Sprintf("postgres %s (server %s)", where, h.Server)
@@ -320,7 +324,7 @@ func probeCheck(r llm.ProbeResult) core.Check {
 func doctorPlatforms(ctx context.Context, d *doctor, cfg config) {
 	set, err := newPlatforms(cfg, nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
-		d.add(fail("platforms", err.Error(), "docs/slack.md walks through the Slack settings"))
+		d.add(platformFailure(err))
 		return
 	}
 	switch {
@@ -347,4 +351,31 @@ func sandboxAddr(cfg config) string {
 		return a
 	}
 	return sandbox.DefaultAddr
+}
+
+// platformGuides are each platform's step-by-step settings guide.
+var platformGuides = map[string]string{
+	"slack":    "docs/slack.md walks through the Slack settings",
+	"discord":  "docs/discord.md walks through the Discord settings",
+	"telegram": "docs/telegram.md walks through the Telegram settings",
+}
+
+// platformFailure is a platform's configuration error as one line, its
+// prefix once ("telegram configuration: telegram config: …" is said as
+// "telegram configuration: …"), with that platform's guide as the fix.
+func platformFailure(err error) core.Check {
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+	name, _, _ := strings.Cut(msg, " ")
+	name = strings.TrimSuffix(name, ":")
+	for _, outer := range []string{name + " configuration: ", name + ": "} {
+		if strings.HasPrefix(msg, outer) {
+			msg = outer + strings.TrimPrefix(strings.TrimPrefix(msg, outer), name+" config: ")
+			break
+		}
+	}
+	fix, known := platformGuides[name]
+	if !known {
+		fix = "README.md → Configuration lists each platform's variables"
+	}
+	return fail("platforms", msg, fix)
 }

@@ -13,9 +13,22 @@ var commandUsage = map[string]string{
 Run the bot (the default command). Configuration comes from the environment
 (MARLOWE_*, SLACK_*, model keys; see .env.example). With no platform
 configured it opens the sandbox web surface; with one it does not (set
-MARLOWE_SANDBOX=1 to run both). On MARLOWE_HTTP_ADDR (default
-127.0.0.1:8081) it serves /healthz (liveness), /readyz (readiness: journal,
-Redis, every surface), /metrics and, in Slack http mode, /slack/.
+MARLOWE_SANDBOX=1 to run both).
+
+On MARLOWE_HTTP_ADDR (default 127.0.0.1:8081), without authentication:
+  GET  /healthz                 liveness: ok, or 503 naming a revoked platform
+  GET  /readyz                  readiness: "ready" or "not ready", then one line
+                                per check: drain, journal, redis (when set),
+                                each surface that can tell (slack), leases
+  GET  /metrics                 Prometheus metrics
+  POST /slack/events            Slack Events API (MARLOWE_SLACK_MODE=http)
+  POST /slack/interactions      Slack button clicks (MARLOWE_SLACK_MODE=http)
+  POST /discord/interactions    Discord interactions (DISCORD_PUBLIC_KEY set)
+  POST /telegram/webhook        Telegram updates (MARLOWE_TELEGRAM_MODE=webhook)
+  GET  /telegram/status         Telegram connection as JSON: ready, mode, privacy
+                                mode (TELEGRAM_BOT_TOKEN set, either mode)
+The sandbox web workspace, when on, has its own address, MARLOWE_SANDBOX_ADDR
+(default 127.0.0.1:8080): the page, /static/, and its API under /api/.
 `,
 	"doctor": `Usage: bot doctor [--json]
 

@@ -51,8 +51,8 @@
     msgs: new Map(),
     epoch: null,
     seen: new Set(),       // ids rendered once (for the arrival flash)
-    clicked: new Map(),    // message id -> rev at click (buttons wait for a new rev)
-    clickErr: new Map(),   // message id -> why the last click was refused
+    clicked: new Map(),    // person|message id -> rev at click (that person's buttons wait for a new rev)
+    clickErr: new Map(),   // person|message id -> why the page could not send the click
     lastRead: new Map(),   // channel -> newest top-level id seen
     baseline: null,        // revision at first connect: older messages count as read
   };
@@ -60,6 +60,8 @@
   // ---- directory helpers ----
   const member = (id) => id === state.ws.bot.id ? state.ws.bot : state.ws.people.find((p) => p.id === id);
   const channel = (id) => state.ws.channels.find((c) => c.id === id);
+  // An ephemeral message (m.to) is shown to that one person only.
+  const shown = (m) => !m.to || m.to === state.me;
   const canSee = (c, who = state.me) => c && (c.visibility === "dm" ? c.dm_with === who : (!c.members || c.members.includes(who)));
 
   function avatar(m, cls = "avatar") {
@@ -68,45 +70,22 @@
     return a;
   }
 
-  // ---- text rendering: escape, mention tokens, a little markdown ----
-  function esc(s) {
-    return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-  }
-  function renderText(text) {
-    const parts = [];
-    let last = 0;
-    const re = /<(@[\w.-]+|#[\w.-]+|!here|!channel|!everyone|!subteam\^[\w.-]+)>/g;
-    let m;
-    while ((m = re.exec(text))) {
-      parts.push(inline(text.slice(last, m.index)));
-      const body = m[1];
-      if (body[0] === "@") {
-        const who = member(body.slice(1));
-        const cls = "mention" + (body.slice(1) === state.me ? " me" : "");
-        parts.push(`<span class="${cls}" data-mention="${esc(body.slice(1))}">@${esc(who ? who.name : body.slice(1))}</span>`);
-      } else if (body[0] === "#") {
-        const ch = channel(body.slice(1));
-        parts.push(`<span class="chanlink" data-channel="${esc(body.slice(1))}">#${esc(ch ? ch.name : body.slice(1))}</span>`);
-      } else if (body.startsWith("!subteam^")) {
-        parts.push(`<span class="mention">@${esc(body.slice(9))}</span>`);
-      } else {
-        parts.push(`<span class="mention bc">@${esc(body.slice(1))}</span>`);
-      }
-      last = re.lastIndex;
+  // ---- text rendering: markdown.js, with mention tokens resolved here ----
+  const esc = window.MarloweMarkdown.esc;
+  function mentionHTML(body) {
+    if (body[0] === "@") {
+      const who = member(body.slice(1));
+      const cls = "mention" + (body.slice(1) === state.me ? " me" : "");
+      return `<span class="${cls}" data-mention="${esc(body.slice(1))}">@${esc(who ? who.name : body.slice(1))}</span>`;
     }
-    parts.push(inline(text.slice(last)));
-    return parts.join("");
+    if (body[0] === "#") {
+      const ch = channel(body.slice(1));
+      return `<span class="chanlink" data-channel="${esc(body.slice(1))}">#${esc(ch ? ch.name : body.slice(1))}</span>`;
+    }
+    if (body.startsWith("!subteam^")) return `<span class="mention">@${esc(body.slice(9))}</span>`;
+    return `<span class="mention bc">@${esc(body.slice(1))}</span>`;
   }
-  function inline(s) {
-    let h = esc(s);
-    h = h.replace(/`([^`\n]+)`/g, "<code>$1</code>");
-    h = h.replace(/\*\*([^*\n]+)\*\*/g, "<b>$1</b>");
-    h = h.replace(/(^|[\s(])\*([^*\n]+)\*(?=[\s).,!?]|$)/g, "$1<b>$2</b>");
-    h = h.replace(/(^|\n)\s*[-*]?\s*\[(x|X)\]\s/g, '$1<span class="check">✓</span> ');
-    h = h.replace(/(^|\n)\s*[-*]?\s*\[ \]\s/g, '$1<span class="todo">○</span> ');
-    h = h.replace(/(^|\n)- /g, "$1• ");
-    return h;
-  }
+  const renderText = (text) => window.MarloweMarkdown.render(text, mentionHTML);
   const hhmm = (iso) => new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 
   // ---- message views ----
@@ -162,7 +141,11 @@
       box.appendChild(res);
     } else if (c.actions && c.actions.length) {
       const row = el("div", "card-actions");
-      const waiting = state.clicked.get(m.id) === m.rev;
+      // Per person, as on a real platform: my click in flight disables my
+      // buttons only; the server lists whose clicks it is still handling.
+      const mine = state.me + "|" + m.id;
+      const waiting = state.clicked.get(mine) === m.rev || (m.clicking || []).includes(state.me);
+      row.dataset.waiting = String(waiting);
       for (const a of c.actions) {
         const btn = el("button", "btn" + (a.style ? " " + a.style : ""), a.label);
         btn.dataset.action = a.id;
@@ -172,7 +155,7 @@
       }
       box.appendChild(row);
     }
-    const notice = m.notice || state.clickErr.get(m.id);
+    const notice = m.notice || state.clickErr.get(state.me + "|" + m.id);
     if (notice) box.appendChild(el("div", "notice", notice));
     return box;
   }
@@ -182,6 +165,10 @@
     const row = el("div", "msg");
     row.dataset.id = m.id;
     row.dataset.author = m.author;
+    if (m.to) {
+      row.classList.add("ephemeral");
+      row.dataset.ephemeral = "true";
+    }
     if (opts.clickable) row.classList.add("clickable");
     if (state.thread === m.id && opts.clickable) row.classList.add("open");
     if (!state.seen.has(m.id + ":" + (opts.where || ""))) {
@@ -197,6 +184,11 @@
     t.title = new Date(m.at).toLocaleString();
     meta.appendChild(t);
     if (m.edited) meta.appendChild(el("span", "edited", "(edited)"));
+    if (m.to) {
+      const only = el("span", "only-you", "Only visible to you");
+      only.title = "An ephemeral message: nobody else in the channel sees it, and it is gone after a restart.";
+      meta.appendChild(only);
+    }
     const why = whyBadge(m);
     if (why) meta.appendChild(why);
     body.appendChild(meta);
@@ -295,7 +287,7 @@
     const seen = state.lastRead.get(chID) || "";
     let n = 0;
     for (const m of state.msgs.values()) {
-      if (m.channel === chID && !m.thread && m.id > seen && m.rev > (state.baseline ?? Infinity)) n++;
+      if (m.channel === chID && !m.thread && shown(m) && m.id > seen && m.rev > (state.baseline ?? Infinity)) n++;
     }
     return n;
   }
@@ -313,10 +305,10 @@
     title.textContent = c.visibility === "dm" ? "Marlowe" : (c.visibility === "private" ? "🔒 " : "# ") + c.name;
     $("#chan-topic").textContent = c.topic || "";
     const box = $("#messages");
-    const tops = sorted((m) => m.channel === c.id && !m.thread);
+    const tops = sorted((m) => m.channel === c.id && !m.thread && shown(m));
     const replies = new Map();
     for (const m of state.msgs.values()) {
-      if (m.channel === c.id && m.thread) {
+      if (m.channel === c.id && m.thread && shown(m)) {
         if (!replies.has(m.thread)) replies.set(m.thread, []);
         replies.get(m.thread).push(m);
       }
@@ -339,7 +331,7 @@
   function renderThread() {
     const pane = $("#thread");
     const root = state.thread && state.msgs.get(state.thread);
-    if (!root || root.channel !== state.channel) {
+    if (!root || root.channel !== state.channel || !shown(root)) {
       pane.hidden = true;
       return;
     }
@@ -347,7 +339,7 @@
     const c = channel(root.channel);
     $("#thread-chan").textContent = c.visibility === "dm" ? "Marlowe" : (c.visibility === "private" ? "🔒 " : "# ") + c.name;
     const box = $("#thread-messages");
-    const replies = sorted((m) => m.thread === root.id);
+    const replies = sorted((m) => m.thread === root.id && shown(m));
     stickToBottom(box, () => {
       box.replaceChildren();
       const r = msgView(root, { where: "thread-root" });
@@ -427,14 +419,15 @@
   async function clickCard(msgID, action) {
     const m = state.msgs.get(msgID);
     if (!m) return;
-    state.clicked.set(msgID, m.rev);
-    state.clickErr.delete(msgID);
+    const me = state.me, key = me + "|" + msgID;
+    state.clicked.set(key, m.rev);
+    state.clickErr.delete(key);
     schedule();
     try {
-      await api("/api/click", { person: state.me, message: msgID, action });
+      await api("/api/click", { person: me, message: msgID, action });
     } catch (err) {
-      state.clicked.delete(msgID);
-      state.clickErr.set(msgID, "Click failed: " + err.message);
+      state.clicked.delete(key);
+      state.clickErr.set(key, "Click failed: " + err.message);
       schedule();
     }
   }
