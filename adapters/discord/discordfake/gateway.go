@@ -106,6 +106,10 @@ type gwConn struct {
 	queue  [][]byte
 	kick   chan struct{}
 	closed bool
+	// closeCode, with a nil frame in queue, is the close frame to send
+	// there (closeWith).
+	closeCode int
+	closeText string
 }
 
 func (c *gwConn) send(v any) {
@@ -122,6 +126,33 @@ func (c *gwConn) send(v any) {
 	}
 }
 
+// sendRaw queues frame as it is.
+func (c *gwConn) sendRaw(frame []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.queue = append(c.queue, append([]byte(nil), frame...))
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// closeWith sends a close frame with code, after what is queued has been
+// written, and closes the connection.
+func (c *gwConn) closeWith(code int, text string) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closeCode, c.closeText = code, text
+	c.mu.Unlock()
+	c.sendRaw(nil)
+}
+
 func (c *gwConn) writer() {
 	for range c.kick {
 		for {
@@ -136,7 +167,13 @@ func (c *gwConn) writer() {
 			}
 			b := c.queue[0]
 			c.queue = c.queue[1:]
+			code, text := c.closeCode, c.closeText
 			c.mu.Unlock()
+			if b == nil && code != 0 {
+				_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+				c.shut()
+				return
+			}
 			_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
 			if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
 				c.shut()
@@ -245,11 +282,15 @@ func (s *Server) identify(c *gwConn, token string, intents int) bool {
 	for _, id := range s.guildIDsLocked() {
 		guilds = append(guilds, map[string]any{"id": id, "unavailable": true})
 	}
-	send("READY", map[string]any{
-		"v": 10, "session_id": ss.id, "resume_gateway_url": s.wsURL("/resume"),
-		"user": s.cfg.Bot, "guilds": guilds, "private_channels": []any{},
-		"application": map[string]any{"id": s.cfg.ApplicationID, "flags": 0},
-	})
+	if ready := s.readyLocked(ss.id); ready != nil {
+		ss.dispatch("READY", ready)
+	} else {
+		send("READY", map[string]any{
+			"v": 10, "session_id": ss.id, "resume_gateway_url": s.wsURL("/resume"),
+			"user": s.cfg.Bot, "guilds": guilds, "private_channels": []any{},
+			"application": map[string]any{"id": s.cfg.ApplicationID, "flags": 0},
+		})
+	}
 	for _, id := range s.guildIDsLocked() {
 		g := s.guilds[id]
 		chans, threads := []any{}, []any{}
@@ -266,6 +307,29 @@ func (s *Server) identify(c *gwConn, token string, intents int) bool {
 		send("GUILD_CREATE", js)
 	}
 	return true
+}
+
+// readyLocked is Config.Ready's d with session_id set to id (nil: none
+// configured, or not a JSON object).
+func (s *Server) readyLocked(id string) json.RawMessage {
+	if len(s.cfg.Ready) == 0 {
+		return nil
+	}
+	var frame struct {
+		T string          `json:"t"`
+		D json.RawMessage `json:"d"`
+	}
+	raw := s.cfg.Ready
+	if json.Unmarshal(raw, &frame) == nil && frame.T == "READY" && len(frame.D) > 0 {
+		raw = frame.D
+	}
+	var d map[string]json.RawMessage
+	if json.Unmarshal(raw, &d) != nil || d == nil {
+		return nil
+	}
+	d["session_id"], _ = json.Marshal(id)
+	b, _ := json.Marshal(d)
+	return b
 }
 
 func (s *Server) guildIDsLocked() []string {
@@ -334,6 +398,33 @@ func (s *Server) Reconnect() {
 	}
 }
 
+// ReconnectFrame is Reconnect with frame, a raw op 7 as Discord sent it
+// (e.g. a captured one), sent as is.
+func (s *Server) ReconnectFrame(frame json.RawMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.gw.detachAllLocked() {
+		c.sendRaw(frame)
+	}
+}
+
+// CloseWith closes every live connection with a close frame of code (4000
+// to 4014 are Discord's). 4007 (invalid seq) and 4009 (session timed out)
+// end the sessions, as Discord does: they cannot be resumed, so clients
+// must IDENTIFY again (and what is dispatched meanwhile is gone); after
+// other codes the sessions stay resumable.
+func (s *Server) CloseWith(code int, text string) {
+	s.mu.Lock()
+	conns := s.gw.detachAllLocked()
+	if code == 4007 || code == 4009 {
+		s.gw.sessions = nil
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(code, text)
+	}
+}
+
 // InvalidSession sends op 9 on every live connection; a non-resumable one
 // ends the sessions, so clients must IDENTIFY again (and what was
 // dispatched meanwhile is gone).
@@ -354,17 +445,24 @@ func (s *Server) InvalidSession(resumable bool) {
 // Drop cuts every live connection without a close frame.
 func (s *Server) Drop() {
 	s.mu.Lock()
+	conns := s.gw.detachAllLocked()
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.shut()
+	}
+}
+
+// detachAllLocked takes every session off its live connection and returns
+// those connections.
+func (g *gateway) detachAllLocked() []*gwConn {
 	var conns []*gwConn
-	for _, ss := range s.gw.sessions {
+	for _, ss := range g.sessions {
 		if ss.cur != nil {
 			conns = append(conns, ss.cur)
 			ss.cur = nil
 		}
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.shut()
-	}
+	return conns
 }
 
 // Identifies returns the IDENTIFYs received.
