@@ -17,6 +17,9 @@ import (
 func (a *Adapter) normaliseLive(ctx context.Context, m *discordgo.Message) core.Event {
 	self := a.identity()
 	w := a.locate(ctx, m.GuildID, m.ChannelID)
+	if len(m.MentionRoles) > 0 {
+		w.botRoles = a.botRolesOf(ctx, w.scope.Workspace)
+	}
 	replyToBot := false
 	if ref := m.MessageReference; ref != nil && ref.MessageID != "" {
 		switch {

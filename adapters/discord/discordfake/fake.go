@@ -56,6 +56,9 @@ type Channel struct {
 type Role struct {
 	ID          string
 	Permissions int64
+	// BotID makes it the managed role of that bot (tags.bot_id), as
+	// Discord creates one for each bot that joins.
+	BotID string
 }
 
 // Member is a guild member's roles.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -633,6 +634,38 @@ func (s *Server) Click(k Click) string {
 	}
 	s.gw.dispatchLocked("INTERACTION_CREATE", js)
 	return id
+}
+
+// SetRole adds a role to a guild, or replaces the one with its id, and
+// dispatches GUILD_ROLE_CREATE or GUILD_ROLE_UPDATE.
+func (s *Server) SetRole(guild string, r Role) {
+	s.changeGuild(guild, func(g *Guild) {
+		t := "GUILD_ROLE_CREATE"
+		if i := slices.IndexFunc(g.Roles, func(x Role) bool { return x.ID == r.ID }); i >= 0 {
+			g.Roles[i], t = r, "GUILD_ROLE_UPDATE"
+		} else {
+			g.Roles = append(g.Roles, r)
+		}
+		s.gw.dispatchLocked(t, map[string]any{"guild_id": guild, "role": roleJSON(guild, r)})
+	})
+}
+
+// DeleteRole removes a role from a guild and dispatches GUILD_ROLE_DELETE.
+func (s *Server) DeleteRole(guild, role string) {
+	s.changeGuild(guild, func(g *Guild) {
+		g.Roles = slices.DeleteFunc(g.Roles, func(x Role) bool { return x.ID == role })
+		s.gw.dispatchLocked("GUILD_ROLE_DELETE", map[string]any{"guild_id": guild, "role_id": role})
+	})
+}
+
+// changeGuild runs fn on a known guild under the lock.
+func (s *Server) changeGuild(id string, fn func(g *Guild)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	if g := s.guilds[id]; g != nil {
+		fn(g)
+	}
 }
 
 // AddChannel adds a channel (or thread) to a guild at run time and
