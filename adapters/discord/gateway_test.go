@@ -143,7 +143,7 @@ func TestResumeWithoutResumeGatewayURL(t *testing.T) {
 	f.Say(discordfake.Msg{Channel: "400000000000000001", Author: alice, Content: "before"})
 	rec.waitFor(t, "before", func() bool { _, ok := rec.eventByText("before"); return ok })
 
-	f.ReconnectFrame(payload(t, "d4j-reconnect.json"))
+	f.SendFrame(payload(t, "d4j-reconnect.json"))
 	f.Say(discordfake.Msg{Channel: "400000000000000001", Author: alice, Content: "sent during the reconnect"})
 	rec.waitFor(t, "the DM sent during the reconnect", func() bool {
 		_, ok := rec.eventByText("sent during the reconnect")

@@ -97,9 +97,12 @@ func normalise(m *discordgo.Message, w where, self identity, replyToBot bool) co
 		ev.Author = core.Person{
 			ID:   u.ID,
 			Name: displayName(u, m.Member),
-			// Discord echoes the bot's own posts; webhooks and system
-			// messages are not people either.
-			IsBot: u.Bot || u.System || m.WebhookID != "" || (self.userID != "" && u.ID == self.userID),
+			// Discord echoes the bot's own posts; webhooks, system
+			// messages and crossposts (a followed channel's post copied
+			// in: its author is not in this channel) are not people
+			// either.
+			IsBot: u.Bot || u.System || m.WebhookID != "" || m.Flags&discordgo.MessageFlagsIsCrossPosted != 0 ||
+				(self.userID != "" && u.ID == self.userID),
 		}
 	}
 	seen := map[string]bool{}

@@ -399,13 +399,31 @@ func (s *Server) Reconnect() {
 	}
 }
 
-// ReconnectFrame is Reconnect with frame, a raw op 7 as Discord sent it
-// (e.g. a captured one), sent as is.
-func (s *Server) ReconnectFrame(frame json.RawMessage) {
+// SendFrame sends frame, a raw gateway frame as Discord sent it (e.g. a
+// captured one), on every live connection, as is. An op 7 then works as
+// Reconnect and an op 9 as InvalidSession (its d says whether resumable);
+// anything else leaves the connections as they are.
+func (s *Server) SendFrame(frame json.RawMessage) {
+	var f struct {
+		Op int             `json:"op"`
+		D  json.RawMessage `json:"d"`
+	}
+	_ = json.Unmarshal(frame, &f)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if f.Op != 7 && f.Op != 9 {
+		for _, ss := range s.gw.sessions {
+			if ss.cur != nil {
+				ss.cur.sendRaw(frame)
+			}
+		}
+		return
+	}
 	for _, c := range s.gw.detachAllLocked() {
 		c.sendRaw(frame)
+	}
+	if f.Op == 9 && string(f.D) != "true" {
+		s.gw.sessions = nil
 	}
 }
 
