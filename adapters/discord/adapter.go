@@ -56,6 +56,7 @@ type Adapter struct {
 
 	chans   *chanCache
 	guilds  *ttlCache[guildInfo]
+	roles   *managedRoles // the bot's managed roles, per guild
 	members *ttlCache[[]string]
 	hints   *ttlCache[string] // message id → name of the thread to open on it
 	// clicksBy holds each person's latest interaction per scope, for
@@ -143,6 +144,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		shards: 8,
 		client: &http.Client{Timeout: 30 * time.Second},
 		chans:  newChanCache(20000),
+		roles:  newManagedRoles(),
 		seen:   newLookalikes(),
 		dialer: &websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment},
 		reidentify: func() time.Duration {

@@ -53,18 +53,7 @@ func (a *Adapter) guild(ctx context.Context, id string) (guildInfo, error) {
 	if g, ok := a.guilds.get(id); ok {
 		return g, nil
 	}
-	g, err := a.sess.Guild(id, discordgo.WithContext(ctx))
-	if err != nil {
-		return guildInfo{}, fmt.Errorf("discord: guild %s: %w", id, err)
-	}
-	gi := guildInfo{owner: g.OwnerID, roles: map[string]int64{}}
-	for _, r := range g.Roles {
-		if r != nil {
-			gi.roles[r.ID] = r.Permissions
-		}
-	}
-	a.guilds.put(id, gi)
-	return gi, nil
+	return a.fetchGuild(ctx, id)
 }
 
 func (a *Adapter) memberRoles(ctx context.Context, guild, user string) ([]string, error) {

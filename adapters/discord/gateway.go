@@ -87,6 +87,23 @@ func (a *Adapter) noteGuild(g *discordgo.Guild) {
 	a.guilds.drop(g.ID) // roles and owner are read afresh when needed
 }
 
+// noteRoles learns a guild's managed roles from GUILD_CREATE or
+// GUILD_UPDATE (an unavailable guild carries none).
+func (a *Adapter) noteRoles(d json.RawMessage) {
+	var g struct {
+		ID          string     `json:"id"`
+		Unavailable bool       `json:"unavailable"`
+		Roles       []roleJSON `json:"roles"`
+	}
+	if err := json.Unmarshal(d, &g); err != nil {
+		a.log.Warn("discord: guild roles unreadable", "err", err)
+		return
+	}
+	if g.ID != "" && !g.Unavailable {
+		a.roles.setGuild(g.ID, g.Roles)
+	}
+}
+
 // dispatch handles one DISPATCH on the reading goroutine, in gateway
 // order. It only records and enqueues.
 func (a *Adapter) dispatch(t string, d json.RawMessage) {
@@ -114,14 +131,27 @@ func (a *Adapter) dispatch(t string, d json.RawMessage) {
 		if json.Unmarshal(d, &g) == nil && g.ID != "" {
 			a.noteGuild(&g)
 		}
+		a.noteRoles(d)
 	case "GUILD_UPDATE", "GUILD_DELETE", "GUILD_ROLE_CREATE", "GUILD_ROLE_UPDATE", "GUILD_ROLE_DELETE":
 		var g struct {
-			ID      string `json:"id"`
-			GuildID string `json:"guild_id"`
+			ID      string   `json:"id"`
+			GuildID string   `json:"guild_id"`
+			Role    roleJSON `json:"role"`
+			RoleID  string   `json:"role_id"`
 		}
 		if json.Unmarshal(d, &g) == nil {
 			a.guilds.drop(g.GuildID)
 			a.guilds.drop(g.ID)
+		}
+		switch t {
+		case "GUILD_UPDATE":
+			a.noteRoles(d)
+		case "GUILD_DELETE":
+			a.roles.dropGuild(g.ID)
+		case "GUILD_ROLE_CREATE", "GUILD_ROLE_UPDATE":
+			a.roles.put(g.GuildID, g.Role)
+		case "GUILD_ROLE_DELETE":
+			a.roles.drop(g.GuildID, g.RoleID)
 		}
 	case "CHANNEL_CREATE", "CHANNEL_UPDATE", "THREAD_CREATE", "THREAD_UPDATE":
 		var c discordgo.Channel

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/marlowe-bot/marlowe/adapters/discord/discordfake"
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // IDENTIFY must ask for the message intents explicitly: without
@@ -117,4 +119,75 @@ func TestInvalidSessionIdentifiesAgain(t *testing.T) {
 	}
 	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "after"})
 	rec.waitFor(t, "after", func() bool { _, ok := rec.eventByText("after"); return ok })
+}
+
+// A READY without resume_gateway_url (a captured v6 one) leaves the session
+// resumable at the URL it connected to: after a captured op 7 the client
+// RESUMEs there rather than IDENTIFYing again, so a DM sent while it was
+// away is replayed and delivered.
+func TestResumeWithoutResumeGatewayURL(t *testing.T) {
+	ready := payload(t, "dgd-ready-v6.json")
+	var r struct {
+		D struct {
+			User             discordfake.User `json:"user"`
+			ResumeGatewayURL *string          `json:"resume_gateway_url"`
+		} `json:"d"`
+	}
+	if err := json.Unmarshal(ready, &r); err != nil || r.D.User.ID == "" || r.D.ResumeGatewayURL != nil {
+		t.Fatalf("captured READY: %v %+v (want a bot user and no resume_gateway_url)", err, r.D)
+	}
+	// The fake's bot is the captured READY's user.
+	f := newFake(t, discordfake.Config{Bot: r.D.User, Ready: ready})
+	rec := newRecorder()
+	startAdapter(t, f, rec.deliver)
+	f.Say(discordfake.Msg{Channel: "400000000000000001", Author: alice, Content: "before"})
+	rec.waitFor(t, "before", func() bool { _, ok := rec.eventByText("before"); return ok })
+
+	f.SendFrame(payload(t, "d4j-reconnect.json"))
+	f.Say(discordfake.Msg{Channel: "400000000000000001", Author: alice, Content: "sent during the reconnect"})
+	rec.waitFor(t, "the DM sent during the reconnect", func() bool {
+		_, ok := rec.eventByText("sent during the reconnect")
+		return ok
+	})
+	if ev, _ := rec.eventByText("sent during the reconnect"); ev.Visibility != core.DM {
+		t.Errorf("the DM was delivered as %s", ev.Visibility)
+	}
+	if n := len(f.Identifies()); n != 1 {
+		t.Errorf("%d IDENTIFYs: the session was not resumed", n)
+	}
+	rs := f.Resumes()
+	if len(rs) != 1 || !rs[0].Accepted || rs[0].Path != "/gateway" {
+		t.Errorf("resumes %+v, want one accepted at the URL the session connected to (/gateway)", rs)
+	}
+}
+
+// A close code that forbids resuming (4007 invalid seq, 4009 session timed
+// out) is followed by a fresh IDENTIFY, not a RESUME Discord would refuse;
+// other closes RESUME.
+func TestCloseCodesThatForbidResumeIdentify(t *testing.T) {
+	for _, tc := range []struct {
+		code   int
+		resume bool
+	}{{4009, false}, {4007, false}, {4000, true}, {4008, true}} {
+		t.Run(fmt.Sprint(tc.code), func(t *testing.T) {
+			f := newFake(t, discordfake.Config{})
+			rec := newRecorder()
+			startAdapter(t, f, rec.deliver)
+			f.CloseWith(tc.code, "closed by the test")
+			if !f.Wait(10*time.Second, func() bool {
+				return (len(f.IdentifiesLocked()) == 2 || len(f.ResumesLocked()) == 1) && f.ConnectedLocked()
+			}) {
+				t.Fatalf("not reconnected: identifies %+v resumes %+v", f.Identifies(), f.Resumes())
+			}
+			if tc.resume {
+				if rs := f.Resumes(); len(rs) != 1 || !rs[0].Accepted || len(f.Identifies()) != 1 {
+					t.Fatalf("close %d: resumes %+v identifies %d, want one accepted RESUME", tc.code, rs, len(f.Identifies()))
+				}
+			} else if rs := f.Resumes(); len(rs) != 0 || len(f.Identifies()) != 2 {
+				t.Fatalf("close %d: resumes %+v identifies %d, want a fresh IDENTIFY and no RESUME", tc.code, rs, len(f.Identifies()))
+			}
+			f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "after"})
+			rec.waitFor(t, "after", func() bool { _, ok := rec.eventByText("after"); return ok })
+		})
+	}
 }

@@ -21,6 +21,9 @@ const (
 type where struct {
 	scope core.Scope
 	vis   core.Visibility
+	// botRoles are the guild's roles managed for the bot (tags.bot_id):
+	// a mention of one is a mention of the bot.
+	botRoles map[string]bool
 }
 
 // chanInfo is what the adapter keeps of a channel: a value, never a shared
@@ -94,9 +97,12 @@ func normalise(m *discordgo.Message, w where, self identity, replyToBot bool) co
 		ev.Author = core.Person{
 			ID:   u.ID,
 			Name: displayName(u, m.Member),
-			// Discord echoes the bot's own posts; webhooks and system
-			// messages are not people either.
-			IsBot: u.Bot || u.System || m.WebhookID != "" || (self.userID != "" && u.ID == self.userID),
+			// Discord echoes the bot's own posts; webhooks, system
+			// messages and crossposts (a followed channel's post copied
+			// in: its author is not in this channel) are not people
+			// either.
+			IsBot: u.Bot || u.System || m.WebhookID != "" || m.Flags&discordgo.MessageFlagsIsCrossPosted != 0 ||
+				(self.userID != "" && u.ID == self.userID),
 		}
 	}
 	seen := map[string]bool{}
@@ -117,7 +123,15 @@ func normalise(m *discordgo.Message, w where, self identity, replyToBot bool) co
 			ev.MentionsBot = true
 		}
 	}
+	var ownRoles []string
 	for _, r := range m.MentionRoles {
+		if w.botRoles[r] {
+			// The bot's managed role: addressed to the bot, not to a
+			// group, so it is not listed as one.
+			ev.MentionsBot = true
+			ownRoles = append(ownRoles, r)
+			continue
+		}
 		add(core.MentionGroup, r)
 	}
 	if m.MentionEveryone {
@@ -131,7 +145,7 @@ func normalise(m *discordgo.Message, w where, self identity, replyToBot bool) co
 		ev.ReplyTo = ref.MessageID
 		ev.ReplyToBot = replyToBot
 	}
-	ev.Text = stripLeadingMention(m.Content, self.userID)
+	ev.Text = stripLeadingMention(m.Content, self.userID, ownRoles...)
 	return ev
 }
 
@@ -146,27 +160,30 @@ func displayName(u *discordgo.User, mem *discordgo.Member) string {
 	return u.Username
 }
 
-// stripLeadingMention removes the bot's mention token (<@ID> or <@!ID>)
-// from the start of text; other mentions stay.
-func stripLeadingMention(text, botID string) string {
-	if botID == "" {
-		return text
+// stripLeadingMention removes the bot's mention token (<@ID> or <@!ID>, or
+// <@&ROLE> of one of its managed roles) from the start of text; other
+// mentions stay.
+func stripLeadingMention(text, botID string, botRoles ...string) string {
+	var tokens []string
+	if botID != "" {
+		tokens = append(tokens, "<@"+botID+">", "<@!"+botID+">")
+	}
+	for _, r := range botRoles {
+		tokens = append(tokens, "<@&"+r+">")
 	}
 	t := strings.TrimLeft(text, " \t\n")
-	var rest string
-	switch {
-	case strings.HasPrefix(t, "<@"+botID+">"):
-		rest = t[len("<@"+botID+">"):]
-	case strings.HasPrefix(t, "<@!"+botID+">"):
-		rest = t[len("<@!"+botID+">"):]
-	default:
-		return text
+	for _, tok := range tokens {
+		rest, ok := strings.CutPrefix(t, tok)
+		if !ok {
+			continue
+		}
+		rest = strings.TrimLeft(rest, " \t")
+		if strings.HasPrefix(rest, ":") || strings.HasPrefix(rest, ",") {
+			rest = rest[1:]
+		}
+		return strings.TrimLeft(rest, " \t\n")
 	}
-	rest = strings.TrimLeft(rest, " \t")
-	if strings.HasPrefix(rest, ":") || strings.HasPrefix(rest, ",") {
-		rest = rest[1:]
-	}
-	return strings.TrimLeft(rest, " \t\n")
+	return text
 }
 
 // discordEpoch is 2015-01-01T00:00:00Z in milliseconds.

@@ -204,4 +204,15 @@ func TestStripLeadingMention(t *testing.T) {
 			t.Errorf("strip(%q) = %q, want %q", in, got, want)
 		}
 	}
+	for in, want := range map[string]string{
+		"<@&7> hi":      "hi",
+		"<@&8> hi":      "<@&8> hi",
+		"<@42>: hi":     "hi",
+		"hi <@&7>":      "hi <@&7>",
+		"<@&70> <@&7>x": "<@&70> <@&7>x",
+	} {
+		if got := stripLeadingMention(in, "42", "7"); got != want {
+			t.Errorf("strip(%q, role 7) = %q, want %q", in, got, want)
+		}
+	}
 }

@@ -353,6 +353,9 @@ func (a *Adapter) History(ctx context.Context, thread core.Scope, limit int) ([]
 	w.scope.Platform = Platform
 	loc := a.locate(ctx, thread.Workspace, channel)
 	w.vis = loc.vis
+	if slices.ContainsFunc(msgs, func(m *discordgo.Message) bool { return m != nil && len(m.MentionRoles) > 0 }) {
+		w.botRoles = a.botRolesOf(ctx, thread.Workspace)
+	}
 	out := make([]core.Event, 0, len(msgs))
 	for _, m := range msgs {
 		if m == nil || m.Author == nil {

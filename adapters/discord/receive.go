@@ -17,6 +17,9 @@ import (
 func (a *Adapter) normaliseLive(ctx context.Context, m *discordgo.Message) core.Event {
 	self := a.identity()
 	w := a.locate(ctx, m.GuildID, m.ChannelID)
+	if len(m.MentionRoles) > 0 {
+		w.botRoles = a.botRolesOf(ctx, w.scope.Workspace)
+	}
 	replyToBot := false
 	if ref := m.MessageReference; ref != nil && ref.MessageID != "" {
 		switch {
@@ -36,19 +39,27 @@ func (a *Adapter) normaliseLive(ctx context.Context, m *discordgo.Message) core.
 }
 
 // locate maps a channel id to the scope and visibility of the mapping: a
-// DM (no guild) is a DM; a thread is a thread of its parent; a guild
+// DM (channel type 1) is a DM; a thread is a thread of its parent; a guild
 // channel is a channel, private when @everyone cannot view it. A channel
 // that cannot be looked up is treated as private (the stricter reading).
+//
+// A message without guild_id is a DM only when its channel is one (type
+// 1): REST-shaped and pre-2018 gateway messages in guild channels carry no
+// guild_id either, and reading them as DMs would answer every line of a
+// public channel. Such a channel's guild comes from the channel.
 func (a *Adapter) locate(ctx context.Context, guild, channel string) where {
 	w := where{scope: core.Scope{Platform: Platform, Workspace: guild, Channel: channel}}
-	if guild == "" {
-		w.vis = core.DM
-		return w
-	}
 	c, ok := a.channel(ctx, channel)
 	if !ok {
 		w.vis = core.Private
 		return w
+	}
+	if guild == "" {
+		if c.typ == discordgo.ChannelTypeDM || c.guild == "" {
+			w.vis = visibilityOf(c, nil) // a DM, or a group DM (private)
+			return w
+		}
+		w.scope.Workspace = c.guild
 	}
 	if isThread(c.typ) && c.parent != "" {
 		w.scope.Channel, w.scope.Thread = c.parent, channel
@@ -114,6 +125,11 @@ func clickOf(i *discordgo.Interaction) (core.CardClick, bool) {
 		return core.CardClick{}, false
 	}
 	data := i.MessageComponentData()
+	if data.ComponentType != discordgo.ButtonComponent {
+		// Cards have buttons only: a select menu's choice is not a
+		// card action.
+		return core.CardClick{}, false
+	}
 	var by *discordgo.User
 	var mem *discordgo.Member
 	switch {

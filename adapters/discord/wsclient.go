@@ -83,6 +83,14 @@ func (e *errInvalidSession) Error() string {
 var errReconnect = errors.New("discord gateway: reconnect requested (op 7)")
 var errZombie = errors.New("discord gateway: no heartbeat ack; reconnecting")
 
+// closeEndsSession reports whether err is a close code after which the
+// session cannot be resumed: 4007 (invalid seq) and 4009 (session timed
+// out) ask for a new session.
+func closeEndsSession(err error) bool {
+	var ce *websocket.CloseError
+	return errors.As(err, &ce) && (ce.Code == 4007 || ce.Code == 4009)
+}
+
 func fatalClose(err error) error {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
@@ -115,6 +123,15 @@ func (a *Adapter) gateway(ctx context.Context, gatewayURL string) error {
 		}
 		if f := fatalClose(err); f != nil {
 			return f
+		}
+		if closeEndsSession(err) {
+			a.log.Info("discord: session closed for good; identifying again", "err", err)
+			sess = session{}
+			if ok {
+				continue
+			}
+			// Closed before the session was established: not in a tight
+			// loop, the backoff below applies.
 		}
 		var inv *errInvalidSession
 		switch {
@@ -292,6 +309,12 @@ func (a *Adapter) connect(ctx context.Context, target string, sess *session, res
 					return ok, fmt.Errorf("READY: %w", err)
 				}
 				sess.id, sess.resumeURL = r.SessionID, strings.TrimSpace(r.ResumeGatewayURL)
+				if sess.resumeURL == "" {
+					// Older gateways (v6, some compatible servers) send no
+					// resume_gateway_url: the session resumes where it
+					// was made.
+					sess.resumeURL = target
+				}
 				a.readyUser(r.User)
 				a.log.Info("discord: session ready", "guilds", len(r.Guilds), "resume_url", sess.resumeURL)
 			case "RESUMED":

@@ -56,6 +56,9 @@ type Channel struct {
 type Role struct {
 	ID          string
 	Permissions int64
+	// BotID makes it the managed role of that bot (tags.bot_id), as
+	// Discord creates one for each bot that joins.
+	BotID string
 }
 
 // Member is a guild member's roles.
@@ -97,6 +100,12 @@ type Config struct {
 	// its own session, RESUMEs against its own, and every DISPATCH goes to
 	// every session. Off, a new IDENTIFY ends the previous session.
 	MultiSession bool
+	// Ready, when set, is the READY dispatch sent after IDENTIFY instead of
+	// the fake's own: a whole frame ({"op":0,"t":"READY","d":{...}}) or just
+	// its d, e.g. a captured one. Its session_id is replaced by the fake's,
+	// and nothing else is changed: a READY without resume_gateway_url stays
+	// without it.
+	Ready json.RawMessage
 }
 
 // Message is a stored message.

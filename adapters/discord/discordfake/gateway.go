@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,6 +107,10 @@ type gwConn struct {
 	queue  [][]byte
 	kick   chan struct{}
 	closed bool
+	// closeCode, with a nil frame in queue, is the close frame to send
+	// there (closeWith).
+	closeCode int
+	closeText string
 }
 
 func (c *gwConn) send(v any) {
@@ -122,6 +127,33 @@ func (c *gwConn) send(v any) {
 	}
 }
 
+// sendRaw queues frame as it is.
+func (c *gwConn) sendRaw(frame []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.queue = append(c.queue, append([]byte(nil), frame...))
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// closeWith sends a close frame with code, after what is queued has been
+// written, and closes the connection.
+func (c *gwConn) closeWith(code int, text string) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closeCode, c.closeText = code, text
+	c.mu.Unlock()
+	c.sendRaw(nil)
+}
+
 func (c *gwConn) writer() {
 	for range c.kick {
 		for {
@@ -136,7 +168,13 @@ func (c *gwConn) writer() {
 			}
 			b := c.queue[0]
 			c.queue = c.queue[1:]
+			code, text := c.closeCode, c.closeText
 			c.mu.Unlock()
+			if b == nil && code != 0 {
+				_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+				c.shut()
+				return
+			}
 			_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
 			if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
 				c.shut()
@@ -245,11 +283,15 @@ func (s *Server) identify(c *gwConn, token string, intents int) bool {
 	for _, id := range s.guildIDsLocked() {
 		guilds = append(guilds, map[string]any{"id": id, "unavailable": true})
 	}
-	send("READY", map[string]any{
-		"v": 10, "session_id": ss.id, "resume_gateway_url": s.wsURL("/resume"),
-		"user": s.cfg.Bot, "guilds": guilds, "private_channels": []any{},
-		"application": map[string]any{"id": s.cfg.ApplicationID, "flags": 0},
-	})
+	if ready := s.readyLocked(ss.id); ready != nil {
+		ss.dispatch("READY", ready)
+	} else {
+		send("READY", map[string]any{
+			"v": 10, "session_id": ss.id, "resume_gateway_url": s.wsURL("/resume"),
+			"user": s.cfg.Bot, "guilds": guilds, "private_channels": []any{},
+			"application": map[string]any{"id": s.cfg.ApplicationID, "flags": 0},
+		})
+	}
 	for _, id := range s.guildIDsLocked() {
 		g := s.guilds[id]
 		chans, threads := []any{}, []any{}
@@ -266,6 +308,29 @@ func (s *Server) identify(c *gwConn, token string, intents int) bool {
 		send("GUILD_CREATE", js)
 	}
 	return true
+}
+
+// readyLocked is Config.Ready's d with session_id set to id (nil: none
+// configured, or not a JSON object).
+func (s *Server) readyLocked(id string) json.RawMessage {
+	if len(s.cfg.Ready) == 0 {
+		return nil
+	}
+	var frame struct {
+		T string          `json:"t"`
+		D json.RawMessage `json:"d"`
+	}
+	raw := s.cfg.Ready
+	if json.Unmarshal(raw, &frame) == nil && frame.T == "READY" && len(frame.D) > 0 {
+		raw = frame.D
+	}
+	var d map[string]json.RawMessage
+	if json.Unmarshal(raw, &d) != nil || d == nil {
+		return nil
+	}
+	d["session_id"], _ = json.Marshal(id)
+	b, _ := json.Marshal(d)
+	return b
 }
 
 func (s *Server) guildIDsLocked() []string {
@@ -334,6 +399,51 @@ func (s *Server) Reconnect() {
 	}
 }
 
+// SendFrame sends frame, a raw gateway frame as Discord sent it (e.g. a
+// captured one), on every live connection, as is. An op 7 then works as
+// Reconnect and an op 9 as InvalidSession (its d says whether resumable);
+// anything else leaves the connections as they are.
+func (s *Server) SendFrame(frame json.RawMessage) {
+	var f struct {
+		Op int             `json:"op"`
+		D  json.RawMessage `json:"d"`
+	}
+	_ = json.Unmarshal(frame, &f)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.Op != 7 && f.Op != 9 {
+		for _, ss := range s.gw.sessions {
+			if ss.cur != nil {
+				ss.cur.sendRaw(frame)
+			}
+		}
+		return
+	}
+	for _, c := range s.gw.detachAllLocked() {
+		c.sendRaw(frame)
+	}
+	if f.Op == 9 && string(f.D) != "true" {
+		s.gw.sessions = nil
+	}
+}
+
+// CloseWith closes every live connection with a close frame of code (4000
+// to 4014 are Discord's). 4007 (invalid seq) and 4009 (session timed out)
+// end the sessions, as Discord does: they cannot be resumed, so clients
+// must IDENTIFY again (and what is dispatched meanwhile is gone); after
+// other codes the sessions stay resumable.
+func (s *Server) CloseWith(code int, text string) {
+	s.mu.Lock()
+	conns := s.gw.detachAllLocked()
+	if code == 4007 || code == 4009 {
+		s.gw.sessions = nil
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(code, text)
+	}
+}
+
 // InvalidSession sends op 9 on every live connection; a non-resumable one
 // ends the sessions, so clients must IDENTIFY again (and what was
 // dispatched meanwhile is gone).
@@ -354,17 +464,24 @@ func (s *Server) InvalidSession(resumable bool) {
 // Drop cuts every live connection without a close frame.
 func (s *Server) Drop() {
 	s.mu.Lock()
+	conns := s.gw.detachAllLocked()
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.shut()
+	}
+}
+
+// detachAllLocked takes every session off its live connection and returns
+// those connections.
+func (g *gateway) detachAllLocked() []*gwConn {
 	var conns []*gwConn
-	for _, ss := range s.gw.sessions {
+	for _, ss := range g.sessions {
 		if ss.cur != nil {
 			conns = append(conns, ss.cur)
 			ss.cur = nil
 		}
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.shut()
-	}
+	return conns
 }
 
 // Identifies returns the IDENTIFYs received.
@@ -535,6 +652,38 @@ func (s *Server) Click(k Click) string {
 	}
 	s.gw.dispatchLocked("INTERACTION_CREATE", js)
 	return id
+}
+
+// SetRole adds a role to a guild, or replaces the one with its id, and
+// dispatches GUILD_ROLE_CREATE or GUILD_ROLE_UPDATE.
+func (s *Server) SetRole(guild string, r Role) {
+	s.changeGuild(guild, func(g *Guild) {
+		t := "GUILD_ROLE_CREATE"
+		if i := slices.IndexFunc(g.Roles, func(x Role) bool { return x.ID == r.ID }); i >= 0 {
+			g.Roles[i], t = r, "GUILD_ROLE_UPDATE"
+		} else {
+			g.Roles = append(g.Roles, r)
+		}
+		s.gw.dispatchLocked(t, map[string]any{"guild_id": guild, "role": roleJSON(guild, r)})
+	})
+}
+
+// DeleteRole removes a role from a guild and dispatches GUILD_ROLE_DELETE.
+func (s *Server) DeleteRole(guild, role string) {
+	s.changeGuild(guild, func(g *Guild) {
+		g.Roles = slices.DeleteFunc(g.Roles, func(x Role) bool { return x.ID == role })
+		s.gw.dispatchLocked("GUILD_ROLE_DELETE", map[string]any{"guild_id": guild, "role_id": role})
+	})
+}
+
+// changeGuild runs fn on a known guild under the lock.
+func (s *Server) changeGuild(id string, fn func(g *Guild)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	if g := s.guilds[id]; g != nil {
+		fn(g)
+	}
 }
 
 // AddChannel adds a channel (or thread) to a guild at run time and

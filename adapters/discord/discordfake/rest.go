@@ -367,13 +367,21 @@ func (s *Server) channelJSONLocked(c *chanState) map[string]any {
 func (s *Server) guildJSONLocked(g *Guild) map[string]any {
 	roles := []any{}
 	for _, r := range g.Roles {
-		name := "role" + r.ID
-		if r.ID == g.ID {
-			name = "@everyone"
-		}
-		roles = append(roles, map[string]any{"id": r.ID, "name": name, "permissions": strconv.FormatInt(r.Permissions, 10)})
+		roles = append(roles, roleJSON(g.ID, r))
 	}
 	return map[string]any{"id": g.ID, "name": "guild" + g.ID, "owner_id": g.OwnerID, "roles": roles}
+}
+
+func roleJSON(guild string, r Role) map[string]any {
+	name := "role" + r.ID
+	if r.ID == guild {
+		name = "@everyone"
+	}
+	js := map[string]any{"id": r.ID, "name": name, "permissions": strconv.FormatInt(r.Permissions, 10), "managed": r.BotID != ""}
+	if r.BotID != "" {
+		js["tags"] = map[string]any{"bot_id": r.BotID}
+	}
+	return js
 }
 
 func (s *Server) messageJSONLocked(m *Message) map[string]any {
