@@ -15,34 +15,19 @@ import (
 	"github.com/marlowe-bot/marlowe/intent"
 )
 
-// The captured payloads live in the project's shared folder next to the
-// repository: ../shared/telegram-payloads/ from the repository root (in a
-// clone at /work/main, /work/shared/...). MARLOWE_SHARED_DIR overrides it.
-// Without it the test is skipped, loudly, except under
-// MARLOWE_REQUIRE_SERVICES=1 (CI), where that is a failure.
+// The captured payloads (public SDK fixtures and published captures, with
+// their sources in MANIFEST.tsv and README.md) are committed under
+// testdata/telegram-payloads/, copied from the project's shared folder, so a clone
+// anywhere tests them. MARLOWE_SHARED_DIR=<dir> plays <dir>/telegram-payloads/
+// instead (a newer capture set; a file without a row fails the table test).
 func telegramPayloads(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("MARLOWE_SHARED_DIR")
-	if base == "" {
-		dir, err := os.Getwd()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ; ; dir = filepath.Dir(dir) {
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-				break
-			} else if filepath.Dir(dir) == dir {
-				t.Fatal("go.mod not found above the test's directory")
-			}
-		}
-		base = filepath.Join(dir, "..", "shared")
+	folder := filepath.Join("testdata", "telegram-payloads")
+	if base := os.Getenv("MARLOWE_SHARED_DIR"); base != "" {
+		folder = filepath.Join(base, "telegram-payloads")
 	}
-	folder := filepath.Join(base, "telegram-payloads")
 	if _, err := os.Stat(filepath.Join(folder, "MANIFEST.tsv")); err != nil {
-		if os.Getenv("MARLOWE_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("payload folder %s missing (%v): set MARLOWE_SHARED_DIR", folder, err)
-		}
-		t.Skipf("SKIPPED: payload folder %s missing (%v); set MARLOWE_SHARED_DIR", folder, err)
+		t.Fatalf("payload folder %s: %v", folder, err)
 	}
 	return folder
 }
