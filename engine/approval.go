@@ -78,14 +78,14 @@ func authorizeClick(p core.Policy, a *fold.Approval, by core.Person, action byte
 		if isApprover || by.ID == a.Requester || slices.Contains(a.Notify, by.ID) {
 			return ""
 		}
-		return fmt.Sprintf("only %s or the channel's approvers (%s) can answer this", core.MentionOf(a.Requester), core.MentionList(p.Approvers))
+		return fmt.Sprintf("only %s or %s can answer this", core.MentionOf(a.Requester), core.MentionList(p.Approvers))
 	}
 	switch action {
 	case actionDecline:
 		if isApprover || by.ID == a.Requester {
 			return ""
 		}
-		return fmt.Sprintf("only the requester or the channel's approvers (%s) can decline this", core.MentionList(p.Approvers))
+		return fmt.Sprintf("only %s or %s can decline this", core.MentionOf(a.Requester), core.MentionList(p.Approvers))
 	case actionApprove, actionAlways:
 		if a.Unattended && a.Consequence != core.Irreversible {
 			// Consent for a run done on the owner's behalf is the owner's.
@@ -95,7 +95,7 @@ func authorizeClick(p core.Policy, a *fold.Approval, by core.Person, action byte
 			return "only " + core.MentionOf(a.Requester) + ", on whose behalf this runs, can allow it"
 		}
 		if !isApprover {
-			return fmt.Sprintf("only the channel's approvers (%s) can approve this", core.MentionList(p.Approvers))
+			return fmt.Sprintf("only %s can approve this", core.MentionList(p.Approvers))
 		}
 		if a.Consequence == core.Irreversible && by.ID == a.Requester {
 			return "an irreversible action needs someone other than the requester to approve it"
@@ -103,6 +103,20 @@ func authorizeClick(p core.Policy, a *fold.Approval, by core.Person, action byte
 		return ""
 	}
 	return "unknown action"
+}
+
+// refusalText is what the clicker is told when authorizeClick refused:
+// who may decide, and that the request still waits (a refusal reads as a
+// failure otherwise, and the request was not dropped).
+func refusalText(why string) string {
+	if why == "" {
+		return ""
+	}
+	waits := "it is still waiting for them"
+	if !strings.HasPrefix(why, "only ") {
+		waits = "it is still waiting for a decision"
+	}
+	return "🚫 " + strings.ToUpper(why[:1]) + why[1:] + "; " + waits + ". Your click changed nothing."
 }
 
 // approvalCard renders the card of an approval or question. It is a pure

@@ -67,8 +67,11 @@ func TestIrreversibleNeverRunsWithoutApproval(t *testing.T) {
 	if len(log.get()) != 0 {
 		t.Fatalf("requester's own approval executed the irreversible tool")
 	}
-	if _, ok := h.s.Find("someone other than the requester"); !ok {
-		t.Errorf("no refusal reply: %+v", h.s.Posts())
+	if w, ok := whisperTo(h, alice.ID, "someone other than the requester"); !ok || !strings.Contains(w.Text, "still waiting") {
+		t.Errorf("no private refusal for the requester: %+v", h.s.Whispers())
+	}
+	if p, ok := h.s.Find("someone other than the requester"); ok {
+		t.Errorf("the refusal was posted for everyone: %+v", p)
 	}
 	if a := payloads[*core.ApprovalResolved](h, "C1", core.KindApprovalResolved); len(a) != 0 {
 		t.Fatalf("refused click resolved the approval: %+v", a)
@@ -185,8 +188,17 @@ func TestNonApproverClickIsRefused(t *testing.T) {
 	if len(log.get()) != 0 {
 		t.Fatalf("non-approver executed")
 	}
-	if p, ok := h.s.Find("only the channel's approvers"); !ok || !strings.Contains(p.Out.Text, "<@UCAROL>") {
-		t.Errorf("refusal = %+v", p.Out.Text)
+	// Bob is told, privately, who decides and that the request still waits.
+	if w, ok := whisperTo(h, bob.ID, "Only <@UCAROL> can approve this; it is still waiting for them"); !ok {
+		t.Errorf("refusal for bob = %+v", h.s.Whispers())
+	} else if w.Scope.Thread != threadOf(ev).Thread {
+		t.Errorf("refusal shown in %+v, want the card's thread", w.Scope)
+	}
+	if _, ok := whisperTo(h, bob.ID, "can decline this"); !ok {
+		t.Errorf("no refusal of bob's decline: %+v", h.s.Whispers())
+	}
+	if p, ok := h.s.Find("can approve this"); ok {
+		t.Errorf("the refusal was posted for everyone: %+v", p)
 	}
 	if n := h.count("C1", core.KindApprovalResolved); n != 0 {
 		t.Errorf("non-approver resolved it")
@@ -368,4 +380,14 @@ func TestCardTokensFitTelegram(t *testing.T) {
 			}
 		}
 	}
+}
+
+// whisperTo finds the first ephemeral message for user containing text.
+func whisperTo(h *harness, user, text string) (coretest.Whisper, bool) {
+	for _, w := range h.s.Whispers() {
+		if w.User == user && strings.Contains(w.Text, text) {
+			return w, true
+		}
+	}
+	return coretest.Whisper{}, false
 }

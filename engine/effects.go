@@ -167,18 +167,21 @@ func (e *Engine) postNotice(ctx context.Context, n *notice) error {
 	if err != nil {
 		return err
 	}
+	text := n.text
 	if n.to != "" {
+		// Privately where the platform can; otherwise (or when that fails)
+		// in the open, addressed, rather than not at all.
 		eph, ok := s.(core.Ephemeral)
-		if !ok {
-			e.log.Info("notice for one person not shown: the surface has no ephemeral messages", "platform", n.scope.Platform, "user", n.to)
-			return nil
+		if ok {
+			err := eph.PostEphemeral(ctx, n.scope, n.to, n.text)
+			if err == nil {
+				return nil
+			}
+			e.log.Warn("post ephemeral notice failed; posting it addressed instead", "platform", n.scope.Platform, "user", n.to, "error", err)
 		}
-		if err := eph.PostEphemeral(ctx, n.scope, n.to, n.text); err != nil {
-			return fmt.Errorf("post ephemeral notice to %s: %w", n.to, err)
-		}
-		return nil
+		text = core.MentionOf(n.to) + " " + n.text
 	}
-	_, err = e.post(ctx, s, nil, core.Outbound{Key: n.key, Scope: n.scope, Text: n.text, Priority: core.PriorityHigh},
+	_, err = e.post(ctx, s, nil, core.Outbound{Key: n.key, Scope: n.scope, Text: text, Priority: core.PriorityHigh},
 		postRecord{run: n.run, cause: n.cause, role: core.RoleNotice})
 	return err
 }

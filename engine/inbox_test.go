@@ -132,8 +132,8 @@ func TestNonApproverClickOnAForwardedDMCardIsRefused(t *testing.T) {
 	if n := h.count("C1", core.KindApprovalResolved); n != 0 {
 		t.Fatalf("a non-approver's click decided the approval")
 	}
-	if p, ok := h.s.Find("Not accepted: only the channel's approvers"); !ok || p.Ref.Scope.Channel != "D-"+carol.ID {
-		t.Errorf("refusal = %+v %v, want it where Carol clicked", p.Ref, ok)
+	if w, ok := whisperTo(h, carol.ID, "can approve this; it is still waiting for them"); !ok || w.Scope.Channel != "D-"+carol.ID {
+		t.Errorf("refusal = %+v %v, want it for Carol where she clicked", w, ok)
 	}
 	if c := current(t, h, bobs[0]); c.Resolution != "" {
 		t.Errorf("Bob's card changed: %+v", c)

@@ -254,6 +254,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 	}
 	now := e.now()
 	outcome, refusal, decision := 0, "", ""
+	private := false // the refusal is for the clicker alone
 	var clickedID string
 	var run string
 	var scope core.Scope
@@ -281,7 +282,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 			return []core.Draft{clicked, exp}, nil
 		}
 		if why := authorizeClick(e.policyLocked(v), a, click.By, action); why != "" {
-			outcome, refusal = clickRefused, "🚫 Not accepted: "+why+". Nothing was done."
+			outcome, refusal, private = clickRefused, refusalText(why), true
 			return []core.Draft{clicked}, nil
 		}
 		res := &core.ApprovalResolved{ApprovalID: id, By: click.By}
@@ -334,7 +335,13 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 		if click.Scope.Validate() == nil && click.Scope.Key() != scope.Key() {
 			at = click.Scope
 		}
-		e.enqueue(threadKey{at.Key(), at.Thread}, job{notice: &notice{key: core.EffectID(scope.Key(), cmds[0].Seq(), 0), scope: at, text: refusal, run: run, cause: clickedID}})
+		n := &notice{key: core.EffectID(scope.Key(), cmds[0].Seq(), 0), scope: at, text: refusal, run: run, cause: clickedID}
+		if private {
+			// Only the clicker needs to know; the card stays as it is for
+			// the people who may decide.
+			n.to = click.By.ID
+		}
+		e.enqueue(threadKey{at.Key(), at.Thread}, job{notice: n})
 	}
 	if outcome == clickAccepted || outcome == clickExpired {
 		e.disarmExpiry(id)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
+	"github.com/marlowe-bot/marlowe/core/coretest"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -67,8 +68,14 @@ func qaApprovalClicks(t *testing.T) {
 	}
 	// 1. Alice is not an approver.
 	click(qaAlice, "approve", approve)
-	b.waitPost("refusal for a non-approver", func(p slackfake.Post) bool {
-		return p.ThreadTS == root && strings.Contains(p.Text, "Not accepted")
+	// Told privately (chat.postEphemeral), in the card's thread.
+	coretest.WaitFor(b.t, 10*time.Second, "a private refusal for a non-approver", func() bool {
+		for _, e := range b.slack.Ephemerals() {
+			if e.User == qaAlice && e.ThreadTS == root && strings.Contains(e.Text, "still waiting") {
+				return true
+			}
+		}
+		return false
 	})
 	// 2. A forged value (the MAC of another action, or garbage).
 	forged := approve[:len(approve)-3] + "AAA"

@@ -15,11 +15,9 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/sandbox/sandboxtest"
 )
 
-// demoRefusal is what the refusal of the wrong person's click says, in
-// core's words now ("only the channel's approvers (@Bob) can approve
-// this") and in the issue's ("Only @Bob can approve this; it is still
-// waiting for them").
-const demoRefusal = "can approve this"
+// demoRefusal is what the refusal of the wrong person's click says ("Only
+// @Bob can approve this; it is still waiting for them.").
+const demoRefusal = "can approve this; it is still waiting for them"
 
 // TestSandboxDemoInABrowser follows README.md's sandbox demo word by word
 // in headless Chromium against `bot serve` with no configuration (the
@@ -28,8 +26,7 @@ const demoRefusal = "can approve this"
 // bob`, then `remember …`; the approval card appears. Carol, the wrong
 // person, presses Allow once: she sees the refusal, and her buttons (and
 // Bob's) stay usable. Bob presses it: the card resolves and Marlowe
-// remembers. When the refusal is ephemeral (core.Ephemeral), it must be
-// shown to Carol only.
+// remembers. The refusal is shown to Carol only.
 func TestSandboxDemoInABrowser(t *testing.T) {
 	chrome := sandboxtest.Chromium(t)
 	if testing.Short() {
@@ -74,11 +71,13 @@ func TestSandboxDemoInABrowser(t *testing.T) {
 	br.Step("carol presses Allow once", allowOnce)
 	br.Until("carol sees why her click was refused", "!!"+refusal)
 	br.Until("carol's buttons are usable again (the request still waits)", usable)
-	ephemeral := br.True("!!" + refusal + "?.matches('[data-ephemeral]')")
+	if !br.True("!!" + refusal + "?.matches('[data-ephemeral]')") {
+		t.Error("carol's refusal was posted for everyone, not shown only to her")
+	}
 	br.Shot("demo-refused.png")
 
 	br.Be("bob")
-	if ephemeral && br.True("!!"+refusal) {
+	if br.True("!!" + refusal) {
 		t.Error("Bob sees the refusal of Carol's click, which was for her alone")
 	}
 	br.Until("bob's buttons were never disabled by carol's click", usable)
@@ -89,14 +88,8 @@ func TestSandboxDemoInABrowser(t *testing.T) {
 	if errs := br.PageErrors(); len(errs) > 0 {
 		t.Errorf("page errors: %v", errs)
 	}
-	if ephemeral {
-		br.Be("carol")
-		br.Until("carol still sees her refusal", "!!"+refusal)
-		return
-	}
-	// The sandbox shows ephemeral messages (adapters/sandbox
-	// TestBrowserEphemeralRefusal); the engine decides which notices are.
-	t.Skip("SKIP (the rest of the demo passed): core posted the refusal of Carol's click to the whole thread, not as an ephemeral to her (core/ingress.go: the approval refusal's notice has no `to`)")
+	br.Be("carol")
+	br.Until("carol still sees her refusal", "!!"+refusal)
 }
 
 // serveSandbox runs `bot serve` with nothing configured but a fresh data
