@@ -95,6 +95,10 @@ func grammarStep(rs *RunReplay, pol core.Policy, reg *gate.Registry, gov *govern
 func routineGrammarStep(reg *gate.Registry, text string) grammarReply {
 	reply := func(s string) grammarReply { return grammarReply{reply: core.Reply{Text: s, Provider: "grammar"}} }
 	if c, _ := chatcommand.ParseRoutine(text); c.Op == chatcommand.RoutineUsage {
+		// Refused before any approval: nothing would run.
+		if c.Problem != "" {
+			return reply("🚫 " + c.Problem + ".\n" + chatcommand.RoutineUsageText)
+		}
 		return reply(chatcommand.RoutineUsageText)
 	}
 	if _, ok := reg.Get(chatcommand.RoutineToolName); !ok {

@@ -8,13 +8,12 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/chatcommand"
-	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 func (d *driver) snapshot(ctx context.Context) (pol core.Policy, dayTokens int) {
 	_ = d.v.with(ctx, func() {
 		pol = d.e.policyLocked(d.v)
-		dayTokens = d.v.fold.TokensOn(fold.DayKey(d.e.now()))
+		dayTokens = d.v.fold.TokensOn(d.e.now())
 	})
 	return pol, dayTokens
 }

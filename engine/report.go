@@ -12,6 +12,19 @@ import (
 	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
+// Bounds. The inbox lists a person's open reports of the last
+// reportHorizon, at most maxInboxReports of them (the newest: an owner
+// whose routines misbehave all week sees the latest reports, not a wall).
+// A report older than that still exists in the journal and its card can
+// still be dismissed; it is just no longer listed (the fold keeps the
+// latest 200 and the ids of all).
+const (
+	reportHorizon   = 7 * 24 * time.Hour
+	maxInboxReports = 50
+	maxReportBody   = 2000
+	maxReportFields = 12
+)
+
 // Routine reports (ARCHITECTURE.md sections 6 and 8: what a routine's
 // owner must hear of — a skipped slot, a post that never arrived, drift —
 // goes to their DM inbox). A report is journaled in the routine's channel
@@ -104,10 +117,10 @@ func (e *Engine) fileReport(ctx context.Context, n core.OwnerNotice) (*fold.Repo
 		return nil, false, fmt.Errorf("file report %s: %w", n.Key, err)
 	}
 	fields := n.Fields
-	if len(fields) > fold.MaxReportFields {
-		fields = fields[:fold.MaxReportFields]
+	if len(fields) > maxReportFields {
+		fields = fields[:maxReportFields]
 	}
-	p := &core.ReportFiled{ReportID: n.Key, Owner: n.Owner, Title: core.Truncate(n.Title, 300), Body: core.Truncate(n.Body, fold.MaxReportBody),
+	p := &core.ReportFiled{ReportID: n.Key, Owner: n.Owner, Title: core.Truncate(n.Title, 300), Body: core.Truncate(n.Body, maxReportBody),
 		Fields: fields, Cause: n.Cause}
 	// The id's time comes from the cause (a ULID) so every drafter of this
 	// key mints the same id, whenever it drafts it.
@@ -184,18 +197,18 @@ func (e *Engine) refreshHome(ctx context.Context, platform, user string) {
 func reportItems(v *chanView, user string, now time.Time) []core.InboxItem {
 	var out []core.InboxItem
 	for _, r := range v.fold.Reports() {
-		if r.Owner != user || r.Dismissed || now.Sub(r.FiledAt) >= fold.ReportHorizon {
+		if r.Owner != user || r.Dismissed || now.Sub(r.FiledAt) >= reportHorizon {
 			continue
 		}
 		out = append(out, core.InboxItem{ID: r.ID, Kind: "report", Where: r.Where, Title: r.Title, Summary: core.Truncate(r.Body, 300),
-			RequestedAt: r.FiledAt, ExpiresAt: r.FiledAt.Add(fold.ReportHorizon)})
+			RequestedAt: r.FiledAt, ExpiresAt: r.FiledAt.Add(reportHorizon)})
 	}
 	return out
 }
 
 // newestReports keeps the newest maxInboxReports of items.
 func newestReports(items []core.InboxItem) []core.InboxItem {
-	if len(items) <= fold.MaxInboxReports {
+	if len(items) <= maxInboxReports {
 		return items
 	}
 	slices.SortFunc(items, func(a, b core.InboxItem) int {
@@ -204,7 +217,7 @@ func newestReports(items []core.InboxItem) []core.InboxItem {
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
-	return items[:fold.MaxInboxReports]
+	return items[:maxInboxReports]
 }
 
 // reportShow is the mailbox job that shows a dismissal: the DM card edited

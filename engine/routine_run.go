@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/marlowe-bot/marlowe/core"
-	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
 // What the scheduler asks of the engine beyond PostDigest and
@@ -28,7 +27,7 @@ func (e *Engine) DailyBudget(ctx context.Context, sc core.Scope) (spent, limit i
 	}
 	err = v.with(ctx, func() {
 		limit = e.policyLocked(v).DailyTokenBudget
-		spent = v.fold.TokensOn(fold.DayKey(e.now()))
+		spent = v.fold.TokensOn(e.now())
 	})
 	if limit <= 0 {
 		limit = e.budgets.DailyTokens

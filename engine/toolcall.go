@@ -140,7 +140,7 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 	case gate.Ask:
 		ar := &core.ApprovalRequested{
 			ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
-			Summary: callSummary(tool, args), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
+			Summary: gate.Summary(tool, args), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
 			Reason: dec.Reason, Destination: dec.Destination,
 		}
 		if rs.unattended {
@@ -272,15 +272,4 @@ func (d *driver) complete(ctx context.Context, cs *callState, tc *core.ToolCompl
 	}
 	_, err = d.appendRun(ctx, nil, cd)
 	return err
-}
-
-// callSummary renders a call for an approval card: the tool and its
-// arguments, each shortened.
-func callSummary(t core.Tool, args map[string]any) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "The assistant wants to run %s:", t.Name)
-	for _, k := range gate.SortedKeys(args) {
-		fmt.Fprintf(&b, "\n• %s: %s", k, core.Truncate(gate.ScalarString(args[k]), 300))
-	}
-	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
 )
 
 // ProposeToolName is the model's tool for proposing a routine.
@@ -88,7 +89,7 @@ func (s *Scheduler) runPropose(ctx context.Context, tc core.ToolContext, raw jso
 	}
 	next := nextTimes(sched, s.cfg.Clock(), tz, 3)
 	card, err := prop.RoutineProposalCard(core.RoutineProposal{RoutineID: r.ID, CreatedID: r.CreatedID, Owner: r.Owner,
-		Spec: r.Spec, Words: Words(r.Spec), TZ: r.TZ, Next: next, Instruction: r.Instruction})
+		Spec: r.Spec, Words: chatcommand.Words(r.Spec), TZ: r.TZ, Next: next, Instruction: r.Instruction})
 	if err != nil {
 		return core.Observation{}, fmt.Errorf("schedule_routine: card: %w", err)
 	}
@@ -99,7 +100,7 @@ func (s *Scheduler) runPropose(ctx context.Context, tc core.ToolContext, raw jso
 	}
 	return core.Observation{Trust: core.Trusted, Text: fmt.Sprintf(
 		"Routine %s is proposed but NOT armed: it does nothing until <@%s> clicks Arm on the card. Schedule: %s (%s); next: %s.",
-		r.ID, r.Owner, Words(r.Spec), r.TZ, strings.Join(next, "; "))}, nil
+		r.ID, r.Owner, chatcommand.Words(r.Spec), r.TZ, strings.Join(next, "; "))}, nil
 }
 
 // propose journals the disarmed routine, once per tool call: its id is

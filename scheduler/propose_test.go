@@ -242,23 +242,6 @@ func TestProposalRefusesSpecsTheGrammarRefuses(t *testing.T) {
 	}
 }
 
-func TestWords(t *testing.T) {
-	for spec, want := range map[string]string{
-		"0 9 * * 1-5":  "every weekday at 09:00",
-		"30 17 * * 5":  "every Friday at 17:30",
-		"0 9,17 * * *": "every day at 09:00 and 17:00",
-		"15 * * * *":   "every hour at :15",
-		"0 8 1 * *":    "on day 1 of every month at 08:00",
-		"@every 1h30m": "every 1h30m",
-		"@daily":       "every day at 00:00",
-		"0 9 * 1 *":    "on the cron schedule `0 9 * 1 *`",
-	} {
-		if got := scheduler.Words(spec); got != want {
-			t.Errorf("Words(%q) = %q, want %q", spec, got, want)
-		}
-	}
-}
-
 // A routine journaled by a run with armed: true (a tool that forgot the
 // rule) is still a disarmed proposal: only a person's command arms one.
 func TestRoutineArmedByARunNeverFires(t *testing.T) {

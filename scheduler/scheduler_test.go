@@ -70,7 +70,7 @@ func TestScheduleRefusals(t *testing.T) {
 		{"routine add @every 1m: too chatty", "too often: routines run at most every 5m0s"},
 		{"routine add * * * * *: every minute", "routines run at most every 5m0s"},
 		{"routine add @daily tz Mars/Olympus: x", "unknown time zone"},
-		{"routine add 61 * * * *: x", "bad schedule"},
+		{"routine add 61 * * * *: x", `can't read the schedule "61 * * * *"`},
 		{"routine add @daily", "Usage:"},
 	} {
 		if r := w.say(alice, tc.cmd); !strings.Contains(r, tc.want) {
@@ -277,5 +277,43 @@ func TestRoutineAddedToAQuietChannelFires(t *testing.T) {
 	}
 	if d := w.digests(); len(d) != 1 {
 		t.Fatalf("digests: %q", d)
+	}
+}
+
+// A routine added in the words its card uses gets that schedule; a bad
+// schedule is refused at once, quoting what was typed, even where adding a
+// routine needs approval: nobody is asked to approve what cannot run.
+func TestScheduleInWords(t *testing.T) {
+	w := newWorld(t)
+	if r := w.say(alice, "policy"); !strings.Contains(r, "needs approval") {
+		t.Fatalf("policy: %q", r)
+	}
+	r := w.say(alice, "routine add every weekday at 09:00: post a digest")
+	var created *core.RoutineCreated
+	for _, c := range w.j.All(room.Key()) {
+		if c.Kind() == core.KindRoutineCreated {
+			p, err := c.Payload()
+			if err != nil {
+				t.Fatal(err)
+			}
+			created = p.(*core.RoutineCreated)
+		}
+	}
+	if created == nil || created.Cron != "0 9 * * 1-5" || created.Instruction != "post a digest" {
+		t.Fatalf("created %+v from words (reply %q)", created, r)
+	}
+	if !strings.Contains(r, "every weekday at 09:00") {
+		t.Errorf("the proposal does not say the schedule in the words typed: %q", r)
+	}
+
+	w.say(core.Person{ID: "UADMIN"}, "policy set approval +write")
+	r = w.say(alice, "routine add every weekday at 9:61: post a digest")
+	if !strings.Contains(r, `can't read the schedule "every weekday at 9:61"`) || !strings.Contains(r, "every weekday at 09:00") {
+		t.Errorf("bad schedule reply %q: want the typed schedule quoted and an example", r)
+	}
+	for _, c := range w.j.All(room.Key()) {
+		if c.Kind() == core.KindApprovalRequested {
+			t.Fatalf("approval asked for a schedule that cannot run")
+		}
 	}
 }

@@ -39,6 +39,9 @@ func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.R
 	text := strings.TrimSpace(args.Text)
 	cmd, ok := chatcommand.ParseRoutine(text)
 	if !ok || cmd.Op == chatcommand.RoutineUsage {
+		if cmd.Problem != "" {
+			return core.Observation{}, errors.New(cmd.Problem + ". " + chatcommand.RoutineUsageText)
+		}
 		return core.Observation{}, errors.New(chatcommand.RoutineUsageText)
 	}
 	author, err := s.typedBy(ctx, tc.Run, text)
@@ -102,7 +105,7 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		if err := s.appendHuman(ctx, by, sc, p); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("✅ Routine %s armed: `%s` (%s) — %s\nNext: %s", id, cmd.Spec, tz, cmd.Instruction,
+		return fmt.Sprintf("✅ Routine %s armed: %s (`%s`, %s) — %s\nNext: %s", id, chatcommand.Words(cmd.Spec), cmd.Spec, tz, cmd.Instruction,
 			nextSlots(sched, s.cfg.Clock(), tz, 3)), nil
 	}
 	if cmd.Op == chatcommand.RoutineList {

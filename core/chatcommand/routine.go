@@ -36,13 +36,17 @@ type RoutineCommand struct {
 	TZ          string // add: IANA zone ("" = UTC); edit: "" keeps it
 	Instruction string // add; edit: "" keeps it
 	ID          string // pause, resume, delete, run, edit
+	// Problem says why a command is RoutineUsage when it can ("I can't
+	// read the schedule …"), quoting what was typed.
+	Problem string
 }
 
 // RoutineUsageText is the reply to a routine command that did not parse.
-const RoutineUsageText = "Usage: `routine add <spec> [tz <zone>]: <instruction>` " +
-	"(spec: 5-field cron like `0 9 * * 1-5`, `@hourly`, `@daily`, `@weekly` or `@every 30m`), " +
+const RoutineUsageText = "Usage: `routine add <schedule> [tz <zone>]: <instruction>` " +
+	"(schedule: words like `every weekday at 09:00`, `every day at 8am`, `every monday and thursday at 17:30`, " +
+	"`every 2 hours`, `hourly`, `daily at noon`; 5-field cron like `0 9 * * 1-5`; `@daily` or `@every 30m`), " +
 	"`routines` (list), `routine pause|resume|delete|run <id>`, " +
-	"`routine edit <id> [<spec>] [tz <zone>][: <instruction>]` (what you leave out stays)."
+	"`routine edit <id> [<schedule>] [tz <zone>][: <instruction>]` (what you leave out stays)."
 
 // ParseRoutine reads a mention-stripped message; ok is false when it
 // is not a routine command at all (a known verb with bad arguments is a
@@ -76,28 +80,40 @@ func ParseRoutine(text string) (RoutineCommand, bool) {
 			return RoutineCommand{Op: op, ID: arg}, true
 		}
 	case RoutineAdd:
-		// The first ':' ends the schedule: cron specs and zones have none.
-		sched, instr, ok := strings.Cut(arg, ":")
-		instr = strings.TrimSpace(instr)
-		if !ok || instr == "" {
-			break
+		// The schedule ends where its own grammar does: at the first ':'
+		// that is not inside a time of day ("every weekday at 09:00: …").
+		sep := separator(arg)
+		if sep < 0 || strings.TrimSpace(arg[sep+1:]) == "" {
+			return RoutineCommand{Op: RoutineUsage, Problem: "say what to do after a colon, e.g. `routine add " + ScheduleExample + ": post a digest`"}, true
 		}
-		c := RoutineCommand{Op: RoutineAdd, Instruction: instr}
-		c.Spec, c.TZ = splitZone(strings.Fields(sched))
-		if c.Spec == "" {
-			break
+		c := RoutineCommand{Op: RoutineAdd, Instruction: strings.TrimSpace(arg[sep+1:])}
+		typed, tz := splitZone(strings.Fields(arg[:sep]))
+		spec, err := ParseSchedule(typed)
+		if err != nil {
+			return RoutineCommand{Op: RoutineUsage, Problem: err.Error()}, true
 		}
+		c.Spec, c.TZ = spec, tz
 		return c, true
 	case RoutineEdit:
-		// routine edit <id> [<spec>] [tz <zone>][: <instruction>]
-		sched, instr, colon := strings.Cut(arg, ":")
-		instr = strings.TrimSpace(instr)
+		// routine edit <id> [<schedule>] [tz <zone>][: <instruction>]
+		sched, instr, colon := arg, "", false
+		if sep := separator(arg); sep >= 0 {
+			sched, instr, colon = arg[:sep], strings.TrimSpace(arg[sep+1:]), true
+		}
 		f := strings.Fields(sched)
 		if len(f) == 0 || (colon && instr == "") {
 			break
 		}
 		c := RoutineCommand{Op: RoutineEdit, ID: f[0], Instruction: instr}
-		c.Spec, c.TZ = splitZone(f[1:])
+		typed, tz := splitZone(f[1:])
+		if typed != "" {
+			spec, err := ParseSchedule(typed)
+			if err != nil {
+				return RoutineCommand{Op: RoutineUsage, Problem: err.Error()}, true
+			}
+			c.Spec = spec
+		}
+		c.TZ = tz
 		if c.Spec == "" && c.TZ == "" && c.Instruction == "" {
 			break // nothing to change
 		}

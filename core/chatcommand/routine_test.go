@@ -1,6 +1,10 @@
 package chatcommand
 
-import "testing"
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
 
 func TestParseRoutineCommand(t *testing.T) {
 	for _, tc := range []struct {
@@ -26,17 +30,49 @@ func TestParseRoutineCommand(t *testing.T) {
 		{"routine resume", true, RoutineCommand{Op: RoutineUsage}},
 		{"routine add @daily", true, RoutineCommand{Op: RoutineUsage}},
 		{"routine add : x", true, RoutineCommand{Op: RoutineUsage}},
+		// In words, as the proposal card says them; the instruction starts
+		// after the schedule's own grammar, not at the first ':'.
+		{"routine add every weekday at 09:00: post a digest", true, RoutineCommand{Op: RoutineAdd, Spec: "0 9 * * 1-5", Instruction: "post a digest"}},
+		{"routine add every day at 8am tz Europe/Paris: standup notes", true, RoutineCommand{Op: RoutineAdd, Spec: "0 8 * * *", TZ: "Europe/Paris", Instruction: "standup notes"}},
+		{"routine add every monday and thursday at 17:30: wrap up: the week", true, RoutineCommand{Op: RoutineAdd, Spec: "30 17 * * 1,4", Instruction: "wrap up: the week"}},
+		{"routine add every 2 hours: ping", true, RoutineCommand{Op: RoutineAdd, Spec: "@every 2h", Instruction: "ping"}},
+		{"routine add hourly: ping", true, RoutineCommand{Op: RoutineAdd, Spec: "@hourly", Instruction: "ping"}},
+		{"routine add daily at noon: lunch", true, RoutineCommand{Op: RoutineAdd, Spec: "0 12 * * *", Instruction: "lunch"}},
+		{"routine add 0 9 * * 1-5:post", true, RoutineCommand{Op: RoutineAdd, Spec: "0 9 * * 1-5", Instruction: "post"}},
+		{"routine edit r1abc every day at 07:45", true, RoutineCommand{Op: RoutineEdit, ID: "r1abc", Spec: "45 7 * * *"}},
+		{"routine add every weekday at 25:00: x", true, RoutineCommand{Op: RoutineUsage}},
+		{"routine add whenever you like: x", true, RoutineCommand{Op: RoutineUsage}},
 		{"routine", true, RoutineCommand{Op: RoutineUsage}},
 		{"routine maintenance is due tomorrow", false, RoutineCommand{}},
 		{"routines are boring", false, RoutineCommand{}},
 		{"remember routine add @daily: x", false, RoutineCommand{}},
 	} {
 		got, ok := ParseRoutine(tc.in)
+		if got.Op == RoutineUsage && got.Problem != "" && tc.want.Op == RoutineUsage {
+			got.Problem = "" // TestRoutineRefusalQuotesWhatWasTyped checks it
+		}
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("%q: got %+v %v, want %+v %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 		if g := Parse(tc.in); (g.Kind == Routine) != tc.ok {
 			t.Errorf("%q: grammar kind %v", tc.in, g.Kind)
+		}
+	}
+}
+
+// A bad schedule is refused at parse time (before any approval), quoting
+// what the person typed, not a fragment cut at a colon, with a valid
+// example.
+func TestRoutineRefusalQuotesWhatWasTyped(t *testing.T) {
+	for _, in := range []string{
+		"routine add every weekday at 25:00: post a digest",
+		"routine add whenever you like: post a digest",
+		"routine add 0 9 * *: post a digest",
+	} {
+		c, _ := ParseRoutine(in)
+		typed := strings.TrimPrefix(in[:strings.LastIndex(in, ":")], "routine add ")
+		if c.Op != RoutineUsage || !strings.Contains(c.Problem, strconv.Quote(typed)) || !strings.Contains(c.Problem, ScheduleExample) {
+			t.Errorf("%q: %+v, want a refusal quoting %q with an example", in, c, typed)
 		}
 	}
 }

@@ -126,7 +126,8 @@ func (f *Channel) touch(c core.Command) *Run {
 	return r
 }
 
-func DayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+// dayKey is the UTC date a token spend counts on.
+func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
 // Apply folds one command. Every kind must have a case: an unhandled kind
 // is an error, and TestEveryKindIsHandled applies each kind to catch a gap.
@@ -168,7 +169,7 @@ func (f *Channel) Apply(c core.Command) error {
 		f.threads[r.Thread] = r.ID
 		f.live[r.ID] = struct{}{}
 	case *core.ModelStep:
-		f.dayTokens[DayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
+		f.dayTokens[dayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
 		if c.Run() != "" {
 			r := f.touch(c)
 			r.steps++

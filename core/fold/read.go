@@ -6,6 +6,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -61,8 +62,8 @@ func (f *Channel) Delivered(messageID string) bool {
 	return ok
 }
 
-// TokensOn is the tokens the channel's runs spent on day (DayKey).
-func (f *Channel) TokensOn(day string) int { return f.dayTokens[day] }
+// TokensOn is the tokens the channel's runs spent on t's UTC date.
+func (f *Channel) TokensOn(t time.Time) int { return f.dayTokens[dayKey(t)] }
 
 // History is thread's recent conversation, oldest first. The slice is the
 // fold's: callers copy it before changing it.

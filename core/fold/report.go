@@ -7,20 +7,10 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
-// Bounds. The inbox lists a person's open reports of the last
-// reportHorizon, at most maxInboxReports of them (the newest: an owner
-// whose routines misbehave all week sees the latest reports, not a wall).
-// A report older than that still exists in the journal and its card can
-// still be dismissed; it is just no longer listed. The channel's fold keeps
-// the latest maxFoldReports reports (enough for any inbox) and the ids of
-// all, so a late retry of an old report files nothing.
-const (
-	ReportHorizon   = 7 * 24 * time.Hour
-	MaxInboxReports = 50
-	maxFoldReports  = 200
-	MaxReportBody   = 2000
-	MaxReportFields = 12
-)
+// maxFoldReports bounds the reports the fold keeps: the latest ones
+// (enough for any inbox, which lists at most 50) and the ids of all, so a
+// late retry of an old report files nothing.
+const maxFoldReports = 200
 
 // Report is a report as the channel's fold keeps it.
 type Report struct {

@@ -116,10 +116,10 @@ func targetValues(t core.Tool, args map[string]any) []targetValue {
 		switch v := v.(type) {
 		case []any:
 			for _, e := range v {
-				vals = append(vals, ScalarString(e))
+				vals = append(vals, scalarString(e))
 			}
 		default:
-			vals = append(vals, ScalarString(v))
+			vals = append(vals, scalarString(v))
 		}
 		for _, s := range vals {
 			if s = NormalizeTarget(s); s != "" {
@@ -130,7 +130,7 @@ func targetValues(t core.Tool, args map[string]any) []targetValue {
 	return out
 }
 
-func ScalarString(v any) string {
+func scalarString(v any) string {
 	switch v := v.(type) {
 	case string:
 		return v

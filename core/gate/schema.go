@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // schema is the JSON-schema subset tool declarations may use: type (object,
@@ -321,12 +323,23 @@ func CanonicalArgs(args map[string]any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// SortedKeys is used for deterministic rendering of arguments.
-func SortedKeys(m map[string]any) []string {
+// sortedKeys is used for deterministic rendering of arguments.
+func sortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// Summary renders a call for an approval card: the tool and the arguments
+// it will run with, each shortened.
+func Summary(t core.Tool, args map[string]any) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The assistant wants to run %s:", t.Name)
+	for _, k := range sortedKeys(args) {
+		fmt.Fprintf(&b, "\n• %s: %s", k, core.Truncate(scalarString(args[k]), 300))
+	}
+	return b.String()
 }
