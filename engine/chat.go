@@ -46,7 +46,7 @@ func (d *driver) chatCommand(ctx context.Context, cmd chatcommand.Command, h *hu
 		}
 		return "Nothing is running in this thread, so there is nothing to cancel."
 	}
-	return chatcommand.NeedModelText
+	return chatcommand.NeedModelText()
 }
 
 // authorOf names the person behind a memory writer: the person, or the

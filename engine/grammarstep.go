@@ -54,7 +54,7 @@ func grammarStep(rs *RunReplay, pol core.Policy, reg *gate.Registry, gov *govern
 	}
 	switch cmd.Kind {
 	case chatcommand.Help:
-		return text(chatcommand.HelpText + chatcommand.InboxHelpText)
+		return text(chatcommand.HelpText())
 	case chatcommand.Routine:
 		return routineGrammarStep(reg, cmd.Arg)
 	case chatcommand.Remember:
@@ -87,7 +87,7 @@ func grammarStep(rs *RunReplay, pol core.Policy, reg *gate.Registry, gov *govern
 		r.policy = &np
 		return r
 	}
-	return text(chatcommand.NeedModelText)
+	return text(chatcommand.NeedModelText())
 }
 
 // routineGrammarStep is the grammar's answer to a routine command: one call

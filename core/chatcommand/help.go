@@ -1,27 +1,68 @@
 package chatcommand
 
-const HelpText = "Here is what I understand without a model:\n" +
-	"• `help` — this message\n" +
-	"• `remember <something>` — keep a note for this channel\n" +
-	"• `recall <words>` — find notes\n" +
-	"• `memories` — list this channel's notes, newest first (`memories 2` for the next page)\n" +
-	"• `forget <note id>` — drop a note from recall\n" +
-	"• `delete memory <note id>` — destroy a note for good (the person who added it, or an admin)\n" +
-	"• `status` — what I am working on or waiting for in this channel\n" +
-	"• `approvals` — requests waiting for someone's approval in this channel\n" +
-	"• `cancel` — in a thread: stop what I am doing there (the person who asked, or an admin)\n" +
-	"• `policy` — show this channel's rules; admins: `policy set approvers U1,U2`, " +
-	"`policy set admins U1`, `policy set tools a,b`, `policy set window thread 30m`, " +
-	"`policy set window toplevel 6m`, `policy set budget 100000`, `policy set approval send,irreversible` " +
-	"(or `+write` / `-send` to add or remove one level)\n" +
-	"• `routine add <spec> [tz <zone>]: <instruction>`, `routines`, `routine pause|resume|delete|run <id>` — scheduled digests"
+import "strings"
 
-const NeedModelText = "I need a language model for that. Configure one with " +
-	"`MARLOWE_MODEL_PROVIDER=openai` and `MARLOWE_MODEL_BASE_URL` pointing at any OpenAI-compatible " +
-	"endpoint (for example a local Ollama: `http://localhost:11434/v1`, plus `MARLOWE_MODEL` for the model name). " +
-	"Until then I understand `help`, `remember …`, `recall …`, `memories`, `forget …`, `delete memory …`, " +
-	"`status`, `approvals`, `cancel` and `policy …`."
+// Entry is one command of the chat grammar as help lists it. The table is
+// the one place a command is described: `help` (HelpText) and the reply without a
+// model are generated from it, and a test parses every Example and checks
+// that every command the parsers accept has an entry.
+type Entry struct {
+	Usage   string // as typed, in help: "remember <something>"
+	Does    string // what it does
+	Short   string // the offline reply's list form: "remember …"
+	Example string // a message the grammar reads as this command
+}
 
+// Commands lists the grammar's commands in help order.
+func Commands() []Entry {
+	return []Entry{
+		{"help", "this message", "help", "help"},
+		{"remember <something>", "keep a note for this channel", "remember …", "remember deploys freeze on Fridays"},
+		{"recall <words>", "find notes", "recall …", "recall deploys"},
+		{"memories", "list this channel's notes, newest first (`memories 2` for the next page)", "memories", "memories 2"},
+		{"forget <note id>", "drop a note from recall", "forget …", "forget m1"},
+		{"delete memory <note id>", "destroy a note for good (the person who added it, or an admin)", "delete memory …", "delete memory m1"},
+		{"status", "what I am working on or waiting for in this channel", "status", "status"},
+		{"approvals", "requests waiting for someone's approval in this channel", "approvals", "approvals"},
+		{"cancel", "in a thread: stop what I am doing there (the person who asked, or an admin)", "cancel", "cancel"},
+		{"policy", "show this channel's rules; admins: `policy set approvers U1,U2`, " +
+			"`policy set admins U1`, `policy set tools a,b`, `policy set window thread 30m`, " +
+			"`policy set window toplevel 6m`, `policy set budget 100000`, `policy set approval send,irreversible` " +
+			"(or `+write` / `-send` to add or remove one level)", "policy …", "policy set approvers U1"},
+		{"routine add <schedule> [tz <zone>]: <instruction>", "a scheduled digest; the schedule in words (`" + ScheduleExample +
+			"`, `daily at noon`, `every 2 hours`), cron (`0 9 * * 1-5`) or `@every 30m`", "routine add …", "routine add " + ScheduleExample + ": post a digest"},
+		{"routines", "this channel's routines", "routines", "routines"},
+		{"routine edit <id> [<schedule>] [tz <zone>][: <instruction>]", "change a routine (what you leave out stays)", "routine edit …", "routine edit r1 daily at noon"},
+		{"routine pause|resume|delete|run <id>", "pause, resume, delete or run one now", "routine pause|resume|delete|run …", "routine pause r1"},
+		{"inbox", "what waits for your decision (answered in your DM)", "inbox", "inbox"},
+		{"consents", "what you always allow; `consent revoke <id>` withdraws one", "consents", "consents"},
+		{"consent revoke <id>", "withdraw a standing consent", "consent revoke …", "consent revoke c1"},
+	}
+}
+
+// HelpText is the reply to `help`.
+func HelpText() string {
+	var b strings.Builder
+	b.WriteString("Here is what I understand without a model:")
+	for _, c := range Commands() {
+		b.WriteString("\n• `" + c.Usage + "` — " + c.Does)
+	}
+	return b.String()
+}
+
+// NeedModelText is the reply to anything else while no model is configured.
+func NeedModelText() string {
+	var short []string
+	for _, c := range Commands() {
+		short = append(short, "`"+c.Short+"`")
+	}
+	return "I need a language model for that. Configure one with " +
+		"`MARLOWE_MODEL_PROVIDER=openai` and `MARLOWE_MODEL_BASE_URL` pointing at any OpenAI-compatible " +
+		"endpoint (for example a local Ollama: `http://localhost:11434/v1`, plus `MARLOWE_MODEL` for the model name). " +
+		"Until then I understand " + strings.Join(short[:len(short)-1], ", ") + " and " + short[len(short)-1] + "."
+}
+
+// PolicyUsageText is the reply to a `policy` command that did not parse.
 const PolicyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval> <value>` — " +
 	"e.g. `policy set approvers U1,U2`, `policy set tools remember,recall`, `policy set window thread 30m`. " +
 	"Use `none` / `default` to clear a setting."

@@ -42,6 +42,3 @@ func ParseInbox(text string) InboxCommand {
 	}
 	return InboxCommand{}
 }
-
-const InboxHelpText = "\n• `inbox` — what waits for your decision (answered in your DM)" +
-	"\n• `consents` — what you always allow; `consent revoke <id>` withdraws one"

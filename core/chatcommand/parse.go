@@ -33,6 +33,7 @@ const (
 	Cancel
 	Approvals
 	Routine // routine.go
+	kindEnd // keep last: the test walks every kind before it
 )
 
 type Command struct {
