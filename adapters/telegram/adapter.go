@@ -213,9 +213,10 @@ func (a *Adapter) refreshIdentity(ctx context.Context) (identity, error) {
 	if err := a.callInto(ctx, "getMe", nil, &u); err != nil {
 		var ae *APIError
 		if errors.As(err, &ae) && ae.Code == http.StatusUnauthorized {
-			return identity{}, fmt.Errorf("telegram: getMe: the token was refused (check %s): %w", EnvBotToken, err)
+			// err already says "telegram: getMe: …": no second prefix.
+			return identity{}, fmt.Errorf("%w (the token was refused: check %s)", err, EnvBotToken)
 		}
-		return identity{}, fmt.Errorf("telegram: getMe: %w", err)
+		return identity{}, err
 	}
 	if u.ID == 0 || u.UserName == "" || !u.IsBot {
 		return identity{}, errors.New("telegram: getMe returned no bot id or username")

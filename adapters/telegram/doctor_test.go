@@ -2,7 +2,10 @@ package telegram
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -97,5 +100,31 @@ func TestDoctorTokenFailures(t *testing.T) {
 				t.Errorf("detail shows the token: %q", c.Detail)
 			}
 		})
+	}
+}
+
+// The identity check's errors name the method once: "telegram: getMe:"
+// was repeated by the wrapper around callInto's own error.
+func TestIdentityErrorsSayTheirPrefixOnce(t *testing.T) {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusBadGateway} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"ok":false,"error_code":%d,"description":"nope"}`, status)
+		}))
+		a, err := New(Config{BotToken: "123456:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", APIURL: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.refreshIdentity(t.Context())
+		srv.Close()
+		if err == nil {
+			t.Fatalf("%d: no error", status)
+		}
+		if n := strings.Count(err.Error(), "getMe"); n != 1 {
+			t.Errorf("%d: %q names getMe %d times", status, err, n)
+		}
+		if refused := strings.Contains(err.Error(), "token was refused"); refused != (status == http.StatusUnauthorized) {
+			t.Errorf("%d: %q", status, err)
+		}
 	}
 }
