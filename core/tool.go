@@ -80,6 +80,12 @@ type ChannelMemory interface {
 	Forget(ctx context.Context, id string, reason string) error
 }
 
+// DuplicateMemoryError is Remember's answer when the channel already
+// keeps a memory with the same text: nothing new was stored.
+type DuplicateMemoryError struct{ ID string }
+
+func (e *DuplicateMemoryError) Error() string { return "already remembered (id " + e.ID + ")" }
+
 // Recalled is one memory returned by recall.
 type Recalled struct {
 	ID    string  `json:"id"`

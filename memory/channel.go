@@ -102,6 +102,17 @@ func (c *Channel) remember(ctx context.Context, text string, prov core.Provenanc
 			return c.index(ctx, e)
 		}
 	}
+	// The same note twice is one memory: the second remember says so
+	// (core.DuplicateMemoryError) instead of storing it again.
+	tl := s.textLock(c.ch, sameTextKey(text))
+	tl.Lock()
+	defer tl.Unlock()
+	if e, ok, err := c.sameText(ctx, text); err != nil {
+		return Entry{}, fmt.Errorf("remember: look for the same note: %w", err)
+	} else if ok {
+		s.metrics.duplicates.Add(1)
+		return e, &core.DuplicateMemoryError{ID: e.ID}
+	}
 	d, err := s.draft(prov.Actor, c.scope, core.Meta{Cause: prov.Origin},
 		&core.MemoryWritten{MemoryID: s.b.NewID(), Text: text, Provenance: prov})
 	if err != nil {
@@ -120,6 +131,33 @@ func (c *Channel) remember(ctx context.Context, text string, prov core.Provenanc
 		s.metrics.remembers.Add(1)
 	}
 	return e, err
+}
+
+// sameTextKey is what two notes share when they say the same thing:
+// their words, case and spacing aside.
+func sameTextKey(text string) string { return strings.Join(strings.Fields(strings.ToLower(text)), " ") }
+
+// sameText finds a live memory of this channel with the same text.
+func (c *Channel) sameText(ctx context.Context, text string) (Entry, bool, error) {
+	terms := Terms(text)
+	if len(terms) == 0 {
+		return Entry{}, false, nil
+	}
+	cands, err := c.s.ix.Search(ctx, SearchQuery{Channel: c.ch, Terms: terms, K: 50})
+	if err != nil {
+		return Entry{}, false, err
+	}
+	want := sameTextKey(text)
+	for _, h := range cands.Lexical {
+		if h.Channel == c.ch && sameTextKey(h.Text) == want {
+			e, err := c.s.ix.Get(ctx, c.ch, h.ID)
+			if err != nil {
+				return Entry{}, false, err
+			}
+			return e, true, nil
+		}
+	}
+	return Entry{}, false, nil
 }
 
 // index stores a journaled memory and, best effort, its embedding.

@@ -75,6 +75,10 @@ func TestEngineMemoriesAndDelete(t *testing.T) {
 		t.Fatalf("remember answered %q", got)
 	}
 	id := m[1]
+	// The same note again is the same memory, and the reply says so.
+	if again := say("UBOB", "remember alice's badge number is  4411"); !strings.Contains(again, "Already remembered (id "+id+")") {
+		t.Errorf("a second remember of the same text answered %q, want it already remembered as %s", again, id)
+	}
 	if got := say("UBOB", "memories"); !strings.Contains(got, "`"+id+"` Alice's badge number is 4411 — added by <@UALICE>") {
 		t.Errorf("memories = %q", got)
 	}

@@ -100,6 +100,10 @@ type Service struct {
 	// origins serialises remembers of one (channel, origin) in this process,
 	// so a re-executed tool call racing its first execution stores once.
 	origins [64]sync.Mutex
+	// texts serialises remembers of one (channel, text): a lock taken
+	// inside an origin lock, never the other way round, so the two stripe
+	// sets cannot deadlock.
+	texts [64]sync.Mutex
 }
 
 // New returns a Service.
@@ -174,11 +178,20 @@ func (s *Service) Stats() Stats { return s.metrics.snapshot() }
 func (s *Service) Degraded() bool { return s.emb == nil }
 
 func (s *Service) originLock(ch core.ChannelKey, origin string) *sync.Mutex {
+	return &s.origins[stripe(ch, origin, len(s.origins))]
+}
+
+// textLock is the lock of remembers of text in ch (see texts).
+func (s *Service) textLock(ch core.ChannelKey, text string) *sync.Mutex {
+	return &s.texts[stripe(ch, text, len(s.texts))]
+}
+
+func stripe(ch core.ChannelKey, key string, n int) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(ch))
 	_, _ = h.Write([]byte{0})
-	_, _ = h.Write([]byte(origin))
-	return &s.origins[h.Sum32()%uint32(len(s.origins))]
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
 }
 
 // draft stamps a command for by: a run (agent), a verified person (human)

@@ -134,6 +134,9 @@ func Remember() core.Tool {
 				return core.Observation{}, errors.New("nothing to remember: text is empty")
 			}
 			id, err := tc.Memory.Remember(ctx, a.Text)
+			if dup := (*core.DuplicateMemoryError)(nil); errors.As(err, &dup) {
+				return trusted("Already remembered (id %s).", dup.ID), nil
+			}
 			if err != nil {
 				return core.Observation{}, fmt.Errorf("remember: %w", err)
 			}

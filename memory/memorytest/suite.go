@@ -57,6 +57,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"FloorRuntime", testFloorRuntime},
 		{"Budget", testBudget},
 		{"Dedup", testDedup},
+		{"SameTextOnce", testSameTextOnce},
 		{"Links", testLinks},
 		{"Ringfence", testRingfence},
 	}
@@ -864,6 +865,36 @@ func testBudget(t *testing.T, f *fixture) {
 	}
 	if r.Chars != chars || r.Tokens > opt.MaxSnippets*opt.MaxChars/4 {
 		t.Errorf("cost: %d chars (counted %d), %d tokens", r.Chars, chars, r.Tokens)
+	}
+}
+
+// The same note twice is one memory: the second remember answers with the
+// first one's id (core.DuplicateMemoryError) and journals nothing; case and
+// spacing do not make a note new, a forgotten note does not count, and
+// another channel's note is another channel's.
+func testSameTextOnce(t *testing.T, f *fixture) {
+	ctx := t.Context()
+	k := f.key("c")
+	ch := f.svc.For(k)
+	first := f.remember(ch, "The launch moved to Friday")
+	f.remember(ch, "the launch moved to Friday afternoon") // a different note
+	before := len(f.commands(k, core.KindMemoryWritten))
+	for _, again := range []string{"The launch moved to Friday", "  the LAUNCH   moved to friday "} {
+		id, err := ch.Remember(ctx, again, f.prov())
+		var dup *core.DuplicateMemoryError
+		if !errors.As(err, &dup) || dup.ID != first || id != first {
+			t.Fatalf("remember %q again: id %q, err %v; want DuplicateMemoryError{%s}", again, id, err, first)
+		}
+	}
+	if n := len(f.commands(k, core.KindMemoryWritten)); n != before {
+		t.Fatalf("a repeated note was journaled: %d memory.written, want %d", n, before)
+	}
+	f.remember(f.svc.For(f.key("other")), "The launch moved to Friday")
+	if err := ch.Forget(ctx, first, "outdated"); err != nil {
+		t.Fatal(err)
+	}
+	if id := f.remember(ch, "The launch moved to Friday"); id == first {
+		t.Fatalf("a forgotten note still counts as remembered")
 	}
 }
 
