@@ -110,6 +110,9 @@ type RunStarted struct {
 	// Owner is the person an unattended run works for (a routine's owner):
 	// its requester, whose inbox gets its consent requests.
 	Owner *Person `json:"owner,omitempty"`
+	// Context is an unattended run's untrusted data (UnattendedRun.Context),
+	// kept apart from Instruction, the trusted text.
+	Context string `json:"context,omitempty"`
 }
 
 // ThreadTurn is one earlier message of a thread: a person's or the bot's.
