@@ -112,28 +112,20 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 	if r == nil || r.Deleted {
 		return "", fmt.Errorf("no routine %s in this channel (see `routines`)", cmd.ID)
 	}
-	if cmd.Op == chatcommand.RoutineRun {
-		if s.eng == nil {
-			return "", errors.New("scheduler: no engine bound")
-		}
-		f, err := s.fire(ctx, r, &core.RoutineFired{RoutineID: r.ID, Slot: s.cfg.Clock().UTC(), Outcome: OutcomeManual, Reason: "run by " + by.ID})
-		if err != nil {
-			return "", err
-		}
-		all, err := s.cfg.Journal.Read(ctx, sc.Key(), 0, 0)
-		if err != nil {
-			return "", err
-		}
-		if err := s.perform(ctx, r, f, all, false); err != nil {
-			return "", err
-		}
-		if s.eng.HasModel() {
-			return fmt.Sprintf("▶️ Routine %s is running; its result will be posted in the channel.", r.ID), nil
-		}
-		return fmt.Sprintf("▶️ Routine %s ran; its digest is posted in the channel.", r.ID), nil
-	}
 	if r.Owner != by.ID && (s.eng == nil || !s.eng.IsAdmin(ctx, sc, by)) {
 		return "", fmt.Errorf("routine %s belongs to <@%s>: only its owner or an admin can %s it; nothing was changed", r.ID, r.Owner, cmd.Op)
+	}
+	if pending := r.Proposed && r.ArmedAt.IsZero() && !r.Decided; pending {
+		// A proposal is armed only by its requester: the Arm click, or the
+		// requester typing resume. Until then nobody runs or pauses it.
+		switch {
+		case cmd.Op == chatcommand.RoutineResume && by.ID != r.Owner,
+			cmd.Op == chatcommand.RoutineRun, cmd.Op == chatcommand.RoutinePause:
+			return "", fmt.Errorf("routine %s is a proposal waiting for <@%s> to arm or discard it on its card; nothing was changed", r.ID, r.Owner)
+		}
+	}
+	if cmd.Op == chatcommand.RoutineRun {
+		return s.runNow(ctx, sc, by, r)
 	}
 	if cmd.Op == chatcommand.RoutineEdit {
 		return s.edit(ctx, sc, by, r, cmd)
@@ -154,6 +146,46 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		return "", err
 	}
 	return done, nil
+}
+
+// runNow answers `routine run`: a manual firing of an armed routine, within
+// the channel's daily budget and at most once per minimum interval (since
+// its last firing, scheduled or manual).
+func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r *Routine) (string, error) {
+	if s.eng == nil {
+		return "", errors.New("scheduler: no engine bound")
+	}
+	if !r.Armed {
+		return "", fmt.Errorf("routine %s is paused: only an armed routine can be run (`routine resume %s` arms it); nothing was run", r.ID, r.ID)
+	}
+	now := s.cfg.Clock().UTC()
+	for _, f := range r.Firings {
+		if f.Outcome == OutcomeSkipped {
+			continue
+		}
+		if wait := f.At.Add(s.cfg.MinInterval).Sub(now); wait > 0 {
+			return "", fmt.Errorf("routine %s fired at %s: it can run again in %s (at most once per %s); nothing was run",
+				r.ID, f.At.UTC().Format("15:04:05 MST"), wait.Round(time.Second), s.cfg.MinInterval)
+		}
+	}
+	if why := s.overBudget(ctx, r); why != "" {
+		return "", fmt.Errorf("routine %s not run: %s", r.ID, why)
+	}
+	f, err := s.fire(ctx, r, &core.RoutineFired{RoutineID: r.ID, Slot: now, Outcome: OutcomeManual, Reason: "run by " + by.ID})
+	if err != nil {
+		return "", err
+	}
+	all, err := s.cfg.Journal.Read(ctx, sc.Key(), 0, 0)
+	if err != nil {
+		return "", err
+	}
+	if err := s.perform(ctx, r, f, all, false); err != nil {
+		return "", err
+	}
+	if s.eng.HasModel() {
+		return fmt.Sprintf("▶️ Routine %s is running; its result will be posted in the channel.", r.ID), nil
+	}
+	return fmt.Sprintf("▶️ Routine %s ran; its digest is posted in the channel.", r.ID), nil
 }
 
 // edit changes what cmd names of r and keeps the rest, armed or paused as

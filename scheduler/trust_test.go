@@ -1,6 +1,9 @@
 package scheduler_test
 
 import (
+	"context"
+
+	"github.com/marlowe-bot/marlowe/scheduler"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +74,130 @@ func TestAttackFiringDigestDoesNotLaunderTargets(t *testing.T) {
 	}
 	if n := w.count(core.KindApprovalRequested); n != 1 {
 		t.Fatalf("%d approval.requested, want the owner's consent card", n)
+	}
+}
+
+var admin = core.Person{ID: "UADMIN", Name: "Admin"}
+
+// Attack (anyone fires anything): a member who neither owns a routine nor
+// administers the channel cannot run it; nor can anyone run a paused one.
+func TestAttackRoutineRunBelongsToOwnerOrAdminAndNeedsArmed(t *testing.T) {
+	w := newWorld(t)
+	id := routineID(t, w.say(alice, "routine add @every 10m: digest"))
+	if r := w.say(bob, "routine run "+id); !strings.Contains(r, "only its owner or an admin") {
+		t.Fatalf("bob's run of alice's routine: %q", r)
+	}
+	if f := w.fired(); len(f) != 0 {
+		t.Fatalf("a member's run fired: %+v", f)
+	}
+	if r := w.say(alice, "routine pause "+id); !strings.Contains(r, "paused") {
+		t.Fatalf("pause: %q", r)
+	}
+	for _, by := range []core.Person{alice, admin} {
+		if r := w.say(by, "routine run "+id); !strings.Contains(r, "only an armed routine can be run") {
+			t.Fatalf("%s's run of a paused routine: %q", by.ID, r)
+		}
+	}
+	if f := w.fired(); len(f) != 0 {
+		t.Fatalf("a paused routine was run: %+v", f)
+	}
+	w.say(alice, "routine resume "+id)
+	if r := w.say(admin, "routine run "+id); !strings.Contains(r, "ran") {
+		t.Fatalf("an admin's run of an armed routine: %q", r)
+	}
+	if f := w.fired(); len(f) != 1 || f[0].Outcome != scheduler.OutcomeManual {
+		t.Fatalf("fired: %+v", f)
+	}
+}
+
+// Attack (no rate limit): a manual run waits out the minimum interval
+// since the routine's last firing.
+func TestAttackRoutineRunHasACooldownOfTheMinimumInterval(t *testing.T) {
+	w := newWorld(t)
+	id := routineID(t, w.say(alice, "routine add @every 1h: digest"))
+	if r := w.say(alice, "routine run "+id); !strings.Contains(r, "ran") {
+		t.Fatalf("first run: %q", r)
+	}
+	w.clk.Advance(4 * time.Minute)
+	if r := w.say(alice, "routine run "+id); !strings.Contains(r, "can run again in 1m0s") {
+		t.Fatalf("second run within the minimum interval: %q", r)
+	}
+	if n := len(w.fired()); n != 1 {
+		t.Fatalf("%d firings, want 1", n)
+	}
+	w.clk.Advance(time.Minute)
+	if r := w.say(alice, "routine run "+id); !strings.Contains(r, "ran") {
+		t.Fatalf("run after the minimum interval: %q", r)
+	}
+	if n := len(w.fired()); n != 2 {
+		t.Fatalf("%d firings, want 2", n)
+	}
+}
+
+// Attack (no budget check): a manual run of a model routine is refused
+// when the channel's daily token budget is used up.
+func TestAttackRoutineRunObeysTheDailyBudget(t *testing.T) {
+	m := newFiringModel(func(int) int { return 100 })
+	w := newModelWorld(t, m.script)
+	id := routineID(t, w.say(alice, "routine add @every 1h: summarise"))
+	w.say(admin, "policy set budget 100")
+	if r := w.say(alice, "routine run "+id); !strings.Contains(r, "is running") {
+		t.Fatalf("first run: %q", r)
+	}
+	w.idle() // 120 tokens: the day's 100 are gone
+	w.clk.Advance(10 * time.Minute)
+	if r := w.say(alice, "routine run "+id); !strings.Contains(r, "daily token budget is used up") {
+		t.Fatalf("run over budget: %q", r)
+	}
+	if n := len(m.seeds); n != 1 {
+		t.Fatalf("%d model runs, want 1", n)
+	}
+}
+
+// Attack (arming without the click): an admin's `routine resume` (or
+// `pause` then `resume`) on someone else's proposal does not arm it, and a
+// routine.changed by anyone but the requester arms no proposal in the
+// fold; the requester typing `resume` does.
+func TestAttackOnlyTheRequesterArmsAProposal(t *testing.T) {
+	w := newModelWorld(t, proposingModel(`{"spec":"@every 10m","instruction":"summarise"}`))
+	w.say(alice, "every ten minutes, summarise")
+	p, _, _ := w.proposal()
+	for _, op := range []string{"resume", "pause", "run"} {
+		if r := w.say(admin, "routine "+op+" "+p.RoutineID); !strings.Contains(r, "waiting for <@"+alice.ID+"> to arm") {
+			t.Fatalf("admin's %s of alice's proposal: %q", op, r)
+		}
+	}
+	// Journaled straight past the command's check, an admin's arming still
+	// arms nothing: the fold arms a proposal first from its requester.
+	d, err := w.b.Human(admin, room, core.Meta{}, &core.RoutineChanged{RoutineID: p.RoutineID, Armed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.j.Append(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	w.clk.Advance(10 * time.Minute)
+	w.tick()
+	w.idle()
+	if f := w.fired(); len(f) != 0 {
+		t.Fatalf("a proposal nobody's requester armed fired: %+v", f)
+	}
+	if l := w.say(alice, "routines"); !strings.Contains(l, "paused") {
+		t.Fatalf("list: %q", l)
+	}
+}
+
+func TestRequesterTypingResumeArmsTheirProposal(t *testing.T) {
+	w := newModelWorld(t, proposingModel(`{"spec":"@every 10m","instruction":"summarise"}`))
+	w.say(alice, "every ten minutes, summarise")
+	p, _, _ := w.proposal()
+	if r := w.say(alice, "routine resume "+p.RoutineID); !strings.Contains(r, "resumed") {
+		t.Fatalf("alice's resume: %q", r)
+	}
+	w.clk.Advance(10 * time.Minute)
+	w.tick()
+	w.idle()
+	if f := w.fired(); len(f) != 1 {
+		t.Fatalf("fired after the requester's resume: %+v", f)
 	}
 }
