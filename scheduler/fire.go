@@ -18,9 +18,17 @@ var errLostSlot = errors.New("slot fired by another scheduler")
 // id is keyed by (routine, slot), so a second scheduler's append of the same
 // slot is refused by the journal (errLostSlot).
 func (s *Scheduler) fire(ctx context.Context, r *Routine, p *core.RoutineFired) (*Firing, error) {
+	return s.fireKeyed(ctx, r, p, "", time.Time{})
+}
+
+// fireKeyed is fire; a manual firing with a key is journaled under the id
+// KeyedID(key, at) (the request that ran it).
+func (s *Scheduler) fireKeyed(ctx context.Context, r *Routine, p *core.RoutineFired, key string, at time.Time) (*Firing, error) {
 	var d core.Draft
 	var err error
-	if p.Outcome == OutcomeManual {
+	if p.Outcome == OutcomeManual && key != "" {
+		d, err = s.cfg.Boundary.SystemKeyed("scheduler", key, at, r.Scope, core.Meta{}, p)
+	} else if p.Outcome == OutcomeManual {
 		d, err = s.cfg.Boundary.System("scheduler", r.Scope, core.Meta{}, p)
 	} else {
 		d, err = s.cfg.Boundary.SystemKeyed("scheduler", "routine.fired:"+r.ID+":"+p.Slot.UTC().Format(time.RFC3339Nano), p.Slot, r.Scope, core.Meta{}, p)

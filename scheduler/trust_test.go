@@ -201,3 +201,50 @@ func TestRequesterTypingResumeArmsTheirProposal(t *testing.T) {
 		t.Fatalf("fired after the requester's resume: %+v", f)
 	}
 }
+
+// replayTool carries out the routine tool call of the run that answered
+// text again, with the same journaled request: what a run re-executed after
+// a crash or a lease handover does.
+func (w *world) replayTool(text string) string {
+	w.t.Helper()
+	var req core.Command
+	for _, c := range w.j.All(room.Key()) {
+		if c.Kind() == core.KindToolRequested {
+			if p, _ := core.Decode[*core.ToolRequested](c); p.Call.Name == "routine" && strings.Contains(p.Call.Args, text) {
+				req = c
+			}
+		}
+	}
+	if req.ID() == "" {
+		w.t.Fatalf("no routine call for %q", text)
+	}
+	p, _ := core.Decode[*core.ToolRequested](req)
+	sc := room
+	sc.Thread = req.Scope().Thread
+	obs, err := w.sch.Tool().Run(context.Background(), core.ToolContext{Run: req.Run(), Scope: sc, CallID: p.Call.ID, Origin: req.ID()}, []byte(p.Call.Args))
+	if err != nil {
+		w.t.Fatalf("replay of %q: %v", text, err)
+	}
+	return obs.Text
+}
+
+// Attack (replays duplicate): `routine add` and `routine run` carried out
+// again for the same journaled request create no second routine and no
+// second firing: their ids are keyed by the request.
+func TestAttackReplayedRoutineAddAndRunAreIdempotent(t *testing.T) {
+	w := newWorld(t)
+	first := w.say(alice, "routine add @every 1h: digest")
+	id := routineID(t, first)
+	if again := w.replayTool("routine add @every 1h: digest"); routineID(t, again) != id {
+		t.Fatalf("replayed add answered %q, first %q", again, first)
+	}
+	if n := w.count(core.KindRoutineCreated); n != 1 {
+		t.Fatalf("%d routine.created after a replayed add", n)
+	}
+	w.say(alice, "routine run "+id)
+	w.clk.Advance(time.Hour) // past any cooldown: only the key stops a second firing
+	w.replayTool("routine run " + id)
+	if f := w.fired(); len(f) != 1 {
+		t.Fatalf("%d firings after a replayed run", len(f))
+	}
+}
