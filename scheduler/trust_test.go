@@ -248,3 +248,26 @@ func TestAttackReplayedRoutineAddAndRunAreIdempotent(t *testing.T) {
 		t.Fatalf("%d firings after a replayed run", len(f))
 	}
 }
+
+// Attack (the minimum interval dodged): a schedule that fires more often
+// than the minimum interval (here a spec journaled past the command's
+// check, as one accepted under a shorter minimum or crossing a DST change
+// would) still fires at most once per minimum interval.
+func TestAttackMinimumIntervalHoldsAtFiringTime(t *testing.T) {
+	w := newWorld(t)
+	d, err := w.b.Human(alice, room, core.Meta{}, &core.RoutineCreated{RoutineID: "rfast", Cron: "* * * * *", TZ: "UTC", Instruction: "digest", Owner: alice.ID, Armed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.j.Append(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		w.clk.Advance(time.Minute)
+		w.tick()
+	}
+	f := w.fired()
+	if len(f) != 2 || f[1].Slot.Sub(f[0].Slot) < 5*time.Minute {
+		t.Fatalf("fired %d times in 10 minutes of a 1-minute spec: %+v", len(f), f)
+	}
+}
