@@ -28,3 +28,16 @@ func (b *Boundary) SystemKeyed(id, key string, at time.Time, scope Scope, m Meta
 	d.c.id = KeyedID(key, at)
 	return d, nil
 }
+
+// HumanKeyed drafts a person's command whose id is KeyedID(key, at): a
+// command carried out again for the same journaled request (a run
+// re-executed after a crash or a lease handover) drafts the same id, and
+// the journal holds it once.
+func (b *Boundary) HumanKeyed(p Person, key string, at time.Time, scope Scope, m Meta, payload Payload) (Draft, error) {
+	d, err := b.Human(p, scope, m, payload)
+	if err != nil {
+		return Draft{}, err
+	}
+	d.c.id = KeyedID(key, at)
+	return d, nil
+}

@@ -110,6 +110,9 @@ type RunStarted struct {
 	// Owner is the person an unattended run works for (a routine's owner):
 	// its requester, whose inbox gets its consent requests.
 	Owner *Person `json:"owner,omitempty"`
+	// Context is an unattended run's untrusted data (UnattendedRun.Context),
+	// kept apart from Instruction, the trusted text.
+	Context string `json:"context,omitempty"`
 }
 
 // ThreadTurn is one earlier message of a thread: a person's or the bot's.
@@ -185,6 +188,9 @@ type ApprovalRequested struct {
 	// Unattended marks a consent request of a run nobody watches: the run
 	// waits as needs-permission and the card goes only to its owner.
 	Unattended bool `json:"unattended,omitempty"`
+	// InDM marks a request asked in a direct message with the bot: with no
+	// approvers listed, only the channel's admins decide it.
+	InDM bool `json:"in_dm,omitempty"`
 }
 
 type ApprovalResolved struct {
@@ -202,8 +208,17 @@ type ConsentGranted struct {
 	ConsentID   string `json:"consent_id,omitempty"`
 	Tool        string `json:"tool"`
 	Destination string `json:"destination,omitempty"`
-	Owner       string `json:"owner"`
+	// Owner is who granted it (the clicker of "Always allow").
+	Owner string `json:"owner"`
+	// Covers is what the grant covers: CoversChannel, every run in the
+	// channel, granted by one of its approvers or admins. Grants recorded
+	// before it ("") count only while their owner is one of the channel's
+	// approvers.
+	Covers string `json:"covers,omitempty"`
 }
+
+// CoversChannel is ConsentGranted.Covers of a channel-wide grant.
+const CoversChannel = "channel"
 
 type ConsentRevoked struct {
 	ConsentID   string `json:"consent_id,omitempty"`

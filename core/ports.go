@@ -185,10 +185,19 @@ type OwnerNotice struct {
 
 // UnattendedRun is what starts a run nobody watches.
 type UnattendedRun struct {
-	Scope       Scope  // where it posts (a channel; Thread "" = top level)
-	Owner       Person // on whose behalf it works: its requester
+	Scope Scope  // where it posts (a channel; Thread "" = top level)
+	Owner Person // on whose behalf it works: its requester
+	// Instruction is the trusted text of the run: only what a person typed
+	// for it (a routine's instruction as its owner, or the admin who last
+	// edited it, wrote it). The gate's "named by the requester" rule counts
+	// this text alone.
 	Instruction string
-	Trigger     string // the routine id or task id that fired it
+	// Context is data the run works from (a routine's digest and run
+	// history: other people's messages, the bot's earlier answers, memory
+	// texts). The model sees it fenced as untrusted content; it never
+	// counts as the owner's words.
+	Context string
+	Trigger string // the routine id or task id that fired it
 	// RunID, when set, is the run's id, fixed by the caller (a routine
 	// firing's KeyedID): starting it again is a no-op that returns it, and
 	// two replicas starting it at once journal one run.started.

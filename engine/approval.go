@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -66,39 +67,91 @@ func parseCardToken(key []byte, tok string) (string, byte, error) {
 	return id, action, nil
 }
 
-// authorizeClick decides whether by may take action on a. It returns a
+// clicker is who clicked a card, and where: admin is whether they
+// administer the approval's channel (an operator, a channel admin, a
+// platform administrator), from is the conversation the click came from.
+type clicker struct {
+	by    core.Person
+	admin bool
+	from  core.Scope
+}
+
+// clickerOf asks, before the channel's append (it is I/O), whether the
+// person who clicked a's card administers a's channel.
+func (e *Engine) clickerOf(ctx context.Context, v *chanView, a *fold.Approval, click core.CardClick) clicker {
+	var pol core.Policy
+	_ = v.with(ctx, func() { pol = e.policyLocked(v) })
+	return clicker{by: click.By, from: click.Scope, admin: e.governs(ctx, a.Scope, click.By, pol).admin}
+}
+
+// authorizeClick decides whether c may take action on a. It returns a
 // reason for a refusal, "" when allowed. The card is a view; this check,
-// against the channel's policy, is what makes a click count.
-func authorizeClick(p core.Policy, a *fold.Approval, by core.Person, action byte) string {
+// against the channel's policy, is what makes a click count:
+//   - with approvers listed, they decide;
+//   - with none, the admins alone decide an irreversible action or one
+//     asked in a DM, and anyone else decides from the card's own
+//     conversation (a DM card or a forwarded token decides nothing);
+//   - the requester alone never approves an irreversible action;
+//   - an unattended run's owner may allow its non-irreversible call once,
+//     or deny it;
+//   - "Always allow" covers every run in the channel, so only its approvers
+//     (when listed) or admins grant it.
+func authorizeClick(p core.Policy, a *fold.Approval, c clicker, action byte) string {
+	by := c.by
 	if by.ID == "" || by.IsBot {
 		return "only people can decide approvals"
 	}
-	isApprover := len(p.Approvers) == 0 || slices.Contains(p.Approvers, by.ID)
+	listed := slices.Contains(p.Approvers, by.ID)
+	deciders := core.MentionList(p.Approvers)
+	if len(p.Approvers) == 0 {
+		deciders = "the channel's admins"
+	}
+	var decider bool
+	switch {
+	case len(p.Approvers) > 0:
+		decider = listed
+	case a.Consequence == core.Irreversible || a.InDM:
+		decider = c.admin
+	default:
+		// Members decide, from the card's own conversation.
+		decider = c.admin || c.from.Key() == a.Scope.Key()
+		deciders = "people in " + channelRef(a.Scope)
+	}
 	if a.Question != "" {
-		if isApprover || by.ID == a.Requester || slices.Contains(a.Notify, by.ID) {
+		if decider || by.ID == a.Requester || slices.Contains(a.Notify, by.ID) {
 			return ""
 		}
-		return fmt.Sprintf("only %s or %s can answer this", core.MentionOf(a.Requester), core.MentionList(p.Approvers))
+		return fmt.Sprintf("only %s or %s can answer this", core.MentionOf(a.Requester), deciders)
 	}
 	switch action {
 	case actionDecline:
-		if isApprover || by.ID == a.Requester {
+		if decider || by.ID == a.Requester {
 			return ""
 		}
-		return fmt.Sprintf("only %s or %s can decline this", core.MentionOf(a.Requester), core.MentionList(p.Approvers))
-	case actionApprove, actionAlways:
+		return fmt.Sprintf("only %s or %s can decline this", core.MentionOf(a.Requester), deciders)
+	case actionAlways:
+		if !(len(p.Approvers) > 0 && listed) && !c.admin {
+			who := "the channel's admins"
+			if len(p.Approvers) > 0 {
+				who = core.MentionList(p.Approvers) + " or the channel's admins"
+			}
+			return "only " + who + " can grant \"Always allow\" (it covers everyone's runs in this channel); " +
+				"\"Allow once\" is still yours to give"
+		}
+		fallthrough
+	case actionApprove:
 		if a.Unattended && a.Consequence != core.Irreversible {
 			// Consent for a run done on the owner's behalf is the owner's.
-			if by.ID == a.Requester || len(p.Approvers) > 0 && slices.Contains(p.Approvers, by.ID) {
+			if by.ID == a.Requester || listed {
 				return ""
 			}
 			return "only " + core.MentionOf(a.Requester) + ", on whose behalf this runs, can allow it"
 		}
-		if !isApprover {
-			return fmt.Sprintf("only %s can approve this", core.MentionList(p.Approvers))
-		}
 		if a.Consequence == core.Irreversible && by.ID == a.Requester {
 			return "an irreversible action needs someone other than the requester to approve it"
+		}
+		if !decider {
+			return fmt.Sprintf("only %s can approve this", deciders)
 		}
 		return ""
 	}
@@ -174,7 +227,8 @@ func approvalCard(key []byte, ar *core.ApprovalRequested, res *core.ApprovalReso
 				{ID: "always", Label: "Always allow", Token: always},
 				{ID: "decline", Label: "Deny", Token: decline, Style: "danger"},
 			}
-			c.Fields = append(c.Fields, core.CardField{Label: "Always allow covers", Value: consentScope(ar.Tool, ar.Destination)})
+			c.Fields = append(c.Fields, core.CardField{Label: "Always allow covers", Value: consentScope(ar.Tool, ar.Destination) +
+				", for everyone's runs; only the channel's approvers or admins can grant it"})
 		}
 	}
 	if res != nil {

@@ -10,6 +10,25 @@ import (
 	"github.com/marlowe-bot/marlowe/engine"
 )
 
+// platformAdmins makes ids the platform's administrators (asked one at a
+// time, so they get no DM cards).
+func platformAdmins(ids ...string) func(*engine.Config) {
+	return func(c *engine.Config) {
+		s, ok := c.Surfaces[platform].(adminSurface)
+		if !ok {
+			s = adminSurface{FakeSurface: c.Surfaces[platform].(*coretest.FakeSurface), admins: map[string]bool{}}
+		}
+		for _, id := range ids {
+			s.admins[id] = true
+		}
+		c.Surfaces[platform] = s
+	}
+}
+
+// adminsBobCarol makes Bob and Carol workspace admins: with no approvers
+// listed, the admins decide irreversible actions.
+var adminsBobCarol = platformAdmins(bob.ID, carol.ID)
+
 // wipeHarness runs a model that calls the irreversible wipe tool once and
 // then answers with the observation it got.
 func wipeHarness(t *testing.T, opts ...func(*engine.Config)) (*harness, *toolLog, core.Event) {
@@ -18,7 +37,7 @@ func wipeHarness(t *testing.T, opts ...func(*engine.Config)) (*harness, *toolLog
 		coretest.Calls(coretest.Call("c1", "wipe", `{"id":"42"}`)),
 		func(v core.View) (core.Reply, error) { return core.Reply{Text: "result: " + lastText(v)}, nil },
 	)
-	h := newHarness(t, m, []core.Tool{wipeTool(log)}, opts...)
+	h := newHarness(t, m, []core.Tool{wipeTool(log)}, append([]func(*engine.Config){platformAdmins(bob.ID)}, opts...)...)
 	ev := h.mention(alice, "C1", "wipe record 42")
 	h.deliver(ev)
 	h.idle()

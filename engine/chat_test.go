@@ -141,7 +141,7 @@ func approvalRun(t *testing.T, h *harness, who core.Person) core.Event {
 func TestStatusAndApprovalsListWhatWaits(t *testing.T) {
 	log := &toolLog{}
 	m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("w", "wipe", `{"id":"42"}`)), coretest.Text("wiped"))
-	h := newHarness(t, m, []core.Tool{wipeTool(log)})
+	h := newHarness(t, m, []core.Tool{wipeTool(log)}, adminsBobCarol)
 	if got := h.say(bob, "status"); !strings.Contains(got, "Nothing is running") {
 		t.Errorf("idle status = %q", got)
 	}
@@ -183,6 +183,7 @@ func TestStatusLinksThreadsWhereTheSurfaceCan(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("w", "wipe", `{"id":"42"}`)), coretest.Text("wiped"))
 	h := newHarness(t, m, []core.Tool{wipeTool(&toolLog{})}, func(c *engine.Config) {
 		c.Surfaces[platform] = statusLinks{c.Surfaces[platform].(*coretest.FakeSurface)}
+		c.Operators = []core.Operator{{Platform: platform, UserID: carol.ID}} // someone who may decide it
 	})
 	ev := approvalRun(t, h, alice)
 	if got := h.say(bob, "status"); !strings.Contains(got, "https://chat.example/C1/"+ev.MessageID) {
@@ -193,7 +194,7 @@ func TestStatusLinksThreadsWhereTheSurfaceCan(t *testing.T) {
 func TestCancelStopsAWaitingRun(t *testing.T) {
 	log := &toolLog{}
 	m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("w", "wipe", `{"id":"42"}`)), coretest.Text("wiped"))
-	h := newHarness(t, m, []core.Tool{wipeTool(log)})
+	h := newHarness(t, m, []core.Tool{wipeTool(log)}, platformAdmins(carol.ID))
 	ev := approvalRun(t, h, alice)
 	root := ev.MessageID
 	calls := m.Calls()
@@ -387,7 +388,7 @@ func TestListMemoriesToolNamesThePerson(t *testing.T) {
 // failing platform (or a crash) is posted by the next start, once.
 func TestCancelNoticeSurvivesARestart(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("w", "wipe", `{"id":"42"}`)), coretest.Text("wiped"))
-	h := newHarness(t, m, []core.Tool{wipeTool(&toolLog{})})
+	h := newHarness(t, m, []core.Tool{wipeTool(&toolLog{})}, platformAdmins(bob.ID))
 	ev := approvalRun(t, h, alice)
 	h.s.FailPost = func(out core.Outbound) error {
 		if strings.HasPrefix(out.Text, "🚫 Stopped:") {

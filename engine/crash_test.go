@@ -37,7 +37,9 @@ func (w *crashWorld) engine(t *testing.T, j core.Journal) *engine.Engine {
 	}
 	e, err := engine.New(engine.Config{
 		Journal: j, Boundary: w.b, Model: w.m, Tools: reg,
-		Surfaces: map[string]core.Surface{platform: w.s},
+		// Bob, who clicks the cards, is a workspace admin: with no
+		// approvers listed, admins decide irreversible actions.
+		Surfaces: map[string]core.Surface{platform: adminSurface{FakeSurface: w.s, admins: map[string]bool{bob.ID: true}}},
 		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
 			return true, "mention", nil
 		}),

@@ -64,15 +64,15 @@ func TestFoldUsesTheEnginesConsentAndApprovalRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !v.fold.Consented("post", "#a") || v.fold.Approval("A1").Decision != "approved" || v.fold.Run("R1").Status != core.RunWaitingApproval {
-		t.Errorf("engine: consented %v, A1 %q, R1 %s", v.fold.Consented("post", "#a"), v.fold.Approval("A1").Decision, v.fold.Run("R1").Status)
+	if !v.fold.Consented("post", "#a", []string{"UA"}) || v.fold.Approval("A1").Decision != "approved" || v.fold.Run("R1").Status != core.RunWaitingApproval {
+		t.Errorf("engine: consented %v, A1 %q, R1 %s", v.fold.Consented("post", "#a", []string{"UA"}), v.fold.Approval("A1").Decision, v.fold.Run("R1").Status)
 	}
 	add("", &core.ConsentRevoked{ConsentID: "K2", Tool: "post", Destination: "#a", Owner: "UA"})
 	if err := v.apply(cmds[len(cmds)-1]); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := fold.Fold(testScope.Key(), cmds); len(st.Consents) != 0 || v.fold.Consented("post", "#a") {
-		t.Errorf("after revoking K2: replay %+v, engine consented %v", st.Consents, v.fold.Consented("post", "#a"))
+	if st, _ := fold.Fold(testScope.Key(), cmds); len(st.Consents) != 0 || v.fold.Consented("post", "#a", []string{"UA"}) {
+		t.Errorf("after revoking K2: replay %+v, engine consented %v", st.Consents, v.fold.Consented("post", "#a", []string{"UA"}))
 	}
 }
 

@@ -81,7 +81,7 @@ func TestFenceTaintedTargetNeedsApproval(t *testing.T) {
 		coretest.Calls(coretest.Call("c3", "send_to", `{"channel":"#leaks","text":"again"}`)),
 		coretest.Text("Posted again."),
 	)
-	h := newHarness(t, m, []core.Tool{lookupTool(page), sendTool(log)})
+	h := newHarness(t, m, []core.Tool{lookupTool(page), sendTool(log)}, adminsBobCarol) // admins grant "Always allow"
 	ev := h.mention(alice, "C1", "summarise the quarterly page")
 	h.deliver(ev)
 	h.idle()

@@ -104,16 +104,22 @@ func (e *Engine) approvalAudience(sc core.Scope, pol core.Policy, requester stri
 		}
 		return a
 	}
-	a := audience{notify: others(e.adminsOf(sc, pol))}
+	admins := e.adminsOf(sc, pol)
+	a := audience{notify: others(admins)}
+	_, platformAdmins := e.surfaces[sc.Platform].(core.Administrators)
 	switch {
-	case !inDM:
-		a.eligible = true // anyone else in the channel may approve
 	case len(a.notify) > 0:
 		a.eligible = true
-	case cons != core.Irreversible:
-		a.eligible = true // the requester approves their own send in their DM
+	case !inDM && cons != core.Irreversible:
+		a.eligible = true // anyone in the channel may approve, on the thread card
+	case !inDM && platformAdmins:
+		a.eligible = true // the platform's administrators decide on the thread card
+	case inDM && cons != core.Irreversible && slices.Contains(admins, requester):
+		a.eligible = true // an admin approves their own send in their DM
+	case inDM:
+		a.why = "this is a direct message, and with no approvers listed only the channel's admins decide it; none is configured to ask"
 	default:
-		a.why = "this is a direct message, nobody else is here, and no approvers or admins are configured to ask"
+		a.why = "an irreversible action needs an admin's approval when the channel lists no approvers, and none is configured to ask"
 	}
 	return a
 }

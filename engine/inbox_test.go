@@ -227,17 +227,17 @@ func TestInboxListsWhatWaitsAndAnswersOnlyInDM(t *testing.T) {
 
 // sendHarness: a model that posts to #announce (a destination the person
 // never named) on every message, so the gate asks each time it lacks a grant.
-func sendHarness(t *testing.T) (*harness, *toolLog) {
+func sendHarness(t *testing.T, opts ...func(*engine.Config)) (*harness, *toolLog) {
 	log := &toolLog{}
 	m := coretest.NewScriptedModel(
 		coretest.Calls(coretest.Call("s", "send_to", `{"channel":"announce","text":"hello"}`)),
 		func(v core.View) (core.Reply, error) { return core.Reply{Text: "result: " + lastText(v)}, nil },
 	)
-	return newHarness(t, m, []core.Tool{sendTool(log)}), log
+	return newHarness(t, m, []core.Tool{sendTool(log)}, opts...), log
 }
 
 func TestConsentIsAskedOncePerScopeAndAskedAgainAfterRevoke(t *testing.T) {
-	h, log := sendHarness(t)
+	h, log := sendHarness(t, platformAdmins(bob.ID)) // admins grant "Always allow"
 	ev := h.mention(alice, "C1", "share the news")
 	h.deliver(ev)
 	h.idle()
@@ -312,7 +312,7 @@ func c1Thread(root string) core.Scope {
 }
 
 func TestUnattendedRunNeedsPermissionFromItsOwner(t *testing.T) {
-	h, log := sendHarness(t)
+	h, log := sendHarness(t, platformAdmins(alice.ID)) // an admin owner may grant "Always allow"
 	start := func(trigger string) string {
 		t.Helper()
 		id, err := h.e.StartUnattended(context.Background(), core.UnattendedRun{

@@ -252,6 +252,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 		}
 		return nil
 	}
+	who := e.clickerOf(ctx, v, a, click) // approval.go
 	now := e.now()
 	outcome, refusal, decision := 0, "", ""
 	private := false // the refusal is for the clicker alone
@@ -281,7 +282,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 			outcome, refusal = clickExpired, "⌛ This request expired before it was decided, so nothing was done."
 			return []core.Draft{clicked, exp}, nil
 		}
-		if why := authorizeClick(e.policyLocked(v), a, click.By, action); why != "" {
+		if why := authorizeClick(e.policyLocked(v), a, who, action); why != "" {
 			outcome, refusal, private = clickRefused, refusalText(why), true
 			return []core.Draft{clicked}, nil
 		}
@@ -315,7 +316,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 			// Asked once: the same tool to the same destination is free from
 			// now on, in this channel, until the grant is revoked.
 			cd, err := e.b.Human(click.By, a.Scope, core.Meta{Run: a.Run, Cause: rd.ID()},
-				&core.ConsentGranted{ConsentID: e.b.NewID(), Tool: a.Tool, Destination: a.Destination, Owner: click.By.ID})
+				&core.ConsentGranted{ConsentID: e.b.NewID(), Tool: a.Tool, Destination: a.Destination, Owner: click.By.ID, Covers: core.CoversChannel})
 			if err != nil {
 				return nil, err
 			}

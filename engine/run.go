@@ -71,7 +71,9 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 	}
 	rs.resumed = resume
 	d := &driver{e: e, rs: rs, v: v, s: s, outage: outage}
-	d.grammar = e.offline || chatcommand.Parse(rs.Instruction).Deterministic() || chatcommand.ParseInbox(rs.Instruction).Kind != chatcommand.InboxNone
+	// An unattended run's instruction is never read as a chat command: the
+	// grammar acts on what a person typed in the conversation.
+	d.grammar = e.offline || !rs.unattended && (chatcommand.Parse(rs.Instruction).Deterministic() || chatcommand.ParseInbox(rs.Instruction).Kind != chatcommand.InboxNone)
 	return d.run(ctx, resume)
 }
 

@@ -117,7 +117,8 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 	_ = d.v.with(ctx, func() {
 		dec = gate.Decide(gate.Request{
 			Tool: tool, Args: args, Exposed: slices.Contains(exposed, tool.Name), Policy: pol,
-			Trusted: rs.trustedTexts(), Consented: d.v.fold.Consented,
+			Trusted:   rs.trustedTexts(),
+			Consented: func(tool, dest string) bool { return d.v.fold.Consented(tool, dest, pol.Approvers) },
 		})
 	})
 	pd, err := d.agent(core.Meta{Cause: req.ID()}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(dec.Verdict), Reason: dec.Reason})
@@ -141,7 +142,7 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		ar := &core.ApprovalRequested{
 			ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
 			Summary: gate.Summary(tool, args), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
-			Reason: dec.Reason, Destination: dec.Destination,
+			Reason: dec.Reason, Destination: dec.Destination, InDM: rs.inDM(),
 		}
 		if rs.unattended {
 			return d.askOwner(ctx, cs, tool, req, pd, ar)

@@ -18,9 +18,17 @@ var errLostSlot = errors.New("slot fired by another scheduler")
 // id is keyed by (routine, slot), so a second scheduler's append of the same
 // slot is refused by the journal (errLostSlot).
 func (s *Scheduler) fire(ctx context.Context, r *Routine, p *core.RoutineFired) (*Firing, error) {
+	return s.fireKeyed(ctx, r, p, "", time.Time{})
+}
+
+// fireKeyed is fire; a manual firing with a key is journaled under the id
+// KeyedID(key, at) (the request that ran it).
+func (s *Scheduler) fireKeyed(ctx context.Context, r *Routine, p *core.RoutineFired, key string, at time.Time) (*Firing, error) {
 	var d core.Draft
 	var err error
-	if p.Outcome == OutcomeManual {
+	if p.Outcome == OutcomeManual && key != "" {
+		d, err = s.cfg.Boundary.SystemKeyed("scheduler", key, at, r.Scope, core.Meta{}, p)
+	} else if p.Outcome == OutcomeManual {
 		d, err = s.cfg.Boundary.System("scheduler", r.Scope, core.Meta{}, p)
 	} else {
 		d, err = s.cfg.Boundary.SystemKeyed("scheduler", "routine.fired:"+r.ID+":"+p.Slot.UTC().Format(time.RFC3339Nano), p.Slot, r.Scope, core.Meta{}, p)
@@ -81,7 +89,7 @@ func (s *Scheduler) perform(ctx context.Context, r *Routine, f *Firing, cmds []c
 	_ = before
 	owner := core.Person{ID: r.Owner}
 	if _, err := s.eng.StartUnattended(ctx, core.UnattendedRun{Scope: r.Scope, Owner: owner,
-		Instruction: seed(r, f, digest), Trigger: "routine:" + r.ID, RunID: f.RunID}); err != nil {
+		Instruction: r.Instruction, Context: seed(r, f, digest), Trigger: "routine:" + r.ID, RunID: f.RunID}); err != nil {
 		return fmt.Errorf("routine %s: start run: %w", r.ID, err)
 	}
 	f.Started = true
@@ -114,14 +122,16 @@ func (s *Scheduler) digestFor(r *Routine, f *Firing, cmds []core.Command) ([]cor
 // successful firing's answer.
 const maxHistoryChars = 1500
 
-// seed is a model firing's instruction: the routine's own, the run-history
-// block (what the last successful firing did and produced) and the digest
-// data, so the run does the task again knowing what it said last time
-// instead of starting blind or repeating the task text.
+// seed is a model firing's context, carried apart from its instruction
+// (the routine's own, the run's only trusted text): the run-history block
+// (what the last successful firing did and produced) and the digest data,
+// so the run does the task again knowing what it said last time instead of
+// starting blind or repeating the task text. All of it is other people's
+// messages, the bot's own answers and memory texts: the engine shows it to
+// the model as untrusted content, and it names no target for the gate.
 func seed(r *Routine, f *Firing, digest string) string {
 	var b strings.Builder
-	b.WriteString(r.Instruction)
-	b.WriteString("\n\n--- Run history ---\n")
+	b.WriteString("--- Run history ---\n")
 	var last *Firing
 	for _, g := range r.Firings {
 		if g.Seq < f.Seq && g.Succeeded() {
@@ -145,7 +155,6 @@ func seed(r *Routine, f *Firing, digest string) string {
 	}
 	b.WriteString("\n--- Channel activity since then (digest data) ---\n")
 	b.WriteString(digest)
-	b.WriteString("\n\nDo the task now and answer with the post for the channel; do not repeat these instructions.")
 	return b.String()
 }
 

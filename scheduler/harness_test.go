@@ -48,7 +48,10 @@ type world struct {
 	e      *engine.Engine
 	sch    *scheduler.Scheduler
 	next   atomic.Int64
-	model  core.Model // nil: offline (digests)
+	model  core.Model  // nil: offline (digests)
+	tools  []core.Tool // registered beside the scheduler's own
+	// cfg, when set, adjusts the scheduler's configuration.
+	cfg func(*scheduler.Config)
 }
 
 // newModelWorld is newWorld with a model answering runs.
@@ -97,12 +100,16 @@ func (w *world) start(j *coretest.MemJournal) {
 	w.j = j
 	w.b = core.NewBoundary(w.clk.Now)
 	var err error
-	w.sch, err = scheduler.New(scheduler.Config{Journal: j, Boundary: w.b, Clock: w.clk.Now,
-		MinInterval: 5 * time.Minute, Grace: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	sc := scheduler.Config{Journal: j, Boundary: w.b, Clock: w.clk.Now,
+		MinInterval: 5 * time.Minute, Grace: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+	if w.cfg != nil {
+		w.cfg(&sc)
+	}
+	w.sch, err = scheduler.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := gate.NewRegistry(w.sch.Tool(), w.sch.ProposeTool())
+	reg, err := gate.NewRegistry(append([]core.Tool{w.sch.Tool(), w.sch.ProposeTool()}, w.tools...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // firingModel answers each routine run with "report #n" padded to size(n)
-// characters and keeps the first message of each run it saw.
+// characters and keeps the opening messages of each run it saw.
 type firingModel struct {
 	mu     sync.Mutex
 	seeds  []string
@@ -27,11 +27,15 @@ func newFiringModel(size func(int) int) *firingModel {
 	m.script = coretest.NewScriptedModel(func(v core.View) (core.Reply, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		first := ""
-		if len(v.Messages) > 0 {
-			first = v.Messages[0].Text
+		// The run's opening: its instruction and the context after it.
+		var texts []string
+		for _, msg := range v.Messages {
+			if msg.Role == core.RoleAssistant {
+				break
+			}
+			texts = append(texts, msg.Text)
 		}
-		m.seeds = append(m.seeds, first)
+		m.seeds = append(m.seeds, strings.Join(texts, "\n"))
 		head := fmt.Sprintf("report #%d ", len(m.seeds))
 		return core.Reply{Text: head + strings.Repeat("x", max(0, m.size(len(m.seeds))-len(head)))}, nil
 	})

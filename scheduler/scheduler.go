@@ -241,6 +241,12 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 		if n == 0 || r.Fired(last) {
 			continue
 		}
+		if prev := lastScheduled(r); prev != nil && last.Sub(prev.Slot) < s.cfg.MinInterval {
+			// The minimum interval holds at firing time, whatever the spec
+			// says (a DST change, a spec accepted under a shorter minimum):
+			// this slot waits; a later one fires once it is far enough.
+			continue
+		}
 		p := &core.RoutineFired{RoutineID: r.ID, Slot: last, Outcome: OutcomeFired, Missed: n - 1}
 		if late := now.Sub(last); late > s.cfg.Grace {
 			p.Outcome = OutcomeSkipped
@@ -285,4 +291,16 @@ func hasRoutine(cmds []core.Command) bool {
 		}
 	}
 	return false
+}
+
+// lastScheduled is r's latest scheduled slot that fired (not skipped, not
+// manual), nil when none has.
+func lastScheduled(r *Routine) *Firing {
+	var out *Firing
+	for _, f := range r.Firings {
+		if f.Outcome == OutcomeFired && (out == nil || f.Slot.After(out.Slot)) {
+			out = f
+		}
+	}
+	return out
 }

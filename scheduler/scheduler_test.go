@@ -203,6 +203,7 @@ func TestDigestListsFinishedRuns(t *testing.T) {
 	}
 	// The next digest covers only what happened since this one.
 	w.say(bob, "routines")
+	w.clk.Advance(5 * time.Minute) // a manual run's cooldown
 	w.say(alice, "routine run "+id)
 	d = w.digests()
 	if len(d) != 2 || strings.Contains(d[1], "“help”") || !strings.Contains(d[1], "“routines”") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/oklog/ulid/v2"
 )
 
 // Tool is the routine tool the command grammar calls. It acts only on a
@@ -52,7 +53,7 @@ func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.R
 	defer s.mu.Unlock()
 	sc := tc.Scope
 	sc.Thread = ""
-	reply, err := s.command(ctx, sc, author, cmd)
+	reply, err := s.command(ctx, sc, author, cmd, tc.Origin)
 	if err != nil {
 		return core.Observation{}, err
 	}
@@ -82,7 +83,12 @@ func (s *Scheduler) typedBy(ctx context.Context, run, text string) (core.Person,
 	return core.Person{}, errors.New("routines are created and changed only by the command a person types; nobody typed this one")
 }
 
-func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, cmd chatcommand.RoutineCommand) (string, error) {
+// command carries out cmd, typed by by. origin is the journaled request
+// it answers (the tool call's tool.requested): the routine id of an add and
+// the command ids of an add or a manual run are keyed by it, so carrying
+// the same request out again (a run re-executed after a crash or a lease
+// handover) journals nothing new.
+func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, cmd chatcommand.RoutineCommand, origin string) (string, error) {
 	cmds, err := s.cfg.Journal.Read(ctx, sc.Key(), 0, 0)
 	if err != nil {
 		return "", fmt.Errorf("routine: read channel: %w", err)
@@ -101,9 +107,17 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 			tz = "UTC"
 		}
 		id := "r" + strings.ToLower(s.cfg.Boundary.NewID()[20:])
-		p := &core.RoutineCreated{RoutineID: id, Cron: cmd.Spec, TZ: tz, Instruction: cmd.Instruction, Owner: by.ID, Armed: true}
-		if err := s.appendHuman(ctx, by, sc, p); err != nil {
-			return "", err
+		var key string
+		var at time.Time
+		if origin != "" {
+			key, at = "routine.created:"+origin, originTime(origin, s.cfg.Clock())
+			id = "r" + strings.ToLower(core.KeyedID("routine.id:"+origin, at)[20:])
+		}
+		if r := routines[id]; r == nil || r.CreatedID != core.KeyedID(key, at) || key == "" {
+			p := &core.RoutineCreated{RoutineID: id, Cron: cmd.Spec, TZ: tz, Instruction: cmd.Instruction, Owner: by.ID, Armed: true}
+			if err := s.appendKeyed(ctx, by, sc, key, at, p); err != nil {
+				return "", err
+			}
 		}
 		return fmt.Sprintf("✅ Routine %s armed: %s (`%s`, %s) — %s\nNext: %s", id, chatcommand.Words(cmd.Spec), cmd.Spec, tz, cmd.Instruction,
 			nextSlots(sched, s.cfg.Clock(), tz, 3)), nil
@@ -115,28 +129,20 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 	if r == nil || r.Deleted {
 		return "", fmt.Errorf("no routine %s in this channel (see `routines`)", cmd.ID)
 	}
-	if cmd.Op == chatcommand.RoutineRun {
-		if s.eng == nil {
-			return "", errors.New("scheduler: no engine bound")
-		}
-		f, err := s.fire(ctx, r, &core.RoutineFired{RoutineID: r.ID, Slot: s.cfg.Clock().UTC(), Outcome: OutcomeManual, Reason: "run by " + by.ID})
-		if err != nil {
-			return "", err
-		}
-		all, err := s.cfg.Journal.Read(ctx, sc.Key(), 0, 0)
-		if err != nil {
-			return "", err
-		}
-		if err := s.perform(ctx, r, f, all, false); err != nil {
-			return "", err
-		}
-		if s.eng.HasModel() {
-			return fmt.Sprintf("▶️ Routine %s is running; its result will be posted in the channel.", r.ID), nil
-		}
-		return fmt.Sprintf("▶️ Routine %s ran; its digest is posted in the channel.", r.ID), nil
-	}
 	if r.Owner != by.ID && (s.eng == nil || !s.eng.IsAdmin(ctx, sc, by)) {
 		return "", fmt.Errorf("routine %s belongs to <@%s>: only its owner or an admin can %s it; nothing was changed", r.ID, r.Owner, cmd.Op)
+	}
+	if pending := r.Proposed && r.ArmedAt.IsZero() && !r.Decided; pending {
+		// A proposal is armed only by its requester: the Arm click, or the
+		// requester typing resume. Until then nobody runs or pauses it.
+		switch {
+		case cmd.Op == chatcommand.RoutineResume && by.ID != r.Owner,
+			cmd.Op == chatcommand.RoutineRun, cmd.Op == chatcommand.RoutinePause:
+			return "", fmt.Errorf("routine %s is a proposal waiting for <@%s> to arm or discard it on its card; nothing was changed", r.ID, r.Owner)
+		}
+	}
+	if cmd.Op == chatcommand.RoutineRun {
+		return s.runNow(ctx, sc, by, r, origin)
 	}
 	if cmd.Op == chatcommand.RoutineEdit {
 		return s.edit(ctx, sc, by, r, cmd)
@@ -157,6 +163,57 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		return "", err
 	}
 	return done, nil
+}
+
+// runNow answers `routine run`: a manual firing of an armed routine, within
+// the channel's daily budget and at most once per minimum interval (since
+// its last firing, scheduled or manual).
+func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r *Routine, origin string) (string, error) {
+	if s.eng == nil {
+		return "", errors.New("scheduler: no engine bound")
+	}
+	var key string
+	var at time.Time
+	if origin != "" {
+		key, at = "routine.fired:manual:"+origin, originTime(origin, s.cfg.Clock())
+		for _, f := range r.Firings {
+			if f.CmdID == core.KeyedID(key, at) {
+				// This request fired it already: a replay fires nothing more.
+				return fmt.Sprintf("▶️ Routine %s was run for this request already; its result is posted in the channel.", r.ID), nil
+			}
+		}
+	}
+	if !r.Armed {
+		return "", fmt.Errorf("routine %s is paused: only an armed routine can be run (`routine resume %s` arms it); nothing was run", r.ID, r.ID)
+	}
+	now := s.cfg.Clock().UTC()
+	for _, f := range r.Firings {
+		if f.Outcome == OutcomeSkipped {
+			continue
+		}
+		if wait := f.At.Add(s.cfg.MinInterval).Sub(now); wait > 0 {
+			return "", fmt.Errorf("routine %s fired at %s: it can run again in %s (at most once per %s); nothing was run",
+				r.ID, f.At.UTC().Format("15:04:05 MST"), wait.Round(time.Second), s.cfg.MinInterval)
+		}
+	}
+	if why := s.overBudget(ctx, r); why != "" {
+		return "", fmt.Errorf("routine %s not run: %s", r.ID, why)
+	}
+	f, err := s.fireKeyed(ctx, r, &core.RoutineFired{RoutineID: r.ID, Slot: now, Outcome: OutcomeManual, Reason: "run by " + by.ID}, key, at)
+	if err != nil {
+		return "", err
+	}
+	all, err := s.cfg.Journal.Read(ctx, sc.Key(), 0, 0)
+	if err != nil {
+		return "", err
+	}
+	if err := s.perform(ctx, r, f, all, false); err != nil {
+		return "", err
+	}
+	if s.eng.HasModel() {
+		return fmt.Sprintf("▶️ Routine %s is running; its result will be posted in the channel.", r.ID), nil
+	}
+	return fmt.Sprintf("▶️ Routine %s ran; its digest is posted in the channel.", r.ID), nil
 }
 
 // edit changes what cmd names of r and keeps the rest, armed or paused as
@@ -196,7 +253,15 @@ func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *
 }
 
 func (s *Scheduler) appendHuman(ctx context.Context, by core.Person, sc core.Scope, p core.Payload) error {
+	return s.appendKeyed(ctx, by, sc, "", time.Time{}, p)
+}
+
+// appendKeyed journals p as by's; with a key, under the id KeyedID(key, at).
+func (s *Scheduler) appendKeyed(ctx context.Context, by core.Person, sc core.Scope, key string, at time.Time, p core.Payload) error {
 	d, err := s.cfg.Boundary.Human(by, sc, core.Meta{}, p)
+	if key != "" {
+		d, err = s.cfg.Boundary.HumanKeyed(by, key, at, sc, core.Meta{}, p)
+	}
 	if err != nil {
 		return fmt.Errorf("routine: %w", err)
 	}
@@ -283,4 +348,14 @@ func list(routines map[string]*Routine, now time.Time, grace time.Duration) stri
 		return "No routines in this channel. Add one with `routine add <spec> [tz <zone>]: <instruction>`."
 	}
 	return "Routines in this channel:\n" + strings.TrimRight(b.String(), "\n")
+}
+
+// originTime is the time the request's id (a ULID) carries, so an id keyed
+// by it is the same wherever and whenever it is drafted.
+func originTime(origin string, fallback time.Time) time.Time {
+	u, err := ulid.ParseStrict(origin)
+	if err != nil {
+		return fallback
+	}
+	return ulid.Time(u.Time())
 }

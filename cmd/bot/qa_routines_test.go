@@ -23,9 +23,10 @@ func TestQARoutines(t *testing.T) {
 	armed := b.waitPost("routine armed", hasText("armed"))
 	_, rest, _ := strings.Cut(armed.Text, "Routine ")
 	id, _, _ := strings.Cut(rest, " ")
-	// The fake model echoes what it is asked: the firing's seed.
+	// The fake model echoes the last message it is shown: the firing's
+	// context (run history and digest data), which follows its instruction.
 	isDigest := func(p slackfake.Post) bool {
-		return p.Channel == qaGeneral && p.ThreadTS == "" && strings.Contains(p.Text, "Scheduled task (unattended") && strings.Contains(p.Text, "qa digest")
+		return p.Channel == qaGeneral && p.ThreadTS == "" && strings.Contains(p.Text, "You said: Data for the task") && strings.Contains(p.Text, "Run history")
 	}
 	digest := b.waitPost("the first firing's post", isDigest)
 	b.waitPost("the second firing's post, seeded with the first's", func(p slackfake.Post) bool {

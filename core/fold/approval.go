@@ -21,6 +21,7 @@ type Approval struct {
 	ExpiresAt   time.Time
 	Notify      []string
 	Unattended  bool
+	InDM        bool // asked in a direct message with the bot
 	RequestedAt time.Time
 	Summary     string
 	Reason      string

@@ -1,6 +1,7 @@
 package fold
 
 import (
+	"slices"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
@@ -11,7 +12,8 @@ type Grant struct {
 	ID          string
 	Tool        string
 	Destination string
-	Owner       string
+	Owner       string // who granted it
+	Covers      string // core.CoversChannel, or "" in grants recorded before it
 	At          time.Time
 }
 
@@ -23,7 +25,7 @@ func (f *Channel) grantConsent(c core.Command, p *core.ConsentGranted) {
 	if id == "" {
 		id = c.ID() // grants recorded before consent ids
 	}
-	f.consents[id] = &Grant{ID: id, Tool: p.Tool, Destination: p.Destination, Owner: p.Owner, At: c.At()}
+	f.consents[id] = &Grant{ID: id, Tool: p.Tool, Destination: p.Destination, Owner: p.Owner, Covers: p.Covers, At: c.At()}
 }
 
 // revokeConsent folds consent.revoked: by id, or (records without an id)
@@ -44,10 +46,13 @@ func (f *Channel) revokeConsent(p *core.ConsentRevoked) {
 	}
 }
 
-// Consented reports a standing grant for tool to dest.
-func (f *Channel) Consented(tool, dest string) bool {
+// Consented reports a standing grant for tool to dest that covers the
+// channel: one recorded as channel-wide (granted by an approver or admin),
+// or one recorded before grants said what they cover whose granter is
+// among approvers (the channel's approvers now).
+func (f *Channel) Consented(tool, dest string, approvers []string) bool {
 	for _, g := range f.consents {
-		if g.Tool == tool && g.Destination == dest {
+		if g.Tool == tool && g.Destination == dest && (g.Covers == core.CoversChannel || slices.Contains(approvers, g.Owner)) {
 			return true
 		}
 	}

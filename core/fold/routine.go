@@ -186,6 +186,9 @@ func (f *Channel) changeRoutine(c core.Command, p *core.RoutineChanged) {
 		r.Instruction = p.Instruction
 	}
 	arm := p.Armed && !p.Deleted && c.Actor().Type == core.ActorHuman // only a person arms
+	if r.Proposed && r.ArmedAt.IsZero() && c.Actor().ID != r.Owner {
+		arm = false // a proposal is first armed by its requester alone
+	}
 	if arm && !r.Armed {
 		r.ArmedAt = c.At()
 	}
