@@ -511,12 +511,14 @@ func appendHuman(msgs []core.Message, h *humanMsg, limit int) []core.Message {
 	return append(msgs, humanMessage(h, limit))
 }
 
-// historyMessage shows a thread's earlier conversation as context. It is
-// fenced like other untrusted text: earlier messages inform the answer, but
-// only this run's people can ask for actions (the gate's trusted texts).
+// historyMessage shows the conversation's earlier turns as context, who
+// said each. It is fenced like other untrusted text: earlier messages (the
+// requester's own included) and the bot's answers inform the answer, but
+// only what this run's requester wrote for this run can name a target (the
+// gate's trusted texts).
 func historyMessage(turns []core.ThreadTurn) core.Message {
 	var b strings.Builder
-	b.WriteString("Earlier in this thread (context for the message that follows):\n<untrusted-content source=\"thread\">\n")
+	b.WriteString("Earlier in this conversation (context for the message that follows):\n<untrusted-content source=\"conversation\">\n")
 	for _, t := range turns {
 		who := "you (the bot)"
 		if !t.Bot {
