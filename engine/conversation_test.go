@@ -18,16 +18,6 @@ import (
 // filter (windows opened by the engine's own posts). Every assertion is on
 // what the recording model received.
 
-// echoStep answers "answered: <the person's words>" for the view's last
-// message, so each answer names what it answers.
-func echoStep(v core.View) (core.Reply, error) {
-	last := lastText(v)
-	if _, words, ok := strings.Cut(last, "): "); ok {
-		last = words
-	}
-	return core.Reply{Text: "answered: " + last}, nil
-}
-
 // withFilter routes through a real intent filter on the harness's clock.
 func withFilter(c *engine.Config) {
 	filter := intent.NewFilter(intent.NewMemoryStore(c.Boundary.Now), c.Boundary.Now)
@@ -51,16 +41,6 @@ func (h *harness) replyTo(p core.Person, ch, target string, toBot bool, text str
 	return ev
 }
 
-// historyOf is the conversation-history message of a view ("" if none).
-func historyOf(v core.View) string {
-	for _, m := range v.Messages {
-		if strings.HasPrefix(m.Text, "Earlier in this conversation") {
-			return m.Text
-		}
-	}
-	return ""
-}
-
 // lastView is the newest view the model received.
 func lastView(t *testing.T, m *coretest.ScriptedModel) core.View {
 	t.Helper()
@@ -71,37 +51,22 @@ func lastView(t *testing.T, m *coretest.ScriptedModel) core.View {
 	return vs[len(vs)-1]
 }
 
-// wantHistory checks the newest view: its history holds want, in order,
-// lacks notWant, and its last message is the follow-up itself.
+// wantHistory checks the newest view: its conversation holds want, in
+// order, lacks notWant, and its last message is the follow-up itself.
 func wantHistory(t *testing.T, m *coretest.ScriptedModel, followUp string, want []string, notWant ...string) string {
 	t.Helper()
-	v := lastView(t, m)
-	hist := historyOf(v)
-	if hist == "" {
-		t.Fatalf("the model got no conversation for %q; view: %+v", followUp, v.Messages)
-	}
-	at := 0
-	for _, w := range want {
-		i := strings.Index(hist[at:], w)
-		if i < 0 {
-			t.Fatalf("history lacks %q (in order) for %q:\n%s", w, followUp, hist)
-		}
-		at += i + len(w)
-	}
+	hist := coretest.WantConversation(t, lastView(t, m), followUp, want...)
 	for _, w := range notWant {
 		if strings.Contains(hist, w) {
 			t.Errorf("history of %q holds %q:\n%s", followUp, w, hist)
 		}
-	}
-	if !strings.HasSuffix(lastText(v), followUp) {
-		t.Errorf("the model's last message is %q, want the follow-up %q", lastText(v), followUp)
 	}
 	return hist
 }
 
 func wantFresh(t *testing.T, m *coretest.ScriptedModel, what string) {
 	t.Helper()
-	if hist := historyOf(lastView(t, m)); hist != "" {
+	if hist := coretest.ConversationOf(lastView(t, m)); hist != "" {
 		t.Fatalf("%s: got an earlier conversation it does not continue:\n%s", what, hist)
 	}
 }
@@ -121,7 +86,7 @@ func (h *harness) answerTo(text string) coretest.Post {
 // else, in the follow-up's thread. Each run sees the conversation so far,
 // who said each turn, oldest first.
 func TestTopLevelFollowUpContinuesTheExchange(t *testing.T) {
-	m := coretest.NewScriptedModel(echoStep)
+	m := coretest.NewScriptedModel(coretest.Answered)
 	h := newHarness(t, m, nil, withFilter)
 	h.deliver(h.mention(alice, "C1", "the launch moved to Friday, note it"))
 	h.idle()
@@ -162,7 +127,7 @@ func TestTopLevelFollowUpContinuesTheExchange(t *testing.T) {
 		}
 	}
 	rs := replayLastRun(t, h, "C1")
-	if historyOf(core.View{Messages: rs.Messages}) != hist {
+	if coretest.ConversationOf(core.View{Messages: rs.Messages}) != hist {
 		t.Errorf("the replayed run shows other turns than the model saw:\n%+v", rs.Messages)
 	}
 	h.verify("C1")
@@ -191,7 +156,7 @@ func replayLastRun(t *testing.T, h *harness, ch string) *engine.RunReplay {
 // Once the top-level window has closed, a new mention starts a new
 // conversation; inside the window the follow-up still carried it.
 func TestMentionAfterTheWindowClosedStartsFresh(t *testing.T) {
-	m := coretest.NewScriptedModel(echoStep)
+	m := coretest.NewScriptedModel(coretest.Answered)
 	h := newHarness(t, m, nil, withFilter)
 	h.deliver(h.mention(alice, "C1", "the launch moved to Friday"))
 	h.idle()
@@ -220,7 +185,7 @@ func TestMentionAfterTheWindowClosedStartsFresh(t *testing.T) {
 // The conversation comes from the journal: after a restart, and after the
 // channel's fold was evicted, a follow-up still carries it.
 func TestFollowUpAfterRestartAndEvictionCarriesTheConversation(t *testing.T) {
-	m := coretest.NewScriptedModel(echoStep)
+	m := coretest.NewScriptedModel(coretest.Answered)
 	h := newHarness(t, m, nil, withFilter, func(c *engine.Config) { c.ChannelIdle = time.Minute })
 	h.deliver(h.mention(alice, "C1", "the launch moved to Friday"))
 	h.idle()
@@ -250,9 +215,9 @@ func TestFollowUpOnAnotherReplicaCarriesTheConversation(t *testing.T) {
 		return d.Route, d.Reason.String(), err
 	})
 	c.observers = map[string]core.PostObserver{"a": filter, "b": filter}
-	ma := coretest.NewScriptedModel(echoStep)
+	ma := coretest.NewScriptedModel(coretest.Answered)
 	a := c.add("a", ma, nil)
-	mb := coretest.NewScriptedModel(echoStep)
+	mb := coretest.NewScriptedModel(coretest.Answered)
 	b := c.add("b", mb, nil)
 
 	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
@@ -277,7 +242,7 @@ func TestFollowUpOnAnotherReplicaCarriesTheConversation(t *testing.T) {
 // A 200-turn DM is one conversation whose history stays within the turn and
 // token bounds: the newest turns, oldest first, and never more.
 func TestLongDMHistoryStaysBounded(t *testing.T) {
-	m := coretest.NewScriptedModel(echoStep)
+	m := coretest.NewScriptedModel(coretest.Answered)
 	h := newHarness(t, m, nil, withFilter)
 	filler := strings.Repeat("lorem ipsum ", 80) // ~960 characters a turn
 	var inputs []int
@@ -285,10 +250,10 @@ func TestLongDMHistoryStaysBounded(t *testing.T) {
 		h.deliver(h.inDM(alice, fmt.Sprintf("turn %03d %s", i, filler)))
 		h.idle()
 		h.clk.Advance(time.Minute)
-		inputs = append(inputs, len(historyOf(lastView(t, m))))
+		inputs = append(inputs, len(coretest.ConversationOf(lastView(t, m))))
 	}
 	// 100 messages and 100 answers: 200 turns.
-	hist := historyOf(lastView(t, m))
+	hist := coretest.ConversationOf(lastView(t, m))
 	if hist == "" {
 		t.Fatal("a DM follow-up got no conversation")
 	}
@@ -321,7 +286,7 @@ func TestLongDMHistoryStaysBounded(t *testing.T) {
 // A reply to a person's message (not the bot's) that mentions the bot
 // continues its conversation too.
 func TestReplyToAnOldMessageContinuesItsConversation(t *testing.T) {
-	m := coretest.NewScriptedModel(echoStep)
+	m := coretest.NewScriptedModel(coretest.Answered)
 	h := newHarness(t, m, nil, withFilter)
 	first := h.mention(alice, "C1", "the launch moved to Friday")
 	h.deliver(first)
@@ -352,7 +317,7 @@ func TestReplyToAnOldMessageContinuesItsConversation(t *testing.T) {
 // a target Bob named, so it waits for approval and nothing is sent.
 func TestAnotherPersonsEarlierTextIsNotTheRequesters(t *testing.T) {
 	log := &toolLog{}
-	m := coretest.NewScriptedModel(echoStep)
+	m := coretest.NewScriptedModel(coretest.Answered)
 	h := newHarness(t, m, []core.Tool{sendTool(log)}, withFilter, func(c *engine.Config) {
 		c.DefaultPolicy = core.Policy{ApprovalLevels: []core.Consequence{core.Irreversible}, Approvers: []string{carol.ID}}
 	})
@@ -368,7 +333,7 @@ func TestAnotherPersonsEarlierTextIsNotTheRequesters(t *testing.T) {
 	h.deliver(h.replyTo(bob, "C1", ans.Ref.ID, true, "send it"))
 	h.idle()
 	first := m2.Views()[0]
-	if !strings.Contains(historyOf(first), "Alice (<@UALICE>): <@UBOT> the summary goes to #launch-room") {
+	if !strings.Contains(coretest.ConversationOf(first), "Alice (<@UALICE>): <@UBOT> the summary goes to #launch-room") {
 		t.Fatalf("setup: Bob's run did not see Alice's words as conversation:\n%+v", first.Messages)
 	}
 	if got := log.get(); len(got) != 0 {
