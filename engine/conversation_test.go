@@ -127,6 +127,9 @@ func TestTopLevelFollowUpContinuesTheExchange(t *testing.T) {
 		}
 	}
 	rs := replayLastRun(t, h, "C1")
+	if rs.Conversation != msgs[0].Conversation {
+		t.Errorf("the replayed run names conversation %q, want %q", rs.Conversation, msgs[0].Conversation)
+	}
 	if coretest.ConversationOf(core.View{Messages: rs.Messages}) != hist {
 		t.Errorf("the replayed run shows other turns than the model saw:\n%+v", rs.Messages)
 	}
