@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
 )
@@ -15,11 +17,15 @@ import (
 //   - a reply to a message the fold knows (Telegram reply_to_message,
 //     Discord message_reference) continues that message's conversation;
 //   - a message in a thread joins the thread's conversation;
-//   - a top-level follow-up routed by the top-level window, from the person
-//     the window is for, continues the exchange that opened the window;
-//   - anything else (a new top-level mention) starts a conversation of its
-//     own, keyed by its thread.
-func conversationOf(f *fold.Channel, live *fold.Run, ev *core.Event, reason, thread string) string {
+//   - a top-level follow-up from the person the top-level window is for
+//     continues the exchange that opened the window: routed by the window,
+//     or a mention while the window is open (Telegram's privacy mode lets
+//     only mentions through);
+//   - anything else (a new top-level mention with no window open) starts a
+//     conversation of its own, keyed by its thread.
+//
+// topWindow is the channel's top-level window length, now the time.
+func conversationOf(f *fold.Channel, live *fold.Run, ev *core.Event, reason, thread string, topWindow time.Duration, now time.Time) string {
 	if live != nil && live.Conversation != "" {
 		return live.Conversation
 	}
@@ -34,10 +40,9 @@ func conversationOf(f *fold.Channel, live *fold.Run, ev *core.Event, reason, thr
 	if ev.Scope.Thread != "" {
 		return f.ConversationOfThread(ev.Scope.Thread)
 	}
-	if reason == core.RouteToplevelWindow {
-		if user, conv, ok := f.ToplevelExchange(); ok && user == ev.Author.ID {
-			return conv
-		}
+	if user, conv, at, ok := f.ToplevelExchange(); ok && user == ev.Author.ID &&
+		(reason == core.RouteToplevelWindow || ev.MentionsBot && now.Before(at.Add(topWindow))) {
+		return conv
 	}
 	return thread
 }

@@ -157,7 +157,8 @@ func replayLastRun(t *testing.T, h *harness, ch string) *engine.RunReplay {
 }
 
 // Once the top-level window has closed, a new mention starts a new
-// conversation; inside the window the follow-up still carried it.
+// conversation; inside the window the follow-up, untagged or a mention (all
+// Telegram's privacy mode lets through), still carried it.
 func TestMentionAfterTheWindowClosedStartsFresh(t *testing.T) {
 	m := coretest.NewScriptedModel(coretest.Answered)
 	h := newHarness(t, m, nil, withFilter)
@@ -167,12 +168,16 @@ func TestMentionAfterTheWindowClosedStartsFresh(t *testing.T) {
 	h.deliver(h.topLevel(alice, "C1", "and who owns it?"))
 	h.idle()
 	wantHistory(t, m, "and who owns it?", []string{"the launch moved to Friday"})
+	h.clk.Advance(time.Minute)
+	h.deliver(h.mention(alice, "C1", "and the budget?"))
+	h.idle()
+	wantHistory(t, m, "and the budget?", []string{"the launch moved to Friday", "and who owns it?", "answered: and who owns it?"})
 
 	h.clk.Advance(7 * time.Minute) // the 6-minute window is closed
 	late := h.topLevel(alice, "C1", "and the venue?")
 	h.deliver(late)
 	h.idle()
-	if m.Calls() != 2 {
+	if m.Calls() != 3 {
 		t.Fatalf("an untagged message after the window closed was routed")
 	}
 	h.deliver(h.mention(alice, "C1", "what is on today?"))

@@ -151,7 +151,8 @@ func (f *Channel) ConversationOfMessage(id string) (string, bool) {
 }
 
 // ToplevelExchange is the exchange that opened the channel's latest
-// top-level window: whom the bot answered and that answer's conversation.
-func (f *Channel) ToplevelExchange() (user, conv string, ok bool) {
-	return f.top.User, f.top.Conv, f.top.User != ""
+// top-level window: whom the bot answered, that answer's conversation and
+// when it was posted (the window runs from then).
+func (f *Channel) ToplevelExchange() (user, conv string, at time.Time, ok bool) {
+	return f.top.User, f.top.Conv, f.top.At, f.top.User != ""
 }
