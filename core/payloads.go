@@ -87,7 +87,22 @@ type MessageReceived struct {
 	Mentions   []Mention  `json:"mentions,omitempty"`
 	ReplyTo    string     `json:"reply_to,omitempty"`
 	Reason     string     `json:"reason"` // the intent filter's route reason
+	// Conversation is the key of the conversation the message joined
+	// (ConversationDM, a thread root, or the message id that started a
+	// top-level exchange or reply chain), decided at ingress from the
+	// channel's fold and recorded so every replay, restart and replica folds
+	// it the same. "" in messages recorded before conversations: their
+	// thread is their conversation.
+	Conversation string `json:"conversation,omitempty"`
 }
+
+// ConversationDM is the conversation key of a DM: a DM is one conversation.
+const ConversationDM = "dm"
+
+// RouteToplevelWindow is the route reason of a top-level follow-up routed by
+// the channel's top-level window (intent.ReasonToplevelWindow's name): it
+// continues the exchange that opened the window.
+const RouteToplevelWindow = "toplevel-window"
 
 type CardClicked struct {
 	Card   string `json:"card"`
@@ -100,8 +115,9 @@ type RunStarted struct {
 	Trigger     string `json:"trigger"` // message id or routine id that started it
 	Instruction string `json:"instruction"`
 	Unattended  bool   `json:"unattended,omitempty"`
-	// History is the thread's recent conversation before the trigger (earlier
-	// runs' messages and answers), recorded so a replay sees the same view.
+	// History is the recent turns of the conversation the trigger joined
+	// (earlier runs' messages and answers, oldest first, bounded in turns and
+	// tokens), recorded so a replay sees the same view.
 	History []ThreadTurn `json:"history,omitempty"`
 	// InputLimit is how many characters of any one person's message the
 	// model sees in this run (0: all, as in runs recorded before the limit).
@@ -115,7 +131,7 @@ type RunStarted struct {
 	Context string `json:"context,omitempty"`
 }
 
-// ThreadTurn is one earlier message of a thread: a person's or the bot's.
+// ThreadTurn is one earlier message of a conversation: a person's or the bot's.
 type ThreadTurn struct {
 	Author Person `json:"author"`
 	Bot    bool   `json:"bot,omitempty"`

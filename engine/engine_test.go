@@ -259,7 +259,7 @@ func TestFollowUpRunSeesTheThreadSoFar(t *testing.T) {
 	if len(views) != 2 {
 		t.Fatalf("model calls = %d, want 2", len(views))
 	}
-	if strings.Contains(views[0].Messages[0].Text, "Earlier in this thread") {
+	if strings.Contains(views[0].Messages[0].Text, "Earlier in this conversation") {
 		t.Errorf("the first run got a history it could not have: %q", views[0].Messages[0].Text)
 	}
 	second := views[1].Messages
@@ -267,7 +267,7 @@ func TestFollowUpRunSeesTheThreadSoFar(t *testing.T) {
 		t.Fatalf("second view has %d messages, want history + question: %+v", len(second), second)
 	}
 	hist := second[0].Text
-	for _, want := range []string{"Earlier in this thread", "pull last week's signups", "you (the bot): Signups last week: 412.", "<untrusted-content"} {
+	for _, want := range []string{"Earlier in this conversation", "pull last week's signups", "you (the bot): Signups last week: 412.", "<untrusted-content"} {
 		if !strings.Contains(hist, want) {
 			t.Errorf("history lacks %q:\n%s", want, hist)
 		}

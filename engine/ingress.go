@@ -89,6 +89,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 			return nil, nil // a redelivery (or Slack's app_mention + message pair)
 		}
 		live, parked := v.liveRun(thread)
+		msg.Conversation = conversationOf(&v.fold, live, &ev, reason, thread, e.policyLocked(v).ToplevelWindow(), e.now())
 		if live != nil && cancelReq != nil {
 			// `cancel` stops the live run itself (chat.go), never steers it.
 			drafts, n, err := e.cancelDrafts(v, cancelReq, live, ev, msg)
@@ -137,7 +138,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 		if err != nil {
 			return nil, err
 		}
-		rsd, err := e.b.Agent(runID, runScope, core.Meta{Cause: mr.ID()}, &core.RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.fold.History(thread)), InputLimit: e.cfg.MaxInputChars})
+		rsd, err := e.b.Agent(runID, runScope, core.Meta{Cause: mr.ID()}, &core.RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.fold.History(msg.Conversation)), InputLimit: e.cfg.MaxInputChars})
 		if err != nil {
 			return nil, err
 		}

@@ -43,6 +43,9 @@ type cluster struct {
 	// surfaces wraps a replica's surface, by name (an adapter's own
 	// machinery between the engine and the platform).
 	surfaces map[string]func(core.Surface) core.Surface
+	// router, when set, routes for every replica (default: mentions and
+	// threads).
+	router core.Router
 }
 
 // notifyingJournal wakes every replica after each append it commits.
@@ -107,14 +110,18 @@ func (c *cluster) add(name string, m *coretest.ScriptedModel, leases func(core.L
 	if wrap := c.surfaces[name]; wrap != nil {
 		surf = wrap(r.s)
 	}
+	var router core.Router = core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
+		return ev.MentionsBot || ev.Scope.Thread != "", "test", nil
+	})
+	if c.router != nil {
+		router = c.router
+	}
 	cfg := engine.Config{
 		Journal: notifyingJournal{j, c}, Boundary: core.NewBoundary(time.Now), Tools: reg, Model: m,
 		Surfaces: map[string]core.Surface{platform: surf},
-		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
-			return ev.MentionsBot || ev.Scope.Thread != "", "test", nil
-		}),
-		Logger:  slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		CardKey: cardKey, RetryBackoff: time.Millisecond, ChecklistDelay: time.Hour,
+		Router:   router,
+		Logger:   slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		CardKey:  cardKey, RetryBackoff: time.Millisecond, ChecklistDelay: time.Hour,
 		Leases: ls, Replica: name, LeaseTTL: 400 * time.Millisecond,
 		DefaultPolicy: core.Policy{Approvers: []string{bob.ID}},
 		PostObserver:  c.observers[name],

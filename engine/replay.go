@@ -25,9 +25,13 @@ type RunReplay struct {
 	Requester   core.Person
 	Trigger     string // message id that started the run
 	Instruction string // the trigger's text, mention stripped
-	StartedAt   time.Time
-	Steps       int
-	Tokens      int
+	// Conversation is the conversation the trigger joined (its
+	// message.received's key; "" for runs recorded before conversations and
+	// unattended runs). Messages starts with its turns, as the model saw them.
+	Conversation string
+	StartedAt    time.Time
+	Steps        int
+	Tokens       int
 	// Messages is the volatile tier of the next model call's view.
 	Messages []core.Message
 	// Effects maps each performed post's effect id to where it landed.
@@ -68,6 +72,7 @@ type humanMsg struct {
 	scope    core.Scope // where the message is (what the acknowledgement reacts to)
 	author   core.Person
 	text     string // mention stripped
+	conv     string // the conversation it joined
 	top      bool   // was at top level of its channel
 	dm       bool
 	consumed bool          // in the view (the trigger from the start, steering once a step took it)
@@ -286,7 +291,8 @@ func (rs *RunReplay) apply(c core.Command) error {
 	switch p := p.(type) {
 	case *core.MessageReceived:
 		h := &humanMsg{cmdID: c.ID(), seq: c.Seq(), msgID: p.MessageID, scope: c.Scope(), author: p.Author,
-			text: chatcommand.StripLeadingMention(p.Text, p.Mentions), top: c.Scope().Thread == "", dm: p.Visibility == core.DM}
+			text: chatcommand.StripLeadingMention(p.Text, p.Mentions), top: c.Scope().Thread == "", dm: p.Visibility == core.DM,
+			conv: p.Conversation}
 		rs.humans = append(rs.humans, h)
 		if rs.started && rs.Status == core.RunWaitingApproval {
 			rs.resume(c.At())
@@ -306,7 +312,7 @@ func (rs *RunReplay) apply(c core.Command) error {
 		for _, h := range rs.humans {
 			if h.cmdID == c.Cause() || h.msgID == p.Trigger {
 				h.consumed, h.at = true, len(rs.Messages)
-				rs.Requester, rs.Instruction = h.author, h.text
+				rs.Requester, rs.Instruction, rs.Conversation = h.author, h.text, h.conv
 				rs.Messages = append(rs.Messages, humanMessage(h, rs.inputLimit))
 				break
 			}
@@ -511,12 +517,14 @@ func appendHuman(msgs []core.Message, h *humanMsg, limit int) []core.Message {
 	return append(msgs, humanMessage(h, limit))
 }
 
-// historyMessage shows a thread's earlier conversation as context. It is
-// fenced like other untrusted text: earlier messages inform the answer, but
-// only this run's people can ask for actions (the gate's trusted texts).
+// historyMessage shows the conversation's earlier turns as context, who
+// said each. It is fenced like other untrusted text: earlier messages (the
+// requester's own included) and the bot's answers inform the answer, but
+// only what this run's requester wrote for this run can name a target (the
+// gate's trusted texts).
 func historyMessage(turns []core.ThreadTurn) core.Message {
 	var b strings.Builder
-	b.WriteString("Earlier in this thread (context for the message that follows):\n<untrusted-content source=\"thread\">\n")
+	b.WriteString("Earlier in this conversation (context for the message that follows):\n<untrusted-content source=\"conversation\">\n")
 	for _, t := range turns {
 		who := "you (the bot)"
 		if !t.Bot {

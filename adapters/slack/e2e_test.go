@@ -10,7 +10,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
 	"github.com/marlowe-bot/marlowe/engine"
-	"github.com/marlowe-bot/marlowe/intent"
+	"github.com/marlowe-bot/marlowe/internal/testengine"
 )
 
 // teammateModel answers the latest user message; it never calls tools.
@@ -42,37 +42,7 @@ func TestEndToEndMentionAnsweredInThread(t *testing.T) {
 	f := newFake(t, func(c *slackfake.Config) { c.EchoPosts = true })
 	a, logs := newAdapter(t, testConfig(f, ModeSocket), WithChannelPace(time.Second, 4))
 
-	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
-	router := core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
-		d, err := filter.Decide(ctx, ev)
-		if err != nil {
-			return false, "", err
-		}
-		return d.Route, d.Reason.String(), nil
-	})
-	journal := coretest.NewMemJournal(coretest.NewSigner(t))
-	eng, err := engine.New(engine.Config{
-		Journal:      journal,
-		Boundary:     core.NewBoundary(nil),
-		Model:        teammateModel{},
-		Surfaces:     map[string]core.Surface{Platform: a},
-		Router:       router,
-		PostObserver: filter,
-		CardKey:      []byte("slack-e2e-test-card-key-0123456789"),
-		Logger:       logs.logger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ectx, ecancel := context.WithCancel(context.Background())
-	if err := eng.Start(ectx); err != nil {
-		t.Fatal(err)
-	}
-	run(t, a, eng.Deliver) // cleanups run last-in first-out: adapter stops before the engine
-	t.Cleanup(func() {
-		ecancel()
-		_ = eng.Close()
-	})
+	eng, journal := startEngine(t, a, teammateModel{}, logs)
 	if !f.WaitConnected(5 * time.Second) {
 		t.Fatal("no connection")
 	}
@@ -135,6 +105,15 @@ func TestEndToEndMentionAnsweredInThread(t *testing.T) {
 			t.Fatalf("message text %q in logs", secret)
 		}
 	}
+}
+
+// startEngine runs a over a real engine (in-memory journal, the real intent
+// filter) answering with model.
+func startEngine(t *testing.T, a *Adapter, model core.Model, logs *logBuffer) (*engine.Engine, *coretest.MemJournal) {
+	t.Helper()
+	eng, journal := testengine.Start(t, a, model, logs.logger())
+	run(t, a, eng.Deliver) // cleanups run last-in first-out: adapter stops before the engine
+	return eng, journal
 }
 
 func waitPost(t *testing.T, f *slackfake.Server, match func(slackfake.Post) bool) slackfake.Post {

@@ -77,18 +77,19 @@ func replayRun(ctx context.Context, cfg config, id string, enc *json.Encoder) er
 // runReplayJSON is engine.RunReplay in the snake_case every other command
 // prints (the core type carries no JSON tags: it is never stored).
 type runReplayJSON struct {
-	ID          string                 `json:"id"`
-	Scope       core.Scope             `json:"scope"`
-	Status      core.RunStatus         `json:"status"`
-	Reason      string                 `json:"reason,omitempty"`
-	Requester   core.Person            `json:"requester"`
-	Trigger     string                 `json:"trigger"`
-	Instruction string                 `json:"instruction"`
-	StartedAt   time.Time              `json:"started_at"`
-	Steps       int                    `json:"steps"`
-	Tokens      int                    `json:"tokens"`
-	Messages    []core.Message         `json:"messages"`
-	Effects     map[string]messageJSON `json:"effects"`
+	ID           string                 `json:"id"`
+	Scope        core.Scope             `json:"scope"`
+	Status       core.RunStatus         `json:"status"`
+	Reason       string                 `json:"reason,omitempty"`
+	Requester    core.Person            `json:"requester"`
+	Trigger      string                 `json:"trigger"`
+	Instruction  string                 `json:"instruction"`
+	Conversation string                 `json:"conversation,omitempty"`
+	StartedAt    time.Time              `json:"started_at"`
+	Steps        int                    `json:"steps"`
+	Tokens       int                    `json:"tokens"`
+	Messages     []core.Message         `json:"messages"`
+	Effects      map[string]messageJSON `json:"effects"`
 }
 
 type messageJSON struct {
@@ -100,7 +101,7 @@ type messageJSON struct {
 func runJSON(rs *engine.RunReplay) runReplayJSON {
 	out := runReplayJSON{
 		ID: rs.ID, Scope: rs.Scope, Status: rs.Status, Reason: rs.Reason, Requester: rs.Requester,
-		Trigger: rs.Trigger, Instruction: rs.Instruction, StartedAt: rs.StartedAt, Steps: rs.Steps, Tokens: rs.Tokens,
+		Trigger: rs.Trigger, Instruction: rs.Instruction, Conversation: rs.Conversation, StartedAt: rs.StartedAt, Steps: rs.Steps, Tokens: rs.Tokens,
 		Messages: rs.Messages, Effects: make(map[string]messageJSON, len(rs.Effects)),
 	}
 	for k, ref := range rs.Effects {

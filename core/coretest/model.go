@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/marlowe-bot/marlowe/core"
@@ -108,4 +109,18 @@ func (m *ScriptedModel) Calls() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.views)
+}
+
+// Answered answers "answered: <words>", the words being the view's last
+// message without its "Name (<@id>): " prefix, so every answer names what
+// it answers (conversation tests look for it in later views).
+func Answered(v core.View) (core.Reply, error) {
+	last := ""
+	if n := len(v.Messages); n > 0 {
+		last = v.Messages[n-1].Text
+	}
+	if _, words, ok := strings.Cut(last, "): "); ok {
+		last = words
+	}
+	return core.Reply{Text: "answered: " + last}, nil
 }

@@ -34,10 +34,15 @@ type Channel struct {
 	threads   map[string]string   // thread root → latest run id
 	seen      map[string]struct{} // delivered message ids (redelivery dedupe)
 	dayTokens map[string]int      // UTC date → tokens spent
-	// history keeps each thread's recent conversation (routed messages and
-	// the bot's answers) so a new run in a thread knows what came before.
+	// history keeps each conversation's recent turns (routed messages and
+	// the bot's answers) so a new run knows what came before; threadConv,
+	// msgConv and top say which conversation a message continues
+	// (conversation.go).
 	history      map[string][]core.ThreadTurn
-	historyOrder []string // threads in first-seen order, to bound the map
+	historyOrder []string // conversations in first-seen order, to bound the map
+	threadConv   fifoMap  // thread root → its conversation, when not itself
+	msgConv      fifoMap  // message id (routed or posted) → its conversation
+	top          topExchange
 	memories     map[string]*MemoryState
 	routines     map[string]*Routine
 	firings      map[string]*Firing // by routine.fired command id: its digest post names it as cause
@@ -52,18 +57,12 @@ func NewChannel(ch core.ChannelKey) Channel {
 		ch: ch, counts: map[string]int{}, consents: map[string]*Grant{}, approvals: map[string]*Approval{},
 		runs: map[string]*Run{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
 		dayTokens: map[string]int{}, history: map[string][]core.ThreadTurn{},
+		threadConv: newFIFOMap(conversationThreads), msgConv: newFIFOMap(conversationMessages),
 		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
 		firingRuns: map[string]*Firing{},
 		reports:    newReportFold(),
 	}
 }
-
-// Bounds of the per-thread history a new run is given.
-const (
-	historyTurns      = 12   // most recent turns kept per thread
-	historyTurnChars  = 1500 // each turn's text is cut to this
-	historyMaxThreads = 4096 // threads remembered per channel
-)
 
 // Run is a run as the channel sees it.
 type Run struct {
@@ -81,6 +80,9 @@ type Run struct {
 	// commands use them: who may cancel, who added a memory, what runs.
 	Requester core.Person
 	StartedAt time.Time
+	// Conversation is the conversation the run's trigger joined (its thread
+	// for runs without a trigger message): where its answers are remembered.
+	Conversation string
 	// What `bot replay` shows besides: the trigger message id, model steps
 	// and their tokens, why it paused or ended, its latest lifecycle time.
 	trigger   string
@@ -90,24 +92,20 @@ type Run struct {
 	updatedAt time.Time
 }
 
-// remember adds a turn to a thread's history.
-func (f *Channel) remember(thread string, t core.ThreadTurn) {
-	if len(t.Text) > historyTurnChars {
-		t.Text = core.Truncate(t.Text, historyTurnChars)
+// remember adds a turn to a conversation's history, within its bounds.
+func (f *Channel) remember(conv string, t core.ThreadTurn) {
+	if len(t.Text) > conversationTurnChars {
+		t.Text = core.Truncate(t.Text, conversationTurnChars)
 	}
-	h, ok := f.history[thread]
+	h, ok := f.history[conv]
 	if !ok {
-		f.historyOrder = append(f.historyOrder, thread)
+		f.historyOrder = append(f.historyOrder, conv)
 		if len(f.historyOrder) > historyMaxThreads {
 			delete(f.history, f.historyOrder[0])
 			f.historyOrder = f.historyOrder[1:]
 		}
 	}
-	h = append(h, t)
-	if len(h) > historyTurns {
-		h = slices.Clone(h[len(h)-historyTurns:])
-	}
-	f.history[thread] = h
+	f.history[conv] = boundTurns(append(h, t))
 }
 
 func (f *Channel) runOrNew(id string) *Run {
@@ -153,11 +151,12 @@ func (f *Channel) Apply(c core.Command) error {
 		if thread == "" && p.Visibility != core.DM {
 			thread = p.MessageID // a top-level message is answered in a thread under it
 		}
-		f.remember(thread, core.ThreadTurn{Author: p.Author, Text: p.Text})
+		conv := f.joined(p, thread)
 		if c.Run() != "" {
 			r := f.runOrNew(c.Run())
 			if r.Requester.ID == "" && r.StartedAt.IsZero() {
-				r.Requester = p.Author // the trigger: journaled before run.started
+				// the trigger: journaled before run.started
+				r.Requester, r.Conversation = p.Author, conv
 			}
 			if !r.Status.Terminal() {
 				r.Steer = append(r.Steer, c)
@@ -166,6 +165,9 @@ func (f *Channel) Apply(c core.Command) error {
 	case *core.RunStarted:
 		r := f.touch(c)
 		r.Thread, r.Status, r.StartedAt, r.trigger = c.Scope().Thread, core.RunWorking, c.At(), p.Trigger
+		if r.Conversation == "" {
+			r.Conversation = f.ConversationOfThread(r.Thread)
+		}
 		f.threads[r.Thread] = r.ID
 		f.live[r.ID] = struct{}{}
 	case *core.ModelStep:
@@ -218,9 +220,7 @@ func (f *Channel) Apply(c core.Command) error {
 		if r := f.runs[c.Run()]; r != nil && r.EndNotice == p.EffectID {
 			r.EndNotice = ""
 		}
-		if p.Role == core.RoleAnswer && p.Text != "" {
-			f.remember(c.Scope().Thread, core.ThreadTurn{Bot: true, Text: p.Text})
-		}
+		f.answered(c, p)
 		f.routinePosted(c, p)
 	case *core.MemoryWritten:
 		f.memories[p.MemoryID] = &MemoryState{ID: p.MemoryID, Text: p.Text}

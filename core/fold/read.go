@@ -65,9 +65,10 @@ func (f *Channel) Delivered(messageID string) bool {
 // TokensOn is the tokens the channel's runs spent on t's UTC date.
 func (f *Channel) TokensOn(t time.Time) int { return f.dayTokens[dayKey(t)] }
 
-// History is thread's recent conversation, oldest first. The slice is the
-// fold's: callers copy it before changing it.
-func (f *Channel) History(thread string) []core.ThreadTurn { return f.history[thread] }
+// History is a conversation's recent turns, oldest first, within
+// ConversationTurns and ConversationTokens. The slice is the fold's:
+// callers copy it before changing it.
+func (f *Channel) History(conv string) []core.ThreadTurn { return f.history[conv] }
 
 // Routine is the routine with id, or nil.
 func (f *Channel) Routine(id string) *Routine { return f.routines[id] }
@@ -102,10 +103,11 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		EndNotice string
 		Requester core.Person
 		StartedAt string
+		Conv      string
 	}
 	runs := map[string]runDump{}
 	for id, r := range f.runs {
-		d := runDump{Thread: r.Thread, Status: r.Status, EndNotice: r.EndNotice, Requester: r.Requester, StartedAt: r.StartedAt.UTC().String()}
+		d := runDump{Thread: r.Thread, Status: r.Status, EndNotice: r.EndNotice, Requester: r.Requester, StartedAt: r.StartedAt.UTC().String(), Conv: r.Conversation}
 		for _, c := range r.Steer {
 			d.Steer = append(d.Steer, c.Seq())
 		}
@@ -123,8 +125,12 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		DayTokens    map[string]int
 		History      map[string][]core.ThreadTurn
 		HistoryOrder []string
+		ThreadConv   fifoMap
+		MsgConv      fifoMap
+		Top          topExchange
 		Routines     map[string]*Routine
-	}{f.policySet, f.consents, f.revokedConsents, f.approvals, runs, f.threads, seen, f.dayTokens, f.history, f.historyOrder, f.routines})
+	}{f.policySet, f.consents, f.revokedConsents, f.approvals, runs, f.threads, seen, f.dayTokens, f.history, f.historyOrder,
+		f.threadConv, f.msgConv, f.top, f.routines})
 	if err != nil {
 		return "", "", fmt.Errorf("dump internal fields: %w", err)
 	}
