@@ -43,6 +43,7 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 		queues[i] = make(chan inbound, 256)
 	}
 	a.running, a.deliver, a.runCtx, a.queues, a.stop = true, deliver, ctx, queues, stop
+	a.identified = false
 	a.runMu.Unlock()
 
 	defer func() {
@@ -226,6 +227,7 @@ func (a *Adapter) receiveMessage(ctx context.Context, m *discordgo.Message) {
 		return
 	}
 	ev := a.normaliseLive(ctx, m)
+	a.noteReceived(m, &ev)
 	if err := a.deliverOnce(ctx, "msg:"+m.ID, core.Inbound{Event: &ev}); err != nil && ctx.Err() == nil {
 		a.log.Warn("discord: message not delivered", "channel", ev.Scope.Channel, "message", m.ID, "err", err)
 	}
