@@ -66,6 +66,7 @@ type Adapter struct {
 	ledger   *postLedger
 	pacer    *pacer
 	seen     *lookalikes
+	retry    retrier
 	gaps     *gaps // what gap fill reads after a re-IDENTIFY
 	gapFills atomic.Int64
 	// identified is set at the first READY (gateway goroutine only): a
@@ -153,6 +154,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		roles:  newManagedRoles(),
 		seen:   newLookalikes(),
 		gaps:   newGaps(10000),
+		retry:  retrier{poll: time.Second, base: 2 * time.Second, maxWait: 5 * time.Minute, kick: make(chan struct{}, 1)},
 		dialer: &websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment},
 		reidentify: func() time.Duration {
 			return time.Second + rand.N(4*time.Second)
