@@ -54,7 +54,9 @@ func TestTelegramLostSendThenKillResendsMarked(t *testing.T) {
 	wait("the bot polling", qaStartTimeout, func() bool { return polling() >= 1 })
 
 	const word = "lostzq1"
-	isAnswer := func(s telegramfake.Sent) bool { return strings.Contains(s.Text, "You said:") && strings.Contains(s.Text, word) }
+	isAnswer := func(s telegramfake.Sent) bool {
+		return strings.Contains(s.Text, "You said:") && strings.Contains(s.Text, word)
+	}
 	tg.LoseResponses("sendMessage", 1000) // every send lands; no answer comes back
 	tg.Inject(telegramfake.Incoming{Chat: trGroup, From: tgAlice, Text: "@" + tg.Config().Username + " please echo " + word})
 	wait("the answer sent (its response lost)", 60*time.Second, func() bool { return countSent(tg, isAnswer) >= 1 })
