@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -65,6 +66,12 @@ type Adapter struct {
 	ledger   *postLedger
 	pacer    *pacer
 	seen     *lookalikes
+	retry    retrier
+	gaps     *gaps // what gap fill reads after a re-IDENTIFY
+	gapFills atomic.Int64
+	// identified is set at the first READY (gateway goroutine only): a
+	// later READY is a re-IDENTIFY, followed by a gap fill.
+	identified bool
 
 	// run state
 	runMu   sync.RWMutex
@@ -146,6 +153,8 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		chans:  newChanCache(20000),
 		roles:  newManagedRoles(),
 		seen:   newLookalikes(),
+		gaps:   newGaps(10000),
+		retry:  retrier{poll: time.Second, base: 2 * time.Second, maxWait: 5 * time.Minute, kick: make(chan struct{}, 1)},
 		dialer: &websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment},
 		reidentify: func() time.Duration {
 			return time.Second + rand.N(4*time.Second)

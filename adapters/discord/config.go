@@ -27,6 +27,8 @@ const (
 	DefaultDedupeTTL       = 30 * time.Minute
 	DefaultClaimTTL        = 30 * time.Second
 	DefaultMaxMessageChars = 2000
+	DefaultGapHorizon      = 24 * time.Hour
+	DefaultGapMaxAge       = 20 * time.Minute // core.DefaultThreadWindow
 )
 
 // Config is the Discord adapter's configuration.
@@ -54,6 +56,13 @@ type Config struct {
 	// MaxMessageChars is the longest content sent in one message (Discord's
 	// limit is 2,000).
 	MaxMessageChars int
+	// GapHorizon is how long after the bot last took part in a channel
+	// (posted, or was mentioned, replied to or DMed there) a re-IDENTIFY
+	// reads what was posted there meanwhile (gap.go).
+	GapHorizon time.Duration
+	// GapMaxAge is the age past which a message found by gap fill is not
+	// delivered: it would be answered too late (default the thread window).
+	GapMaxAge time.Duration
 }
 
 // ConfigFromEnv reads the configuration through getenv (pass os.Getenv).
@@ -108,6 +117,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ClaimTTL <= 0 {
 		c.ClaimTTL = DefaultClaimTTL
+	}
+	if c.GapHorizon <= 0 {
+		c.GapHorizon = DefaultGapHorizon
+	}
+	if c.GapMaxAge <= 0 {
+		c.GapMaxAge = DefaultGapMaxAge
 	}
 	if c.MaxMessageChars <= 0 || c.MaxMessageChars > 2000 {
 		c.MaxMessageChars = DefaultMaxMessageChars

@@ -43,6 +43,7 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 		queues[i] = make(chan inbound, 256)
 	}
 	a.running, a.deliver, a.runCtx, a.queues, a.stop = true, deliver, ctx, queues, stop
+	a.identified = false
 	a.runMu.Unlock()
 
 	defer func() {
@@ -70,6 +71,9 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 	}
 	for i, q := range queues {
 		a.bg.Go(func() { a.work(ctx, i, q, stop) })
+	}
+	if a.retry.q != nil {
+		a.bg.Go(func() { a.retryLoop(ctx, stop) })
 	}
 	a.log.Info("discord: connecting", "user", id.userID, "name", id.name, "gateway", gw.URL)
 	return a.gateway(ctx, gw.URL)
@@ -226,56 +230,67 @@ func (a *Adapter) receiveMessage(ctx context.Context, m *discordgo.Message) {
 		return
 	}
 	ev := a.normaliseLive(ctx, m)
-	if err := a.deliverOnce(ctx, "msg:"+m.ID, core.Inbound{Event: &ev}); err != nil && ctx.Err() == nil {
-		a.log.Warn("discord: message not delivered", "channel", ev.Scope.Channel, "message", m.ID, "err", err)
+	a.noteReceived(m, &ev)
+	key, in := "msg:"+m.ID, core.Inbound{Event: &ev}
+	if err := a.deliverOnce(ctx, key, in); err != nil && ctx.Err() == nil {
+		a.queueRetry(ctx, key, in, err)
 	}
 }
 
 // deliverOnce hands in to deliver unless key was delivered before (a
 // replayed event after RESUME, or another replica's session). Discord never
 // redelivers a gateway event, so a failed deliver is retried here a few
-// times before it is given up (and logged).
+// times; a message that still fails goes to the delivery queue
+// (receiveMessage, retry.go).
 func (a *Adapter) deliverOnce(ctx context.Context, key string, in core.Inbound) error {
-	a.runMu.RLock()
-	deliver := a.deliver
-	a.runMu.RUnlock()
-	if deliver == nil {
-		return errors.New("discord: adapter is not running")
-	}
 	var last error
 	for attempt := 1; attempt <= 3; attempt++ {
-		token, done, err := a.claim(ctx, key)
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			// Without the dedupe store a duplicate is possible; the engine
-			// also drops a message id it has journaled.
-			a.log.Warn("discord: dedupe claim failed; delivering anyway", "err", err)
-		case done:
-			a.log.Debug("discord: duplicate delivery dropped", "key", key)
-			return nil
-		}
-		last = deliver(ctx, in)
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if token != "" {
-			if last == nil {
-				if cerr := a.dedupe.Commit(sctx, key, token, a.cfg.DedupeTTL); cerr != nil {
-					a.log.Warn("discord: dedupe commit failed", "err", cerr)
-				}
-			} else {
-				_ = a.dedupe.Release(sctx, key, token)
-			}
-		}
-		cancel()
-		if last == nil {
-			return nil
+		last = a.deliverAttempt(ctx, key, in)
+		if last == nil || ctx.Err() != nil {
+			return last
 		}
 		if sleep(ctx, time.Duration(attempt)*200*time.Millisecond) != nil {
 			break
 		}
 	}
 	return fmt.Errorf("discord: deliver: %w", last)
+}
+
+// deliverAttempt is one try: claim key in the deduper, deliver, then commit
+// it (delivered: never again) or release it. A key already committed is
+// success without a delivery.
+func (a *Adapter) deliverAttempt(ctx context.Context, key string, in core.Inbound) error {
+	a.runMu.RLock()
+	deliver := a.deliver
+	a.runMu.RUnlock()
+	if deliver == nil {
+		return errors.New("discord: adapter is not running")
+	}
+	token, done, err := a.claim(ctx, key)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		// Without the dedupe store a duplicate is possible; the engine
+		// also drops a message id it has journaled.
+		a.log.Warn("discord: dedupe claim failed; delivering anyway", "err", err)
+	case done:
+		a.log.Debug("discord: duplicate delivery dropped", "key", key)
+		return nil
+	}
+	err = deliver(ctx, in)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if token != "" {
+		if err == nil {
+			if cerr := a.dedupe.Commit(sctx, key, token, a.cfg.DedupeTTL); cerr != nil {
+				a.log.Warn("discord: dedupe commit failed", "err", cerr)
+			}
+		} else {
+			_ = a.dedupe.Release(sctx, key, token)
+		}
+	}
+	return err
 }
 
 // claim claims key for delivery. While another delivery of it is in flight

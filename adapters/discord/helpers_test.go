@@ -162,6 +162,13 @@ func startAdapter(t testing.TB, f *discordfake.Server, deliver func(context.Cont
 // the fake's).
 func startAdapterConfig(t testing.TB, f *discordfake.Server, cfg Config, deliver func(context.Context, core.Inbound) error, opts ...Option) *Adapter {
 	t.Helper()
+	return startAdapterSetup(t, f, cfg, deliver, nil, opts...)
+}
+
+// startAdapterSetup is startAdapterConfig with setup run on the adapter
+// before Run (e.g. to hold the re-IDENTIFY pause).
+func startAdapterSetup(t testing.TB, f *discordfake.Server, cfg Config, deliver func(context.Context, core.Inbound) error, setup func(*Adapter), opts ...Option) *Adapter {
+	t.Helper()
 	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithChannelPace(0, 1)}, opts...)
 	cfg.BotToken, cfg.APIURL = "test-token", f.APIURL()
 	a, err := New(cfg, opts...)
@@ -169,6 +176,9 @@ func startAdapterConfig(t testing.TB, f *discordfake.Server, cfg Config, deliver
 		t.Fatal(err)
 	}
 	a.reidentify = func() time.Duration { return 10 * time.Millisecond }
+	if setup != nil {
+		setup(a)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, deliver) }()

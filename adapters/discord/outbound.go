@@ -121,6 +121,7 @@ func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef,
 			at = snowflakeTime(m.ID)
 		}
 		a.ledger.ours(m.ID)
+		a.notePosted(target, m.ID)
 		return core.MessageRef{Scope: scope, ID: m.ID, At: at}, nil
 	})
 }
@@ -262,6 +263,7 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 			return err
 		})
 		if err == nil {
+			a.notePosted(channel, "")
 			return nil
 		}
 		// An edit sets the whole content, so repeating it is safe.

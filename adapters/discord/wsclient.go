@@ -317,6 +317,11 @@ func (a *Adapter) connect(ctx context.Context, target string, sess *session, res
 				}
 				a.readyUser(r.User)
 				a.log.Info("discord: session ready", "guilds", len(r.Guilds), "resume_url", sess.resumeURL)
+				if a.identified {
+					// A new session replays nothing of the old one's.
+					a.background(a.fillGaps)
+				}
+				a.identified = true
 			case "RESUMED":
 				a.log.Info("discord: session resumed", "seq", sess.seq)
 				a.background(func(ctx context.Context) {

@@ -22,6 +22,8 @@ type outPart struct {
 // without parse_mode, so nothing the model writes can break the request
 // (an unbalanced "*" is a 400 with Markdown) and code blocks stay literal;
 // the splitter closes and reopens ``` fences across parts.
+//
+// A resumed post (out.Resumed) leaves room in each part for ResentMarker.
 func render(out core.Outbound) ([]outPart, error) {
 	if out.Card != nil {
 		text, kb, err := renderCard(out.Card, out.Text)
@@ -33,21 +35,39 @@ func render(out core.Outbound) ([]outPart, error) {
 	if strings.TrimSpace(out.Text) == "" {
 		return nil, errors.New("telegram: nothing to post (empty text and no card)")
 	}
+	limit := MaxMessageChars
+	if out.Resumed {
+		limit -= len(resentSuffix)
+	}
 	var parts []outPart
-	for _, t := range splitText(out.Text, MaxMessageChars) {
+	for _, t := range splitText(out.Text, limit) {
 		parts = append(parts, outPart{text: t})
 	}
 	return parts, nil
 }
+
+// ResentMarker ends a message the bot sends again after a restart without
+// knowing whether the first send landed (see Post).
+const ResentMarker = "(resent after a restart)"
+
+const resentSuffix = "\n\n" + ResentMarker
+
+// marked adds ResentMarker to a part's text, on a line of its own.
+func marked(text string) string { return text + resentSuffix }
 
 // Post implements core.Surface. The message goes to the scope's chat and,
 // for a forum topic, carries its message_thread_id (never 1, the General
 // topic, which is the chat itself). out.Scope.Thread, when set, is the
 // message being answered: every part is sent as a reply to it. A key
 // already posted by this process returns the recorded ref without posting.
-// A send whose response is lost is not retried: the Bot API cannot tell
-// whether it landed, and a possible gap is better than a certain double;
-// the engine's journal re-issues it on restart.
+// A send whose response is lost is not retried here. The engine journals
+// every post's intent (its step, and so its key) before asking for it and
+// message.posted after, so a post whose outcome is unknown is asked for
+// again with out.Resumed (a resumed run, after a crash or a failed drive).
+// The Bot API cannot read a chat's history or find a message by a key, so
+// when this process has no record of the key the part is sent again with
+// ResentMarker: it may be the second copy, and says so, rather than
+// leaving a gap.
 func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
 	if err := checkScope(out.Scope); err != nil {
 		return core.MessageRef{}, err
@@ -74,6 +94,15 @@ func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef,
 	scope.Platform = Platform
 	return a.ledger.posts.PostParts("telegram", out.Key, len(parts), func(i int, _ string) (core.MessageRef, error) {
 		part := parts[i]
+		if out.Resumed && out.Key != "" {
+			// Not in the ledger (PostParts skips the parts it holds): an
+			// earlier process may have sent it.
+			if part.keyboard == nil {
+				part.text = marked(part.text)
+			} else {
+				part.text = ResentMarker + "\n" + part.text
+			}
+		}
 		p := params("chat_id", itoa(chat), "text", part.text)
 		if topic > 1 {
 			p["message_thread_id"] = itoa(topic)

@@ -7,6 +7,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/marlowe-bot/marlowe/adapters/discord"
+	"github.com/marlowe-bot/marlowe/core"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 )
 
@@ -23,8 +24,9 @@ func discordConfigured(getenv func(string) string) bool {
 }
 
 // addDiscord adds the Discord surface to set when it is configured, and its
-// HTTP interactions endpoint when DISCORD_PUBLIC_KEY is set.
-func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, log *slog.Logger) error {
+// HTTP interactions endpoint when DISCORD_PUBLIC_KEY is set. queue, when
+// set, is where undeliverable messages wait for a retry.
+func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, queue core.DeliveryQueue, log *slog.Logger) error {
 	if !discordConfigured(cfg.Getenv) {
 		return nil
 	}
@@ -33,6 +35,11 @@ func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, log *slog.Logg
 		return fmt.Errorf("discord configuration: %w", err)
 	}
 	opts := []discord.Option{discord.WithLogger(log)}
+	if queue != nil {
+		// Discord never redelivers: a message the engine cannot take waits
+		// in the journal's database and is retried for the approval TTL.
+		opts = append(opts, discord.WithDeliveryQueue(queue, cfg.ApprovalTTL))
+	}
 	if rdb != nil {
 		opts = append(opts, discord.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:discord:")))
 	}

@@ -72,7 +72,7 @@ func TestServeHelpNamesEveryEndpoint(t *testing.T) {
 	}
 
 	var checks []string
-	reCheck := regexp.MustCompile(`readyCheck\{\{?"(\w+)"`)
+	reCheck := regexp.MustCompile(`readyCheck\{\{?(?:name: )?"(\w+)"`)
 	for _, f := range []string{"serve.go", "ready.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/marlowe-bot/marlowe/adapters/discord"
 	"github.com/marlowe-bot/marlowe/core"
 )
 
@@ -38,4 +40,11 @@ func healthHandler(surfaces map[string]core.Surface) http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+}
+
+// deliveryQueuer is a surface with a durable retry queue of inbound
+// deliveries (Discord): /readyz shows what waits there, /metrics counts it.
+type deliveryQueuer interface {
+	DeliveryBacklog(ctx context.Context) (core.DeliveryBacklog, error)
+	DeliveryRetryStats() discord.RetryStats
 }

@@ -136,6 +136,9 @@ func newMetrics(f *intent.Filter, mem *memory.Service, surfaces map[string]core.
 				}, func() float64 { return float64(o.OutboundStats().RateLimited) }),
 			)
 		}
+		if q, ok := s.(deliveryQueuer); ok {
+			m.reg.MustRegister(deliveryQueueCollector{platform: name, q: q})
+		}
 		if a, ok := s.(ackObservable); ok {
 			h := m.ackSecs.WithLabelValues(name)
 			a.SetAckObserver(func(d time.Duration) { h.Observe(d.Seconds()) })
@@ -208,5 +211,48 @@ func (c memoryCollector) Collect(ch chan<- prometheus.Metric) {
 			buckets[b] = h.Counts[i]
 		}
 		ch <- prometheus.MustNewConstHistogram(desc, h.Count(), h.Sum, buckets)
+	}
+}
+
+// deliveryQueueCollector reads a surface's delivery retry queue at scrape
+// time: what waits (from the database, so every replica reports the
+// platform's whole queue) and this replica's counts of what it queued,
+// redelivered, retried in vain and gave up.
+type deliveryQueueCollector struct {
+	platform string
+	q        deliveryQueuer
+}
+
+var (
+	deliveryQueuedDesc = prometheus.NewDesc("marlowe_delivery_queue_pending",
+		"Inbound deliveries waiting in the durable retry queue, by platform (-1 when the queue cannot be read).", []string{"platform"}, nil)
+	deliveryOldestDesc = prometheus.NewDesc("marlowe_delivery_queue_oldest_seconds",
+		"Age of the oldest delivery waiting in the retry queue, by platform (0 when none).", []string{"platform"}, nil)
+	deliveryRetriesDesc = prometheus.NewDesc("marlowe_delivery_retries_total",
+		"Inbound deliveries this replica put on the retry queue (queued), took off it delivered (redelivered), retried in vain (failed) or gave up at the deadline (expired), by platform.",
+		[]string{"platform", "outcome"}, nil)
+)
+
+func (c deliveryQueueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- deliveryQueuedDesc
+	ch <- deliveryOldestDesc
+	ch <- deliveryRetriesDesc
+}
+
+func (c deliveryQueueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	pending, oldest := -1.0, 0.0
+	if b, err := c.q.DeliveryBacklog(ctx); err == nil {
+		pending = float64(b.Queued)
+		if b.Queued > 0 {
+			oldest = time.Since(b.Oldest).Seconds()
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(deliveryQueuedDesc, prometheus.GaugeValue, pending, c.platform)
+	ch <- prometheus.MustNewConstMetric(deliveryOldestDesc, prometheus.GaugeValue, oldest, c.platform)
+	st := c.q.DeliveryRetryStats()
+	for outcome, n := range map[string]uint64{"queued": st.Queued, "redelivered": st.Redelivered, "failed": st.Failed, "expired": st.Expired} {
+		ch <- prometheus.MustNewConstMetric(deliveryRetriesDesc, prometheus.CounterValue, float64(n), c.platform, outcome)
 	}
 }

@@ -23,23 +23,48 @@ import (
 type readyCheck struct {
 	name  string
 	check func(context.Context) error
+	// status, when set, is asked instead of check: what it says goes on
+	// the ok line.
+	status func(context.Context) (string, error)
+}
+
+// run asks the check: what to add to its ok line, or why it failed.
+func (c readyCheck) run(ctx context.Context) (string, error) {
+	if c.status != nil {
+		return c.status(ctx)
+	}
+	return "", c.check(ctx)
 }
 
 // readyChecks are serve's: the journal answers a query, Redis (when
 // configured) answers PING, and every surface that can tell says it is
 // ready (Slack: not after tokens_revoked or app_uninstalled).
 func readyChecks(j core.Journal, rdb *goredis.Client, surfaces map[string]core.Surface) []readyCheck {
-	checks := []readyCheck{{"journal", func(ctx context.Context) error {
+	checks := []readyCheck{{name: "journal", check: func(ctx context.Context) error {
 		// A channel that cannot exist: one indexed lookup, no rows.
 		_, _, err := j.Head(ctx, "readyz/probe/none")
 		return err
 	}}}
 	if rdb != nil {
-		checks = append(checks, readyCheck{"redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+		checks = append(checks, readyCheck{name: "redis", check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	}
 	for _, n := range slices.Sorted(maps.Keys(surfaces)) {
 		if r, ok := surfaces[n].(readier); ok {
-			checks = append(checks, readyCheck{n, func(context.Context) error { return r.Ready() }})
+			checks = append(checks, readyCheck{name: n, check: func(context.Context) error { return r.Ready() }})
+		}
+		if q, ok := surfaces[n].(deliveryQueuer); ok {
+			// What waits for a retry is shown, not a reason to stop
+			// serving: the replica is what retries it.
+			checks = append(checks, readyCheck{name: n + " delivery queue", status: func(ctx context.Context) (string, error) {
+				b, err := q.DeliveryBacklog(ctx)
+				switch {
+				case err != nil:
+					return "", err
+				case b.Queued == 0:
+					return "empty", nil
+				}
+				return fmt.Sprintf("%d waiting for a retry, oldest queued %s ago", b.Queued, time.Since(b.Oldest).Round(time.Second)), nil
+			}})
 		}
 	}
 	return checks
@@ -55,9 +80,11 @@ func readyHandler(checks []readyCheck) http.Handler {
 		var b strings.Builder
 		ready := true
 		for _, c := range checks {
-			if err := c.check(ctx); err != nil {
+			if note, err := c.run(ctx); err != nil {
 				ready = false
 				fmt.Fprintf(&b, "%s: %s\n", c.name, redactDSN(oneLine(err.Error())))
+			} else if note != "" {
+				fmt.Fprintf(&b, "%s: ok (%s)\n", c.name, oneLine(note))
 			} else {
 				fmt.Fprintf(&b, "%s: ok\n", c.name)
 			}
@@ -132,7 +159,7 @@ func readyURL(addr string) (string, error) {
 // drainCheck fails once the engine drains for shutdown, first of all
 // checks, so a load balancer stops sending work the moment it begins.
 func drainCheck(e *engine.Engine) readyCheck {
-	return readyCheck{"drain", func(context.Context) error {
+	return readyCheck{name: "drain", check: func(context.Context) error {
 		if e.Draining() {
 			return errors.New("draining for shutdown: new deliveries are refused")
 		}

@@ -101,7 +101,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return fmt.Errorf("tool registry: %w", err)
 	}
 
-	surfaces, err := newSurfaces(cfg, rdb, elect, log)
+	surfaces, err := newSurfaces(cfg, rdb, elect, st.Deliveries, log)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
 	mux.Handle("GET /readyz", readyHandler(append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
-		readyCheck{"leases", func(context.Context) error { return eng.LeaseHealth() }})))
+		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
@@ -285,8 +285,8 @@ type surfaceSet struct {
 
 // newSurfaces starts the configured platforms, and the sandbox when no
 // platform is configured or MARLOWE_SANDBOX=1.
-func newSurfaces(cfg config, rdb *goredis.Client, elect elector, log *slog.Logger) (surfaceSet, error) {
-	set, err := newPlatforms(cfg, rdb, elect, log)
+func newSurfaces(cfg config, rdb *goredis.Client, elect elector, queue core.DeliveryQueue, log *slog.Logger) (surfaceSet, error) {
+	set, err := newPlatforms(cfg, rdb, elect, queue, log)
 	if err != nil {
 		return set, err
 	}
@@ -312,7 +312,7 @@ func newSurfaces(cfg config, rdb *goredis.Client, elect elector, log *slog.Logge
 // newPlatforms builds each platform whose settings are given: Slack when any
 // of its settings is (so a missing token is reported, not silently replaced
 // by the sandbox). It connects to nothing; bot doctor uses it too.
-func newPlatforms(cfg config, rdb *goredis.Client, elect elector, log *slog.Logger) (surfaceSet, error) {
+func newPlatforms(cfg config, rdb *goredis.Client, elect elector, queue core.DeliveryQueue, log *slog.Logger) (surfaceSet, error) {
 	set := surfaceSet{byName: map[string]core.Surface{}}
 	if slackConfigured(cfg.Getenv) {
 		scfg, err := slack.ConfigFromEnv(cfg.Getenv)
@@ -333,7 +333,7 @@ func newPlatforms(cfg config, rdb *goredis.Client, elect elector, log *slog.Logg
 		}
 		log.Info("slack configured", "mode", scfg.Mode)
 	}
-	if err := addDiscord(&set, cfg, rdb, log); err != nil {
+	if err := addDiscord(&set, cfg, rdb, queue, log); err != nil {
 		return set, err
 	}
 	if err := addTelegram(&set, cfg, rdb, elect, log); err != nil {

@@ -19,7 +19,9 @@ On MARLOWE_HTTP_ADDR (default 127.0.0.1:8081), without authentication:
   GET  /healthz                 liveness: ok, or 503 naming a revoked platform
   GET  /readyz                  readiness: "ready" or "not ready", then one line
                                 per check: drain, journal, redis (when set),
-                                each surface that can tell (slack), leases
+                                each surface that can tell (slack), each
+                                surface's delivery queue (discord: what waits
+                                for a retry), leases
   GET  /metrics                 Prometheus metrics
   POST /slack/events            Slack Events API (MARLOWE_SLACK_MODE=http)
   POST /slack/interactions      Slack button clicks (MARLOWE_SLACK_MODE=http)

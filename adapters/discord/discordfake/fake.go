@@ -119,6 +119,11 @@ type Message struct {
 	Components json.RawMessage `json:"components,omitempty"`
 	Nonce      string          `json:"nonce,omitempty"`
 	At         time.Time       `json:"-"`
+
+	// What Say resolved from the content, for REST reads of it.
+	mentions []any
+	roles    []string
+	everyone bool
 }
 
 // Edit is one accepted PATCH of a message.

@@ -580,6 +580,7 @@ func (s *Server) Say(m Msg) string {
 	}
 	js["mentions"], js["mention_roles"] = mentions, roles
 	js["mention_everyone"] = m.Everyone || strings.Contains(m.Content, "@everyone") || strings.Contains(m.Content, "@here")
+	msg.mentions, msg.roles, msg.everyone = mentions, roles, js["mention_everyone"].(bool)
 	if m.WebhookID != "" {
 		js["webhook_id"] = m.WebhookID
 	}

@@ -180,7 +180,20 @@ func (s *Server) routeChannel(method string, p []string, q url.Values, body []by
 			limit = 50
 		}
 		var out []any
-		for i := len(c.msgs) - 1; i >= 0 && len(out) < limit; i-- {
+		if after := q.Get("after"); after != "" {
+			// The limit messages right after it, newest first as Discord
+			// sends them.
+			var got []*Message
+			for _, m := range c.msgs {
+				if idLess(after, m.ID) && len(got) < limit {
+					got = append(got, m)
+				}
+			}
+			for i := len(got) - 1; i >= 0; i-- {
+				out = append(out, s.messageJSONLocked(got[i]))
+			}
+		}
+		for i := len(c.msgs) - 1; q.Get("after") == "" && i >= 0 && len(out) < limit; i-- {
 			out = append(out, s.messageJSONLocked(c.msgs[i]))
 		}
 		if out == nil {
@@ -249,6 +262,14 @@ func (s *Server) routeChannel(method string, p []string, q url.Values, body []by
 		return http.StatusNoContent, nil
 	}
 	return notFound(0, "route")
+}
+
+// idLess orders snowflakes.
+func idLess(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
 }
 
 func (c *chanState) find(id string) *Message {
@@ -393,6 +414,9 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 	}
 	if m.GuildID != "" {
 		js["guild_id"] = m.GuildID
+	}
+	if m.mentions != nil {
+		js["mentions"], js["mention_roles"], js["mention_everyone"] = m.mentions, m.roles, m.everyone
 	}
 	if len(m.Components) > 0 {
 		js["components"] = m.Components

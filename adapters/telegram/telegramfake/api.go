@@ -51,6 +51,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		result, e = s.dispatch(r.Context(), method, form)
 	}
+	s.mu.Lock()
+	lost := s.lose[method] > 0 && e == nil
+	if lost {
+		s.lose[method]--
+	}
+	s.mu.Unlock()
+	if lost {
+		s.mu.Lock()
+		s.calls = append(s.calls, Call{Method: method, Params: form, Status: 0})
+		s.notifyLocked()
+		s.mu.Unlock()
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
+				return
+			}
+		}
+	}
 	status := 200
 	w.Header().Set("Content-Type", "application/json")
 	if e != nil {

@@ -146,6 +146,7 @@ type Server struct {
 	srv *httptest.Server
 
 	mu       sync.Mutex
+	lose     map[string]int // method → responses still to lose
 	changed  chan struct{}
 	closed   bool
 	nextUpd  int64
@@ -253,6 +254,18 @@ func (s *Server) RateLimit(method string, n int, retryAfter time.Duration) {
 	for range n {
 		s.limits[method] = append(s.limits[method], retryAfter)
 	}
+}
+
+// LoseResponses performs the next n calls of method but cuts the
+// connection instead of answering, so the client cannot tell whether they
+// happened. n = 0 stops losing.
+func (s *Server) LoseResponses(method string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lose == nil {
+		s.lose = map[string]int{}
+	}
+	s.lose[method] = n
 }
 
 // ClearRateLimit drops the 429s still queued for method.

@@ -1,0 +1,209 @@
+package discord
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// Gap fill. A RESUME makes Discord replay what a session missed; a fresh
+// IDENTIFY (a non-resumable op 9, a close code that forbids resuming, a
+// resume URL given up after a long outage) starts a session that replays
+// nothing. After such a re-IDENTIFY the adapter reads, for each channel the
+// bot was in a conversation in, the messages after the newest one it had
+// seen there (GET channels/{id}/messages?after=, bounded) and hands them to
+// the shard workers like gateway messages: the deduper drops any already
+// delivered, and the engine's filter and windows decide the rest. A message
+// older than Config.GapMaxAge is not delivered: it would be answered too
+// late to be an answer.
+
+// Bounds of one gap fill.
+const (
+	gapMaxChannels = 100 // most recently active channels first
+	gapPages       = 3   // pages of 100 per channel
+)
+
+// gaps remembers, per Discord channel id (a thread is its own channel), the
+// newest message id seen there and when the bot last took part: posted,
+// edited, or was addressed (a mention, a reply to it, a DM).
+type gaps struct {
+	mu     sync.Mutex
+	last   map[string]string
+	active map[string]time.Time
+	max    int
+}
+
+func newGaps(max int) *gaps {
+	return &gaps{last: map[string]string{}, active: map[string]time.Time{}, max: max}
+}
+
+// seen records message id in channel (the newest id wins).
+func (g *gaps) seen(channel, id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if snowflakeLess(g.last[channel], id) {
+		if _, ok := g.last[channel]; !ok && len(g.last) >= g.max {
+			g.evictLocked()
+		}
+		g.last[channel] = id
+	}
+}
+
+// touch marks channel as one the bot takes part in, as of at.
+func (g *gaps) touch(channel string, at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.active[channel]; !ok && len(g.active) >= g.max {
+		g.evictLocked()
+	}
+	if at.After(g.active[channel]) {
+		g.active[channel] = at
+	}
+}
+
+// evictLocked drops the least recently active half.
+func (g *gaps) evictLocked() {
+	type kv struct {
+		ch string
+		at time.Time
+	}
+	var all []kv
+	for ch, at := range g.active {
+		all = append(all, kv{ch, at})
+	}
+	slices.SortFunc(all, func(a, b kv) int { return a.at.Compare(b.at) })
+	for _, e := range all[:len(all)/2] {
+		delete(g.active, e.ch)
+		delete(g.last, e.ch)
+	}
+	for ch := range g.last {
+		if _, ok := g.active[ch]; !ok {
+			delete(g.last, ch)
+		}
+	}
+}
+
+type gapChannel struct {
+	channel, after string
+}
+
+// due lists the channels active since since (newest first, at most n) with
+// the newest message id seen in each.
+func (g *gaps) due(since time.Time, n int) []gapChannel {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	type kv struct {
+		gapChannel
+		at time.Time
+	}
+	var all []kv
+	for ch, at := range g.active {
+		if at.Before(since) || g.last[ch] == "" {
+			continue
+		}
+		all = append(all, kv{gapChannel{ch, g.last[ch]}, at})
+	}
+	slices.SortFunc(all, func(a, b kv) int { return b.at.Compare(a.at) })
+	out := make([]gapChannel, 0, min(len(all), n))
+	for i := 0; i < len(all) && i < n; i++ {
+		out = append(out, all[i].gapChannel)
+	}
+	return out
+}
+
+// snowflakeLess orders message ids ("" first).
+func snowflakeLess(a, b string) bool {
+	return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b)) < 0
+}
+
+// noteReceived records a delivered message for gap fill.
+func (a *Adapter) noteReceived(m *discordgo.Message, ev *core.Event) {
+	a.gaps.seen(m.ChannelID, m.ID)
+	if ev.MentionsBot || ev.ReplyToBot || ev.Visibility == core.DM {
+		a.gaps.touch(m.ChannelID, a.now())
+	}
+}
+
+// notePosted records one of the bot's posts or edits in channel.
+func (a *Adapter) notePosted(channel, id string) {
+	if id != "" {
+		a.gaps.seen(channel, id)
+	}
+	a.gaps.touch(channel, a.now())
+}
+
+// fillGaps reads what was posted meanwhile in the channels the bot was
+// active in (within Config.GapHorizon) and queues it for delivery. It runs
+// after a re-IDENTIFY, in the background.
+func (a *Adapter) fillGaps(ctx context.Context) {
+	now := a.now()
+	chans := a.gaps.due(now.Add(-a.cfg.GapHorizon), gapMaxChannels)
+	var queued, stale int
+	for _, c := range chans {
+		msgs, err := a.messagesAfter(ctx, c.channel, c.after)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			a.log.Warn("discord: gap fill: reading a channel failed", "channel", c.channel, "err", err)
+			continue
+		}
+		for _, m := range msgs {
+			if m == nil || m.ID == "" || m.Author == nil {
+				continue
+			}
+			if m.ChannelID == "" {
+				m.ChannelID = c.channel
+			}
+			at := m.Timestamp
+			if at.IsZero() {
+				at = snowflakeTime(m.ID)
+			}
+			if now.Sub(at) > a.cfg.GapMaxAge {
+				// Too old to answer now; still the newest seen.
+				a.gaps.seen(m.ChannelID, m.ID)
+				stale++
+				continue
+			}
+			a.enqueue(m.ChannelID, inbound{msg: m})
+			queued++
+		}
+	}
+	a.gapFills.Add(1)
+	a.log.Info("discord: gap fill after a new session", "channels", len(chans), "queued", queued, "too_old", stale)
+}
+
+// messagesAfter reads up to gapPages pages of channel's messages after id,
+// oldest first.
+func (a *Adapter) messagesAfter(ctx context.Context, channel, after string) ([]*discordgo.Message, error) {
+	var out []*discordgo.Message
+	for range gapPages {
+		var page []*discordgo.Message
+		err := a.pacer.do(ctx, channel, core.PriorityEdit, "", func(ctx context.Context) error {
+			var err error
+			page, err = a.sess.ChannelMessages(channel, 100, "", after, "", discordgo.WithContext(ctx))
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		slices.SortFunc(page, func(x, y *discordgo.Message) int {
+			if snowflakeLess(x.ID, y.ID) {
+				return -1
+			}
+			return 1
+		})
+		out = append(out, page...)
+		if len(page) < 100 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	return out, nil
+}

@@ -1,0 +1,105 @@
+package discord
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/adapters/discord/discordfake"
+)
+
+// heldReidentify makes the pause before a re-IDENTIFY wait until the test
+// releases it, so messages can be posted while no session exists.
+func heldReidentify(a *Adapter) (release func()) {
+	gate := make(chan struct{})
+	a.reidentify = func() time.Duration { <-gate; return 0 }
+	return func() { close(gate) }
+}
+
+// A non-resumable op 9 starts a session that replays nothing. The messages
+// posted while no session existed, in a channel the bot was talking in, are
+// read back (GET messages?after=) and delivered once each, in order, before
+// and alongside what arrives live; a channel the bot was not active in is
+// not read.
+func TestNonResumableInvalidSessionFillsTheGap(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	var release func()
+	startAdapterSetup(t, f, Config{}, rec.deliver, func(a *Adapter) { release = heldReidentify(a) })
+	bot := f.Bot().ID
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "<@" + bot + "> hello"})
+	f.Say(discordfake.Msg{Channel: ops, Author: bob, Content: "chatter in ops"})
+	rec.waitFor(t, "hello and chatter", func() bool { return len(rec.events()) == 2 })
+
+	f.InvalidSession(false) // the session is gone: Say below dispatches to nobody
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "gap 1"})
+	f.Say(discordfake.Msg{Channel: general, Author: bob, Content: "gap 2"})
+	f.Say(discordfake.Msg{Channel: ops, Author: bob, Content: "gap in ops"})
+	release()
+	if !f.Wait(10*time.Second, func() bool { return len(f.IdentifiesLocked()) == 2 && f.ConnectedLocked() }) {
+		t.Fatalf("no second IDENTIFY: %+v", f.Identifies())
+	}
+	rec.waitFor(t, "the messages posted during the gap", func() bool {
+		_, ok := rec.eventByText("gap 2")
+		return ok
+	})
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "live again"})
+	rec.waitFor(t, "live again", func() bool { _, ok := rec.eventByText("live again"); return ok })
+
+	var got []string
+	for _, e := range rec.events() {
+		if e.Scope.Channel == general {
+			got = append(got, e.Text)
+		}
+		if e.Text == "gap in ops" {
+			t.Errorf("ops (the bot not active there) was gap-filled")
+		}
+	}
+	want := []string{"hello", "gap 1", "gap 2", "live again"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("general delivered %q, want %q exactly once each", got, want)
+	}
+	for _, c := range f.Calls() {
+		if c.Method == "GET" && strings.HasPrefix(c.Path, "channels/"+ops+"/messages") {
+			t.Errorf("read %s: ops was not a conversation of the bot's", c.Path)
+		}
+	}
+}
+
+// A gap-filled message older than GapMaxAge is not delivered: answering it
+// now would be too late. A close code forbidding resume (4009) re-IDENTIFYs
+// and fills the same way.
+func TestGapFillSkipsMessagesOlderThanTheWindow(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	a := startAdapterConfig(t, f, Config{GapMaxAge: time.Nanosecond}, rec.deliver)
+	bot := f.Bot().ID
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "<@" + bot + "> hello"})
+	rec.waitFor(t, "hello", func() bool { return len(rec.events()) == 1 })
+
+	f.CloseWith(4009, "session timed out")
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "<@" + bot + "> too late"})
+	if !f.Wait(10*time.Second, func() bool { return len(f.IdentifiesLocked()) == 2 && f.ConnectedLocked() }) {
+		t.Fatalf("no second IDENTIFY: %+v", f.Identifies())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for a.gapFills.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no gap fill after the re-IDENTIFY")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "live"})
+	rec.waitFor(t, "live", func() bool { _, ok := rec.eventByText("live"); return ok })
+	if _, ok := rec.eventByText("too late"); ok {
+		t.Fatal("a message older than the window was delivered by gap fill")
+	}
+	var read bool
+	for _, c := range f.Calls() {
+		read = read || (c.Method == "GET" && strings.HasPrefix(c.Path, "channels/"+general+"/messages"))
+	}
+	if !read {
+		t.Fatal("general was not read after the re-IDENTIFY")
+	}
+}

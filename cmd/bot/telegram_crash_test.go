@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/adapters/telegram"
+	"github.com/marlowe-bot/marlowe/adapters/telegram/telegramfake"
+	"github.com/marlowe-bot/marlowe/internal/testpg"
+	"github.com/marlowe-bot/marlowe/internal/testredis"
+)
+
+// The real binary answers a mention in a Telegram group; the Bot API
+// performs the answer's sendMessage but its response is lost, and the
+// process is SIGKILLed before it could learn the outcome. After a restart
+// the resumed run cannot ask Telegram whether the answer landed (the Bot
+// API has no history read), so it sends it again with the visible
+// "(resent after a restart)" marker: the answer is never left out, and a
+// second copy never comes without the marker.
+func TestTelegramLostSendThenKillResendsMarked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bot and SIGKILLs it (-short skips it)")
+	}
+	t.Parallel()
+	dbURL := testpg.New(t)
+	rs := testredis.StartServer(t)
+	tg := telegramfake.New(telegramfake.Config{})
+	t.Cleanup(tg.Close)
+	_, modelURL := slowModelFake(t, 50*time.Millisecond)
+	bin := buildCrashBot(t)
+	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)
+	r := &replicaProc{t: t, bin: bin, name: "r0", logs: &syncBuffer{},
+		env: telegramReplicaEnv(t.TempDir(), "r0", dbURL, rs.URL(), key, tg, modelURL)}
+	r.start()
+	t.Cleanup(r.kill)
+	wait := func(what string, d time.Duration, cond func() bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		defer cancel()
+		// Polled: some conditions read the logs, not only the fake.
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %s\n%s", what, r.logs.String())
+			case <-tick.C:
+			}
+		}
+	}
+	polling := func() int { return strings.Count(r.logs.String(), trPolls) }
+	wait("the bot polling", qaStartTimeout, func() bool { return polling() >= 1 })
+
+	const word = "lostzq1"
+	isAnswer := func(s telegramfake.Sent) bool {
+		return strings.Contains(s.Text, "You said:") && strings.Contains(s.Text, word)
+	}
+	tg.LoseResponses("sendMessage", 1000) // every send lands; no answer comes back
+	tg.Inject(telegramfake.Incoming{Chat: trGroup, From: tgAlice, Text: "@" + tg.Config().Username + " please echo " + word})
+	wait("the answer sent (its response lost)", 60*time.Second, func() bool { return countSent(tg, isAnswer) >= 1 })
+	r.kill()
+	tg.LoseResponses("sendMessage", 0)
+
+	r.start()
+	wait("the restarted bot polling", qaStartTimeout, func() bool { return polling() >= 2 })
+	wait("the answer resent after the restart", 120*time.Second, func() bool {
+		return countSent(tg, func(s telegramfake.Sent) bool { return isAnswer(s) && strings.Contains(s.Text, telegram.ResentMarker) }) >= 1
+	})
+	var unmarked int
+	for _, s := range tg.Sent() {
+		if isAnswer(s) && !strings.Contains(s.Text, telegram.ResentMarker) {
+			unmarked++
+		}
+	}
+	// The first copy is unmarked only when it was sent by a first drive: a
+	// post lost earlier in the run (its checklist) already makes the drive
+	// that sends the answer a resumed one, and then every copy is marked.
+	if unmarked > 1 {
+		var texts []string
+		for _, s := range tg.Sent() {
+			texts = append(texts, s.Text)
+		}
+		t.Fatalf("%d unmarked copies of the answer, want at most one; sent %q", unmarked, texts)
+	}
+}

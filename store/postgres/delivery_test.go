@@ -1,0 +1,16 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/deliverytest"
+	"github.com/marlowe-bot/marlowe/internal/testpg"
+)
+
+func TestDeliveryQueue(t *testing.T) {
+	t.Parallel()
+	deliverytest.Run(t, func(t *testing.T) core.DeliveryQueue {
+		return open(t, withParam(testpg.New(t), "pool_max_conns=4"), nil)
+	})
+}
