@@ -288,10 +288,10 @@ func noFiles(t *testing.T, dir string) {
 func TestVerifyEmbeddedWithoutJournal(t *testing.T) {
 	dir := t.TempDir()
 	_, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": dir}), "", "verify")
-	wantExit(t, err, 2)
+	wantExit(t, err, 1) // nothing to verify: a failure, not a usage error
 	_, _, pub := generateKey(t)
 	_, err = runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": dir, "MARLOWE_VERIFY_KEYS": pub}), "", "verify")
-	wantExit(t, err, 2)
+	wantExit(t, err, 1)
 	if !strings.Contains(err.Error(), "no journal") {
 		t.Fatalf("verify with a key but no journal: %v", err)
 	}

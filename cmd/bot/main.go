@@ -33,6 +33,7 @@ Commands:
   replay           fold one channel's journal and print its state as JSON
                    (--channel platform/workspace/channel), or one run's
                    replayed state (--run ID); no model or platform is called
+  channels         list channel keys with command counts and last activity
   memory rebuild   rebuild the memory index from the journal
                    (--channel platform/workspace/channel or --all)
   intent replay    run an intent scenario file (FILE or - for stdin) through
@@ -119,6 +120,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdKeys(cfg, args, stdout, stderr)
 	case "replay":
 		return cmdReplay(ctx, cfg, args, stdout)
+	case "channels":
+		return cmdChannels(ctx, cfg, args, stdout)
 	case "memory":
 		return cmdMemory(ctx, cfg, args, stdout, stderr)
 	}

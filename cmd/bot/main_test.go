@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -341,5 +342,26 @@ func TestSigningKeyGenerationRace(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, keyFile+".tmp-*"))
 	if len(left) != 0 {
 		t.Fatalf("temporary key files left behind: %v", left)
+	}
+}
+
+// `bot channels` lists the keys replay takes, with counts and last
+// activity; `bot verify` on a data directory without a journal says so
+// (exit 1) instead of asking for verify keys.
+func TestChannelsAndVerifyWithoutJournal(t *testing.T) {
+	dir := t.TempDir()
+	ch := seedJournal(t, dir, 5)
+	out, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": dir}), "", "channels")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(regexp.QuoteMeta(string(ch)) + `\s+5\s+\d{4}-\d\d-\d\dT`).MatchString(out) {
+		t.Errorf("channels output %q: want %s with 5 commands and a time", out, ch)
+	}
+	empty := t.TempDir()
+	_, err = runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": empty}), "", "verify")
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(err.Error(), "no journal") || strings.Contains(err.Error(), "verification key") {
+		t.Errorf("verify on an empty data dir: %v, want exit 1 saying there is no journal", err)
 	}
 }

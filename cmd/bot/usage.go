@@ -75,6 +75,12 @@ public key on stderr). Neither stores a key.
 Fold one channel's journal and print its state as JSON, or one run's
 replayed state. No model or platform is called; no key is needed.
 `,
+	"channels": `Usage: bot channels
+
+List the journal's channel keys (what replay --channel and verify
+--channel take), each with its command count and last activity (UTC).
+No key is needed.
+`,
 	"memory": `Usage: bot memory rebuild --channel platform/workspace/channel | --all [--reembed] [--dry-run]
 
 Rebuild the memory index from the journal.

@@ -36,16 +36,22 @@ func cmdVerify(ctx context.Context, cfg config, args []string, stdout io.Writer)
 	if err != nil {
 		return usageErr("verify: %v", err)
 	}
+	// With no journal there is nothing to verify: say so before asking for
+	// verify keys (bad key settings are still reported first).
+	j, closeJournal, err := openJournalReadOnly(ctx, cfg)
+	if err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			return exitError{code: 1, err: fmt.Errorf("verify: %w", ee.err)}
+		}
+		return err
+	}
+	defer closeJournal()
 	if v == nil {
 		return usageErr("verify: no verification key: set MARLOWE_VERIFY_KEYS to the journal's public key(s), comma-separated base64 " +
 			"(`bot keys --public` prints one where its signing key is), or MARLOWE_SIGNING_KEY, " +
 			"or MARLOWE_DATA_DIR to the data directory holding " + keyFile)
 	}
-	j, closeJournal, err := openJournalReadOnly(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeJournal()
 	if *channel != "" {
 		if err := knownChannel(ctx, j, core.ChannelKey(*channel)); err != nil {
 			return exitError{code: 1, err: fmt.Errorf("verify: %w", err)}
