@@ -624,11 +624,24 @@
     es.onerror = () => setConn(false);
   }
 
+  // A permalink (#c=<channel>&t=<message>, from `status` and `approvals`)
+  // opens that channel and thread.
+  function followLink() {
+    const h = new URLSearchParams(location.hash.slice(1));
+    const c = h.get("c");
+    if (!c || !state.ws || !canSee(channel(c))) return false;
+    state.channel = c;
+    state.thread = h.get("t") || null;
+    return true;
+  }
+  window.addEventListener("hashchange", () => { if (followLink()) render(); });
+
   async function start() {
     const res = await fetch("/api/workspace");
     state.ws = await res.json();
     state.epoch = state.ws.epoch;
     if (!state.ws.people.some((p) => p.id === state.me)) state.me = state.ws.people[0].id;
+    followLink();
     if (!canSee(channel(state.channel))) state.channel = "general";
     renderPeople();
     render();
