@@ -89,8 +89,10 @@ func TestQueuedDeliveryOutlivesTheAdapter(t *testing.T) {
 		_, ok := rec.eventByText("queued")
 		return ok
 	})
-	if st := second.DeliveryRetryStats(); st.Redelivered != 1 {
-		t.Errorf("second adapter's stats %+v, want one redelivered", st)
+	// The stat is counted once the delivery returned: awaited, not read.
+	await(t, "the second adapter counting one redelivery", func() bool { return second.DeliveryRetryStats().Redelivered == 1 })
+	if st := second.DeliveryRetryStats(); st.Redelivered != 1 || len(rec.events()) != 1 {
+		t.Errorf("second adapter's stats %+v, events %d: want one redelivered, once", st, len(rec.events()))
 	}
 }
 
