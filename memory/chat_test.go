@@ -131,3 +131,74 @@ func TestEngineMemoriesAndDelete(t *testing.T) {
 		t.Errorf("memories after delete = %q", got)
 	}
 }
+
+// `what do you know about me` in a DM, over the real service: Alice sees
+// the memory she added and the one Bob wrote that mentions her, with their
+// channels, and her kept messages per channel with counts; Bob's own note
+// about something else is not hers and is not listed.
+func TestEngineAboutMe(t *testing.T) {
+	signer := coretest.NewSigner(t)
+	j := coretest.NewMemJournal(signer)
+	b := core.NewBoundary(nil)
+	svc, err := memory.New(memory.Config{Journal: j, Boundary: b, Index: memorytest.NewMemIndex()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := gate.NewRegistry(tools.Remember(), tools.Recall(), tools.Forget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	surface := coretest.NewFakeSurface("test", "UBOT")
+	e, err := engine.New(engine.Config{
+		Journal: j, Boundary: b, Tools: reg, Surfaces: map[string]core.Surface{"test": surface},
+		Router:  core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) { return ev.MentionsBot, "mention", nil }),
+		Memory:  svc.Memory,
+		CardKey: []byte("0123456789abcdef0123456789abcdef"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	n := 0
+	say := func(ch, who, text string, vis core.Visibility) string {
+		t.Helper()
+		n++
+		msg := "M" + string(rune('A'+n))
+		ev := core.Event{Scope: core.Scope{Platform: "test", Workspace: "W", Channel: ch}, Visibility: vis,
+			MessageID: msg, Author: core.Person{ID: who}, Text: "<@UBOT> " + text, MentionsBot: true, At: time.Now()}
+		if err := e.Deliver(context.Background(), core.Inbound{Event: &ev}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.WaitIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		for _, p := range surface.Posts() {
+			if p.Ref.Scope.Channel == ch && (p.Ref.Scope.Thread == msg || vis == core.DM) {
+				last = p.Out.Text
+			}
+		}
+		return last
+	}
+	say("C1", "UALICE", "remember the release train leaves at noon", core.Public)
+	say("C1", "UBOB", "remember <@UALICE> owns the billing dashboard", core.Public)
+	say("C2", "UBOB", "remember the coffee machine is broken", core.Public)
+	say("C2", "UALICE", "status", core.Public)
+	got := say("D1", "UALICE", "what do you know about me", core.DM)
+	for _, want := range []string{
+		"the release train leaves at noon", "<@UALICE> owns the billing dashboard",
+		"<#C1>: 1, from ", "<#C2>: 1, from ", "*Consents you granted*\nnone",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("about me lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "coffee") {
+		t.Errorf("about me lists Bob's note:\n%s", got)
+	}
+}
