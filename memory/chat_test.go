@@ -16,11 +16,10 @@ import (
 	"github.com/marlowe-bot/marlowe/tools"
 )
 
-// The chat commands over the real service: `memories` names who added
-// each memory, and `delete memory` by its author redacts the journal in
-// that person's name (the chain still verifies), while anyone else is
-// refused and nothing changes.
-func TestEngineMemoriesAndDelete(t *testing.T) {
+// chatEngine is a running engine over the real memory service (in-process
+// journal and index) and a fake surface.
+func chatEngine(t *testing.T) (*core.Signer, *coretest.MemJournal, *memory.Service, *engine.Engine, *coretest.FakeSurface) {
+	t.Helper()
 	signer := coretest.NewSigner(t)
 	j := coretest.NewMemJournal(signer)
 	b := core.NewBoundary(nil)
@@ -46,6 +45,15 @@ func TestEngineMemoriesAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
+	return signer, j, svc, e, surface
+}
+
+// The chat commands over the real service: `memories` names who added
+// each memory, and `delete memory` by its author redacts the journal in
+// that person's name (the chain still verifies), while anyone else is
+// refused and nothing changes.
+func TestEngineMemoriesAndDelete(t *testing.T) {
+	signer, j, svc, e, surface := chatEngine(t)
 	n := 0
 	say := func(who, text string) string {
 		t.Helper()
@@ -137,31 +145,7 @@ func TestEngineMemoriesAndDelete(t *testing.T) {
 // channels, and her kept messages per channel with counts; Bob's own note
 // about something else is not hers and is not listed.
 func TestEngineAboutMe(t *testing.T) {
-	signer := coretest.NewSigner(t)
-	j := coretest.NewMemJournal(signer)
-	b := core.NewBoundary(nil)
-	svc, err := memory.New(memory.Config{Journal: j, Boundary: b, Index: memorytest.NewMemIndex()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := gate.NewRegistry(tools.Remember(), tools.Recall(), tools.Forget())
-	if err != nil {
-		t.Fatal(err)
-	}
-	surface := coretest.NewFakeSurface("test", "UBOT")
-	e, err := engine.New(engine.Config{
-		Journal: j, Boundary: b, Tools: reg, Surfaces: map[string]core.Surface{"test": surface},
-		Router:  core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) { return ev.MentionsBot, "mention", nil }),
-		Memory:  svc.Memory,
-		CardKey: []byte("0123456789abcdef0123456789abcdef"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	_, _, _, e, surface := chatEngine(t)
 	n := 0
 	say := func(ch, who, text string, vis core.Visibility) string {
 		t.Helper()
