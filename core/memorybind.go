@@ -64,6 +64,13 @@ type MemoryDeleter interface {
 	Delete(ctx context.Context, by Actor, id, reason string) error
 }
 
+// MemoryEraser is a MemoryDeleter whose deletion also erases the memory's
+// text from the channel's journal and reports what it redacted.
+type MemoryEraser interface {
+	MemoryDeleter
+	Erase(ctx context.Context, by Actor, id, reason string) (Erasure, error)
+}
+
 // BindMemory returns the handle a tool call gets: every write through it is
 // stamped with prov. The engine calls it for each call; tests of tools call
 // it to stand in for the engine.

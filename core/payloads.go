@@ -357,6 +357,9 @@ type CommandRedacted struct {
 	Seq    uint64 `json:"seq"`
 	ID     string `json:"id"`
 	Reason string `json:"reason"`
+	// TargetKind is the redacted command's kind ("" in records written before
+	// it), so the marker says what was removed without its payload.
+	TargetKind string `json:"target_kind,omitempty"`
 }
 
 // ReportFiled: a report for a routine's owner (a skipped slot, a post that

@@ -158,12 +158,99 @@ func (d *driver) deleteMemory(ctx context.Context, h *humanMsg, pol core.Policy,
 		}
 	}
 	by := core.Actor{Type: core.ActorHuman, ID: h.author.ID, Platform: d.rs.Scope.Platform}
-	if err := del.Delete(mctx, by, info.ID, "deleted in chat by "+h.author.ID); err != nil {
+	reason := "memory " + info.ID + " deleted in chat by " + h.author.ID
+	er, ok := del.(core.MemoryEraser)
+	if !ok {
+		if err := del.Delete(mctx, by, info.ID, reason); err != nil {
+			d.e.log.Warn("delete memory failed", "run", d.rs.ID, "memory", info.ID, "error", err)
+			return fmt.Sprintf("I couldn't finish deleting memory `%s`; say `delete memory %s` again to complete it.", info.ID, info.ID)
+		}
+		return fmt.Sprintf("🗑️ Deleted memory `%s` from this channel's memory. Other records of its text (the messages and my answers that carried it) were not erased.", info.ID)
+	}
+	got, err := er.Erase(mctx, by, info.ID, reason)
+	// Whatever the erasure redacted is gone from the journal; the cached
+	// fold still holds conversation turns and memory texts folded from it
+	// (the next run's history would record them again), so fold the
+	// channel afresh from the journal.
+	if ferr := d.v.refold(ctx); ferr != nil {
+		d.e.log.Warn("refold after erasure", "channel", string(d.v.key), "error", ferr)
+	}
+	if err != nil {
 		d.e.log.Warn("delete memory failed", "run", d.rs.ID, "memory", info.ID, "error", err)
 		return fmt.Sprintf("I couldn't finish deleting memory `%s`; say `delete memory %s` again to complete it.", info.ID, info.ID)
 	}
-	d.e.log.Info("memory deleted in chat", "run", d.rs.ID, "memory", info.ID, "by", h.author.ID)
-	return fmt.Sprintf("🗑️ Deleted memory `%s`: its text is destroyed everywhere I keep it (the journal keeps only a redaction marker).", info.ID)
+	d.e.log.Info("memory deleted in chat", "run", d.rs.ID, "memory", info.ID, "by", h.author.ID, "redacted", got.RemovedTotal())
+	return erasureReply(info.ID, got, d.rs.Scope.Platform)
+}
+
+// erasureReply says exactly what an erasure removed and what remains.
+func erasureReply(id string, got core.Erasure, platform string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "🗑️ Deleted memory `%s`. Its text is erased from this channel's journal: %s", id, kindCounts(got.Removed))
+	fmt.Fprintf(&b, ". Each of those is now a redaction marker (%d signed `command.redacted` records name them and say you asked), so the journal still verifies.", got.Markers)
+	b.WriteString(" The memory index keeps only a tombstone (id and dates; no text, no embedding).")
+	if len(got.OtherMemories) > 0 {
+		ids := make([]string, len(got.OtherMemories))
+		for i, o := range got.OtherMemories {
+			ids[i] = "`" + o + "`"
+		}
+		fmt.Fprintf(&b, "\nStill holding this text: other memories %s (say `delete memory <id>` for each).", strings.Join(ids, ", "))
+	}
+	if len(got.Kept) > 0 {
+		fmt.Fprintf(&b, "\nStill holding this text, kept because the journal needs them to know what was decided or finished: %s.", kindCounts(got.Kept))
+	}
+	fmt.Fprintf(&b, "\nMessages on %s itself are not changed: delete them there.", platformName(platform))
+	return b.String()
+}
+
+// kindCounts renders per-kind counts in a fixed order: "1 message.received, 2 model.step".
+func kindCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func platformName(p string) string {
+	switch p {
+	case "slack":
+		return "Slack"
+	case "discord":
+		return "Discord"
+	case "telegram":
+		return "Telegram"
+	case "":
+		return "the platform"
+	}
+	return p
+}
+
+// runHistory is the conversation history a new run records: none for a
+// command the grammar answers by itself (it reads no history), so a
+// `delete memory` run never records the text it erases. Callers hold v.mu.
+func runHistory(v *chanView, msg *core.MessageReceived) []core.ThreadTurn {
+	if chatcommand.Parse(chatcommand.StripLeadingMention(msg.Text, msg.Mentions)).Deterministic() {
+		return nil
+	}
+	return slices.Clone(v.fold.History(msg.Conversation))
+}
+
+// refold drops the view's fold and folds the channel again from the
+// journal, as eviction and a replica taking the channel over do.
+func (v *chanView) refold(ctx context.Context) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.reset()
+	return v.load(ctx)
 }
 
 func authorOfInfo(d *driver, m core.MemoryInfo) string {

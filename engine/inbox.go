@@ -385,6 +385,8 @@ func (d *driver) inboxCommand(ctx context.Context, h *humanMsg, ic chatcommand.I
 		return reply(text), err
 	case chatcommand.InboxConsents:
 		text, err = e.consentsText(ctx, rs.Scope.Platform, h.author)
+	case chatcommand.InboxAboutMe:
+		text, err = e.aboutMeText(ctx, rs.Scope.Platform, h.author)
 	default:
 		var items []core.InboxItem
 		items, err = e.Inbox(ctx, rs.Scope.Platform, h.author.ID)

@@ -138,7 +138,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 		if err != nil {
 			return nil, err
 		}
-		rsd, err := e.b.Agent(runID, runScope, core.Meta{Cause: mr.ID()}, &core.RunStarted{Trigger: ev.MessageID, History: slices.Clone(v.fold.History(msg.Conversation)), InputLimit: e.cfg.MaxInputChars})
+		rsd, err := e.b.Agent(runID, runScope, core.Meta{Cause: mr.ID()}, &core.RunStarted{Trigger: ev.MessageID, History: runHistory(v, msg), InputLimit: e.cfg.MaxInputChars})
 		if err != nil {
 			return nil, err
 		}

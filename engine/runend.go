@@ -176,7 +176,11 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 	if err := d.syncChecklist(ctx, core.RunDone); err != nil {
 		return false, err
 	}
-	cd, err := d.agent(core.Meta{}, &core.RunCompleted{Summary: core.Truncate(st.text, 500)})
+	// No summary: the answer is already in the final model.step and its
+	// message.posted, and a copy in run.completed (a record the folds need,
+	// which an erasure therefore never redacts) would keep a text an
+	// erasure must be able to remove.
+	cd, err := d.agent(core.Meta{}, &core.RunCompleted{})
 	if err != nil {
 		return false, err
 	}

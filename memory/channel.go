@@ -312,15 +312,31 @@ func (c *Channel) ForgetAs(ctx context.Context, by core.Actor, id, reason string
 	return nil
 }
 
-// Delete destroys a memory (a privacy deletion, ARCHITECTURE.md section 4):
-// the memory.written command's payload is redacted through Journal.Redact
-// (a command.redacted; the chain still verifies), the act is journaled as
-// memory.redacted, and the index drops the text, provenance and vectors,
-// keeping only a tombstone. It is resumable: a Delete interrupted halfway
-// completes when called again, and deleting a deleted memory is a no-op.
+// Delete destroys a memory (a privacy deletion, ARCHITECTURE.md section 4);
+// it is Erase without the report.
 func (c *Channel) Delete(ctx context.Context, by core.Actor, id, reason string) error {
+	_, err := c.Erase(ctx, by, id, reason)
+	return err
+}
+
+// Erase destroys a memory and its text in the channel's journal (a privacy
+// deletion, docs/privacy.md): every erasable command of the channel whose
+// payload carries the memory's text (core.CarriesText: the message that
+// asked for it, model steps, tool requests and results, posts, runs'
+// recorded history) is redacted through Journal.Redact, then the
+// memory.written command itself; each redaction appends a signed
+// command.redacted in by's name naming the command's seq, id and kind, so
+// the chain still verifies. memory.redacted is journaled last and the index
+// drops the text, provenance and vectors, keeping only a tombstone. Other
+// memories whose text contains this one are not touched (the report names
+// them), nor are decision records (approvals, consents, policy, routines:
+// counted in Kept). It is resumable: an Erase interrupted halfway completes
+// when called again (the memory.written payload is redacted only after the
+// sweep), and erasing a deleted memory is a no-op with an empty report.
+func (c *Channel) Erase(ctx context.Context, by core.Actor, id, reason string) (core.Erasure, error) {
+	var out core.Erasure
 	if c.err != nil {
-		return fmt.Errorf("delete: %w", c.err)
+		return out, fmt.Errorf("delete: %w", c.err)
 	}
 	s := c.s
 	id = strings.TrimSpace(id)
@@ -333,49 +349,105 @@ func (c *Channel) Delete(ctx context.Context, by core.Actor, id, reason string) 
 	defer mu.Unlock()
 	e, err := s.ix.Get(ctx, c.ch, id)
 	if err != nil {
-		return fmt.Errorf("delete %q: %w", id, err)
+		return out, fmt.Errorf("delete %q: %w", id, err)
 	}
 	if e.Deleted {
-		return nil
+		return out, nil
 	}
 	cmds, err := s.j.Read(ctx, c.ch, e.Seq, 1)
 	if err != nil {
-		return fmt.Errorf("delete %s: read seq %d: %w", id, e.Seq, err)
+		return out, fmt.Errorf("delete %s: read seq %d: %w", id, e.Seq, err)
 	}
 	if len(cmds) == 0 || cmds[0].Seq() != e.Seq || cmds[0].Kind() != core.KindMemoryWritten {
-		return fmt.Errorf("delete %s: the index points at seq %d, which is not its memory.written (rebuild the index)", id, e.Seq)
+		return out, fmt.Errorf("delete %s: the index points at seq %d, which is not its memory.written (rebuild the index)", id, e.Seq)
 	}
 	written := cmds[0]
+	redact := func(target core.Command) error {
+		rd, err := s.draft(by, c.scope, core.Meta{Cause: target.ID()},
+			&core.CommandRedacted{Seq: target.Seq(), ID: target.ID(), Reason: reason, TargetKind: target.Kind().String()})
+		if err != nil {
+			return err
+		}
+		if _, err := s.j.Redact(ctx, target.Seq(), rd); err != nil {
+			return fmt.Errorf("redact seq %d: %w", target.Seq(), err)
+		}
+		out.Add(target.Kind())
+		return nil
+	}
 	if !written.Redacted() {
 		p, err := core.Decode[*core.MemoryWritten](written)
 		if err != nil {
-			return fmt.Errorf("delete %s: %w", id, err)
+			return out, fmt.Errorf("delete %s: %w", id, err)
 		}
 		if p.MemoryID != id {
-			return fmt.Errorf("delete %s: seq %d wrote memory %s (rebuild the index)", id, e.Seq, p.MemoryID)
+			return out, fmt.Errorf("delete %s: seq %d wrote memory %s (rebuild the index)", id, e.Seq, p.MemoryID)
 		}
-		rd, err := s.draft(by, c.scope, core.Meta{Cause: written.ID()},
-			&core.CommandRedacted{Seq: e.Seq, ID: written.ID(), Reason: reason})
-		if err != nil {
-			return fmt.Errorf("delete %s: %w", id, err)
+		if err := c.sweep(ctx, p.Text, written.Seq(), redact, &out); err != nil {
+			return out, fmt.Errorf("delete %s: erase its text from the journal (say it again to finish): %w", id, err)
 		}
-		if _, err := s.j.Redact(ctx, e.Seq, rd); err != nil {
-			return fmt.Errorf("delete %s: redact seq %d: %w", id, e.Seq, err)
+		if err := redact(written); err != nil {
+			return out, fmt.Errorf("delete %s: %w", id, err)
 		}
 	}
 	md, err := s.draft(by, c.scope, core.Meta{Cause: written.ID()}, &core.MemoryRedacted{MemoryID: id, Seq: e.Seq})
 	if err != nil {
-		return fmt.Errorf("delete %s: %w", id, err)
+		return out, fmt.Errorf("delete %s: %w", id, err)
 	}
-	out, err := s.j.Append(ctx, md)
+	app, err := s.j.Append(ctx, md)
 	if err != nil {
-		return fmt.Errorf("delete %s: journal memory.redacted (the payload is already destroyed; retry to finish): %w", id, err)
+		return out, fmt.Errorf("delete %s: journal memory.redacted (the payload is already destroyed; retry to finish): %w", id, err)
 	}
-	if err := s.ix.Delete(ctx, c.ch, id, out[0].At()); err != nil {
-		return fmt.Errorf("delete %s: journaled but not purged from the index (retry or rebuild): %w", id, err)
+	if err := s.ix.Delete(ctx, c.ch, id, app[0].At()); err != nil {
+		return out, fmt.Errorf("delete %s: journaled but not purged from the index (retry or rebuild): %w", id, err)
 	}
 	s.metrics.deletes.Add(1)
-	s.log.InfoContext(ctx, "memory deleted", "channel", c.ch, "memory", id, "seq", e.Seq, "by", by.Type)
+	s.log.InfoContext(ctx, "memory deleted", "channel", c.ch, "memory", id, "seq", e.Seq, "by", by.Type,
+		"redacted", out.RemovedTotal())
+	return out, nil
+}
+
+// sweep redacts every erasable command of the channel (but the memory's own
+// memory.written at skip) whose payload carries text, and counts what
+// still carries it: other memories' memory.written (by memory id) and
+// decision records.
+func (c *Channel) sweep(ctx context.Context, text string, skip uint64, redact func(core.Command) error, out *core.Erasure) error {
+	const page = 1024
+	// The head is read first: what the sweep's own redactions append
+	// (command.redacted records) is past it and carries no text.
+	head, _, err := c.s.j.Head(ctx, c.ch)
+	if err != nil {
+		return err
+	}
+	for from := uint64(1); from <= head; {
+		cmds, err := c.s.j.Read(ctx, c.ch, from, page)
+		if err != nil {
+			return err
+		}
+		for _, cmd := range cmds {
+			if cmd.Seq() > head {
+				return nil
+			}
+			if cmd.Seq() == skip || !core.CarriesText(cmd, text) {
+				continue
+			}
+			switch {
+			case core.Erasable(cmd.Kind()):
+				if err := redact(cmd); err != nil {
+					return err
+				}
+			case cmd.Kind() == core.KindMemoryWritten:
+				if p, err := core.Decode[*core.MemoryWritten](cmd); err == nil {
+					out.OtherMemories = append(out.OtherMemories, p.MemoryID)
+				}
+			default:
+				out.Keep(cmd.Kind())
+			}
+		}
+		if len(cmds) < page {
+			return nil
+		}
+		from = cmds[len(cmds)-1].Seq() + 1
+	}
 	return nil
 }
 

@@ -37,6 +37,7 @@ func Commands() []Entry {
 		{"inbox", "what waits for your decision (answered in your DM)", "inbox", "inbox"},
 		{"consents", "what you always allow; `consent revoke <id>` withdraws one", "consents", "consents"},
 		{"consent revoke <id>", "withdraw a standing consent", "consent revoke …", "consent revoke c1"},
+		{"what do you know about me", "the notes, consents, routines, pending approvals and kept messages of yours I hold (answered in your DM)", "what do you know about me", "what do you know about me"},
 	}
 }
 

@@ -47,7 +47,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	for _, op := range []RoutineOp{RoutineAdd, RoutineList, RoutinePause, RoutineEdit} {
 		want = append(want, "routine:"+string(op))
 	}
-	for k := InboxList; k <= InboxRevoke; k++ {
+	for k := InboxList; k <= InboxAboutMe; k++ {
 		want = append(want, fmt.Sprintf("inbox:%d", k))
 	}
 	for _, k := range want {

@@ -10,6 +10,7 @@ import (
 //	inbox                — what waits for you (answered only in your DM)
 //	consents             — your standing grants (answered only in your DM)
 //	consent revoke <id>  — withdraw one grant
+//	what do you know about me — what the bot keeps about you (your DM)
 
 type InboxKind int
 
@@ -18,6 +19,7 @@ const (
 	InboxList
 	InboxConsents
 	InboxRevoke
+	InboxAboutMe // what do you know about me
 )
 
 type InboxCommand struct {
@@ -29,6 +31,8 @@ func ParseInbox(text string) InboxCommand {
 	f := strings.Fields(strings.ToLower(strings.TrimSpace(text)))
 	orig := strings.Fields(strings.TrimSpace(text))
 	switch {
+	case strings.Join(f, " ") == "what do you know about me" || strings.Join(f, " ") == "what do you know about me?":
+		return InboxCommand{Kind: InboxAboutMe}
 	case len(f) == 1 && f[0] == "inbox":
 		return InboxCommand{Kind: InboxList}
 	case len(f) == 1 && f[0] == "consents":

@@ -70,6 +70,9 @@ func (f *Channel) TokensOn(t time.Time) int { return f.dayTokens[dayKey(t)] }
 // callers copy it before changing it.
 func (f *Channel) History(conv string) []core.ThreadTurn { return f.history[conv] }
 
+// RoutinesByID iterates the channel's routines (deleted ones included).
+func (f *Channel) RoutinesByID() iter.Seq2[string, *Routine] { return maps.All(f.routines) }
+
 // Routine is the routine with id, or nil.
 func (f *Channel) Routine(id string) *Routine { return f.routines[id] }
 

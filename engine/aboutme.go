@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// `what do you know about me`: what the bot keeps about one person on one
+// platform, folded from every channel's journal and memory (answered only
+// in the person's DM, as the inbox is). It lists the memories they wrote
+// (or a run wrote for them) or that mention them, the consents they
+// granted, the routines they own, the pending approvals they requested or
+// may decide, and the channels where their routed messages are kept
+// (counts, oldest and newest dates; redacted ones are not counted).
+
+// maxAboutMemories bounds the memories read per channel.
+const maxAboutMemories = 500
+
+type aboutChannel struct {
+	sc                core.Scope
+	memories          []core.MemoryInfo
+	messages          int
+	oldest, newest    time.Time
+	grants, approvals []string
+	routines          []string
+}
+
+func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person) (string, error) {
+	var chans []*aboutChannel
+	byKey := map[core.ChannelKey]*aboutChannel{}
+	views := map[core.ChannelKey]*chanView{}
+	now := e.now()
+	err := e.eachChannel(ctx, platform, func(v *chanView) {
+		sc, _ := core.ParseChannelKey(string(v.key))
+		ac := &aboutChannel{sc: sc}
+		pol := e.policyLocked(v)
+		for _, g := range v.fold.Grants() {
+			if g.Owner == p.ID && !v.fold.Revoked(g.ID) {
+				ac.grants = append(ac.grants, fmt.Sprintf("`%s` %s", g.ID, toolDest(g.Tool, g.Destination)))
+			}
+		}
+		for _, r := range v.fold.RoutinesByID() {
+			if r.Owner == p.ID && !r.Deleted {
+				ac.routines = append(ac.routines, fmt.Sprintf("`%s` %s", r.ID, core.Truncate(oneLine(r.Instruction), 120)))
+			}
+		}
+		for _, a := range v.fold.Approvals() {
+			if !a.Pending() || !now.Before(a.ExpiresAt) {
+				continue
+			}
+			switch {
+			case a.Requester == p.ID:
+				ac.approvals = append(ac.approvals, fmt.Sprintf("`%s` %s (you asked)", a.ID, a.Tool))
+			case e.waitsFor(a, pol, p.ID):
+				ac.approvals = append(ac.approvals, fmt.Sprintf("`%s` %s (you may decide)", a.ID, a.Tool))
+			}
+		}
+		slices.Sort(ac.grants)
+		slices.Sort(ac.routines)
+		slices.Sort(ac.approvals)
+		chans = append(chans, ac)
+		byKey[v.key], views[v.key] = ac, v
+	})
+	if err != nil {
+		return "", err
+	}
+	for key, ac := range byKey {
+		if err := e.countMessages(ctx, key, p.ID, ac); err != nil {
+			return "", err
+		}
+		if e.cfg.Memory == nil {
+			continue
+		}
+		l, ok := e.cfg.Memory(key).(core.MemoryLister)
+		if !ok {
+			continue
+		}
+		got, err := l.ListMemories(ctx, 0, maxAboutMemories)
+		if err != nil {
+			return "", fmt.Errorf("list memories of %s: %w", key, err)
+		}
+		v := views[key]
+		_ = v.with(ctx, func() {
+			for i := range got {
+				got[i].For = authorLocked(v, got[i].By)
+			}
+		})
+		for _, m := range got {
+			if m.Author() == p.ID || strings.Contains(m.Text, core.MentionOf(p.ID)) {
+				ac.memories = append(ac.memories, m)
+			}
+		}
+	}
+	slices.SortFunc(chans, func(a, b *aboutChannel) int { return strings.Compare(a.sc.Channel, b.sc.Channel) })
+	return aboutText(chans), nil
+}
+
+// countMessages counts person's routed messages kept (not redacted) in ch.
+func (e *Engine) countMessages(ctx context.Context, ch core.ChannelKey, person string, ac *aboutChannel) error {
+	const page = 2048
+	for from := uint64(1); ; {
+		cmds, err := e.j.Read(ctx, ch, from, page)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", ch, err)
+		}
+		for _, c := range cmds {
+			if c.Kind() != core.KindMessageReceived || c.Redacted() || c.Actor().ID != person {
+				continue
+			}
+			ac.messages++
+			if ac.oldest.IsZero() || c.At().Before(ac.oldest) {
+				ac.oldest = c.At()
+			}
+			if c.At().After(ac.newest) {
+				ac.newest = c.At()
+			}
+		}
+		if len(cmds) < page {
+			return nil
+		}
+		from = cmds[len(cmds)-1].Seq() + 1
+	}
+}
+
+func aboutText(chans []*aboutChannel) string {
+	var mem, msg, grants, routines, approvals []string
+	for _, ac := range chans {
+		where := channelRef(ac.sc)
+		for _, m := range ac.memories {
+			mem = append(mem, fmt.Sprintf("• %s `%s` %s", where, m.ID, core.Truncate(oneLine(m.Text), 200)))
+		}
+		if ac.messages > 0 {
+			msg = append(msg, fmt.Sprintf("• %s: %d, from %s to %s", where, ac.messages,
+				ac.oldest.UTC().Format("2006-01-02"), ac.newest.UTC().Format("2006-01-02")))
+		}
+		for _, g := range ac.grants {
+			grants = append(grants, "• "+where+" "+g)
+		}
+		for _, r := range ac.routines {
+			routines = append(routines, "• "+where+" "+r)
+		}
+		for _, a := range ac.approvals {
+			approvals = append(approvals, "• "+where+" "+a)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("🔎 What I keep about you:")
+	section := func(title, none string, rows []string) {
+		b.WriteString("\n\n*" + title + "*")
+		if len(rows) == 0 {
+			b.WriteString("\n" + none)
+			return
+		}
+		for _, r := range rows {
+			b.WriteString("\n" + r)
+		}
+	}
+	section("Memories you added or that mention you", "none", mem)
+	section("Your messages I keep (in the journal)", "none", msg)
+	section("Consents you granted", "none", grants)
+	section("Routines you own", "none", routines)
+	section("Pending approvals you asked for or may decide", "none", approvals)
+	b.WriteString("\n\n`delete memory <id>` (in its channel) erases a memory and every copy of its text in that channel's journal.")
+	return b.String()
+}
