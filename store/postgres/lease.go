@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -17,20 +18,36 @@ import (
 
 var _ core.Leases = (*Store)(nil)
 
+// acquireLockTimeout bounds how long Acquire waits for a lease row another
+// transaction holds.
+const acquireLockTimeout = "250ms"
+
 // Acquire implements core.Leases.
 func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (core.Fence, bool, error) {
 	if holder == "" {
 		return core.Fence{}, false, errors.New("acquire lease: empty holder")
 	}
 	var token int64
-	err := s.pool.QueryRow(ctx, `INSERT INTO leases AS l (name, holder, token, expires_at)
-		VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond')
-		ON CONFLICT (name) DO UPDATE SET
-			token = CASE WHEN l.holder = EXCLUDED.holder THEN l.token ELSE l.token + 1 END,
-			holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-		WHERE l.holder = EXCLUDED.holder OR l.holder = '' OR l.expires_at <= clock_timestamp()
-		RETURNING token`, name, holder, ttl.Milliseconds()).Scan(&token)
+	// An append in flight holds the lease row FOR SHARE for milliseconds;
+	// a longer wait means its writer is stuck (frozen mid-transaction), and
+	// the lease is busy: not acquired now, rather than blocking the
+	// caller's whole lease loop (its renewals included) behind it.
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+acquireLockTimeout+`'`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `INSERT INTO leases AS l (name, holder, token, expires_at)
+			VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond')
+			ON CONFLICT (name) DO UPDATE SET
+				token = CASE WHEN l.holder = EXCLUDED.holder THEN l.token ELSE l.token + 1 END,
+				holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+			WHERE l.holder = EXCLUDED.holder OR l.holder = '' OR l.expires_at <= clock_timestamp()
+			RETURNING token`, name, holder, ttl.Milliseconds()).Scan(&token)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
+		return core.Fence{}, false, nil
+	}
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
 		return core.Fence{}, false, nil
 	}
 	if err != nil {

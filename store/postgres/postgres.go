@@ -65,6 +65,10 @@ func (s *Store) Close() { s.pool.Close() }
 // throughput with 16 busy channels (see BenchmarkAppend).
 const defaultMaxConns = 16
 
+// idleInTransactionTimeout is the store's connections' default
+// idle_in_transaction_session_timeout (the URL may set another).
+const idleInTransactionTimeout = "5s"
+
 func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -73,6 +77,15 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = max(cfg.MaxConns, defaultMaxConns)
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		// A replica frozen between an append's two round trips (a VM
+		// pause, SIGSTOP) would hold its channel's head and lease rows for
+		// as long as it stays frozen, and no other replica could take the
+		// channel over. The store's transactions never wait on anything
+		// but the database between statements, so an idle one is a frozen
+		// client: the server ends it and releases the rows.
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTransactionTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
