@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestChatCommandsBehindSandbox(t *testing.T) {
 	card := waitMsg("the approval card", func(m message) bool { return m.Bot && m.Thread == q && m.Card != nil && len(m.Card.Actions) > 0 })
 
 	a := say(t, base, "carol", "general", "", "<@marlowe> approvals")
-	if got := answer(a, "1 request waiting"); !strings.Contains(got.Text, "deploy (irreversible) — asked by <@alice>") || !strings.Contains(got.Text, "thread "+q) {
+	if got := answer(a, "1 request waiting"); !strings.Contains(got.Text, "deploy (irreversible) — asked by <@alice>") || !strings.Contains(got.Text, base+"/#c=general&t="+url.QueryEscape(q)) {
 		t.Errorf("approvals = %q", got.Text)
 	}
 	s := say(t, base, "carol", "general", "", "<@marlowe> status")
