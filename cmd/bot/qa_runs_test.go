@@ -118,7 +118,7 @@ func qaApprovalClicks(t *testing.T) {
 		}
 	}
 	click(qaAlice, "decline", btn["decline"])
-	time.Sleep(500 * time.Millisecond)
+	b.waitIdle() // every started run ended: nothing more is on its way
 	if n := b.count(inChannel(qaOther)); n != 1 {
 		t.Fatalf("%d posts in %s, want exactly 1", n, qaOther)
 	}
@@ -279,7 +279,7 @@ func qaLongAnswerSplit(t *testing.T) {
 	// About 30 parts go out through the channel's paced queue: allow for a
 	// loaded machine.
 	b.waitPostFor(60*time.Second, "last part", hasText("line 2929 of"))
-	time.Sleep(300 * time.Millisecond)
+	b.waitIdle() // every started run ended: nothing more is on its way
 	var parts []string
 	for _, p := range b.slack.Posts() {
 		if p.ThreadTS == root && strings.Contains(p.Text, "line ") || strings.Contains(p.Text, "Here is the full dump") {
@@ -331,7 +331,7 @@ func qaSlackRateLimitAndEditFailures(t *testing.T) {
 	root, _ := b.slack.Say(qaGeneral, "", qaAlice, b.mention+" rate limited run")
 	b.waitPostFor(15*time.Second, "answer despite 429s", hasText("ratekiwi answer"))
 	b.waitLog("run completed")
-	time.Sleep(300 * time.Millisecond)
+	b.waitIdle() // every started run ended: nothing more is on its way
 	if n := b.count(hasText("ratekiwi answer")); n != 1 {
 		t.Fatalf("answer posted %d times", n)
 	}
@@ -472,7 +472,7 @@ func qaSupersededCard(t *testing.T) {
 	b.waitPost("refusal of a click on a superseded card", func(p slackfake.Post) bool {
 		return p.ThreadTS == root && strings.Contains(p.Text, "already decided")
 	})
-	time.Sleep(300 * time.Millisecond)
+	b.waitIdle() // every started run ended: nothing more is on its way
 	if n := b.count(inChannel(qaOther)); n != 0 {
 		t.Fatalf("a superseded card executed: %d posts in %s", n, qaOther)
 	}
