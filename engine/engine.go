@@ -141,6 +141,10 @@ type Engine struct {
 	// unrun holds the tool calls mayAct kept from running (actable.go).
 	unrunMu sync.Mutex
 	unrun   map[string]bool
+	// heldElsewhere: channels a claim before journaling found held by
+	// another replica, and until when not to ask again (ownership.go).
+	elseMu        sync.Mutex
+	heldElsewhere map[core.ChannelKey]time.Time
 
 	// recalls holds automatic recalls not yet journaled (see keepRecall).
 	recallMu sync.Mutex
@@ -191,7 +195,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg: cfg, j: cfg.Journal, b: cfg.Boundary, model: cfg.Model, tools: cfg.Tools,
 		surfaces: maps.Clone(cfg.Surfaces), log: cfg.Logger, now: cfg.Clock,
 		budgets: cfg.Budgets.withDefaults(), channels: map[core.ChannelKey]*chanView{},
-		threads: map[threadKey]*mailbox{}, unrun: map[string]bool{},
+		threads: map[threadKey]*mailbox{}, unrun: map[string]bool{}, heldElsewhere: map[core.ChannelKey]time.Time{},
 	}
 	if e.model == nil {
 		e.offline = true
@@ -487,9 +491,13 @@ func (e *Engine) enqueue(k threadKey, j job) {
 		go e.consume(m)
 	}
 	if j.run != "" {
-		for _, q := range m.queue {
+		for i, q := range m.queue {
 			if q.run == j.run && q.notice == nil {
-				return // already queued: one drive sees everything journaled so far
+				// Already queued: one drive sees everything journaled so
+				// far, resumed if either job says so (a lease taken again
+				// since: another replica may have posted for the run).
+				m.queue[i].resume = q.resume || j.resume
+				return
 			}
 		}
 	}

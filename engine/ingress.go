@@ -78,6 +78,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 		MessageID: ev.MessageID, Author: ev.Author, Visibility: ev.Visibility, Text: ev.Text,
 		Mentions: ev.Mentions, ReplyTo: ev.ReplyTo, Reason: reason,
 	}
+	e.claimBeforeJournaling(ctx, ch)
 	mayDecide := e.mayDecidePending(ctx, v, ev, thread)
 	cancelReq := e.cancelFor(ctx, v, ev, thread)
 	var wake string

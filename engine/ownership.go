@@ -43,6 +43,51 @@ func (e *Engine) claim(ctx context.Context, ch core.ChannelKey) (ok, fresh bool,
 	return ok, fresh, err
 }
 
+// claimBeforeJournaling claims ch, when nobody holds it, before ingress
+// journals a routed message there. A run journaled by the lease holder is
+// not in doubt when that holder drives it first: no other replica can have
+// posted for it. A run journaled before the claim might have been (the
+// previous owner, woken by the append, may have posted and died), so the
+// claim after the append resumes it as in doubt, and each of its posts is
+// first looked for on the platform (Slack paces those reads to one a
+// second: claiming after the append made every channel's first run wait
+// behind them). A claim that fails changes nothing: the claim after the
+// append (enqueue) and the sweeps still run. A channel found held by
+// another replica is not asked about again for a quarter of the TTL, so
+// routed messages there do not pay a query each before their ack.
+func (e *Engine) claimBeforeJournaling(ctx context.Context, ch core.ChannelKey) {
+	if e.own == nil {
+		return
+	}
+	if _, held := e.owns(ch); held {
+		return
+	}
+	now := e.now()
+	e.elseMu.Lock()
+	until, elsewhere := e.heldElsewhere[ch]
+	e.elseMu.Unlock()
+	if elsewhere && now.Before(until) {
+		return
+	}
+	ok, fresh, err := e.claim(ctx, ch)
+	if err != nil || !ok {
+		if err == nil {
+			e.elseMu.Lock()
+			e.heldElsewhere[ch] = now.Add(e.own.TTL() / 4)
+			e.elseMu.Unlock()
+		}
+		return
+	}
+	e.elseMu.Lock()
+	delete(e.heldElsewhere, ch)
+	e.elseMu.Unlock()
+	if fresh {
+		if _, err := e.resumeChannel(e.runCtx, ch); err != nil && ctx.Err() == nil {
+			e.log.Warn("resume claimed channel", "channel", string(ch), "error", err)
+		}
+	}
+}
+
 // lose forgets ch: its lease passed to another replica.
 func (e *Engine) lose(ch core.ChannelKey, why string) {
 	if e.own != nil && e.own.Lose(ch) {

@@ -233,15 +233,7 @@ func TestOnlyTheOwnerDrivesAChannel(t *testing.T) {
 // write or post anything for the channel.
 func TestLapsedChannelIsResumedByAnotherReplicaOnce(t *testing.T) {
 	c := newCluster(t)
-	stuck := make(chan struct{})
-	ma := coretest.NewScriptedModel(coretest.Text("answer from a"))
-	ma.OnCall = func(ctx context.Context, n int, v core.View) {
-		select {
-		case <-stuck:
-		case <-ctx.Done():
-		}
-	}
-	a := c.add("a", ma, func(l core.Leases) core.Leases { return renewFails{l} })
+	a, ma, stuck := c.addStalled()
 	mb := coretest.NewScriptedModel(coretest.Text("answer from b"))
 	b := c.add("b", mb, nil)
 
@@ -266,6 +258,20 @@ func TestLapsedChannelIsResumedByAnotherReplicaOnce(t *testing.T) {
 	if _, err := core.VerifyChannel(t.Context(), c.j, c.signer.Verifier(), chanScope("C1").Key()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// addStalled starts replica "a", which cannot renew its leases and whose
+// model call waits until stuck is closed (or the call is interrupted).
+func (c *cluster) addStalled() (*replica, *coretest.ScriptedModel, chan struct{}) {
+	stuck := make(chan struct{})
+	ma := coretest.NewScriptedModel(coretest.Text("answer from a"))
+	ma.OnCall = func(ctx context.Context, n int, v core.View) {
+		select {
+		case <-stuck:
+		case <-ctx.Done():
+		}
+	}
+	return c.add("a", ma, func(l core.Leases) core.Leases { return renewFails{l} }), ma, stuck
 }
 
 // A click that reaches a replica which does not own the channel is decided
@@ -372,5 +378,43 @@ func TestReleasedChannelWithUnfinishedWorkIsResumed(t *testing.T) {
 	})
 	if n := c.count("C1", core.KindRunCompleted); n != 1 {
 		t.Errorf("%d run.completed, want 1", n)
+	}
+}
+
+// A mention journaled in a channel nobody holds is journaled by the
+// replica that claims the channel first, so its first drive is not a
+// resume: its posts are not in doubt (a surface would look each one up on
+// the platform first; Slack paces those reads to one a second). A run
+// another replica left behind is still resumed with its posts in doubt.
+func TestRunJournaledAfterTheClaimIsNotInDoubt(t *testing.T) {
+	c := newCluster(t)
+	a, _, stuck := c.addStalled()
+	mb := coretest.NewScriptedModel(coretest.Text("answer from b"), coretest.Text("answer from b"))
+	b := c.add("b", mb, nil)
+
+	// a claims C1 first and journals; it stalls and its lease lapses: b
+	// resumes the run, in doubt.
+	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
+		Text: "<@" + botID + "> do it", MentionsBot: true, At: time.Now()})
+	waitFor(t, "b to take the run over and answer", func() bool { return answers(b.s, "answer from b") == 1 })
+	close(stuck)
+	_ = a.e.WaitIdle(t.Context())
+	// A new channel: b claims it before journaling the mention.
+	deliverTo(t, b, core.Event{Scope: chanScope("C2"), Visibility: core.Public, MessageID: "M2", Author: alice,
+		Text: "<@" + botID + "> and this", MentionsBot: true, At: time.Now()})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%+v\n%s", b.s.Posts(), b.logs.String())
+		}
+	})
+	waitFor(t, "b's answer in C2", func() bool { return answers(b.s, "answer from b") == 2 })
+	_ = b.e.WaitIdle(t.Context())
+	for _, p := range b.s.Posts() {
+		switch {
+		case p.Out.Scope.Channel == "C1" && !p.Out.Resumed:
+			t.Errorf("a post of the run taken over from a is not marked resumed: %+v", p.Out)
+		case p.Out.Scope.Channel == "C2" && p.Out.Resumed:
+			t.Errorf("a post of the run b journaled as the owner is marked resumed: %+v", p.Out)
+		}
 	}
 }

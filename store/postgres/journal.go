@@ -52,14 +52,20 @@ func (s *Store) append(ctx context.Context, exp *core.Expect, drafts []core.Draf
 	h := s.heads.get(ch)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.known && (exp == nil || h.seq == exp.Head && exp.Fence == nil) {
-		out, err := s.appendAfter(ctx, ch, h.seq, h.hash, drafts)
+	var fence *core.Fence
+	if exp != nil {
+		fence = exp.Fence
+	}
+	if h.known && (exp == nil || h.seq == exp.Head) {
+		out, err := s.appendAfter(ctx, ch, h.seq, h.hash, fence, drafts)
 		if err == nil {
 			h.set(out[len(out)-1])
 			return out, nil
 		}
 		h.known = false
 		switch {
+		case errors.Is(err, errFenced):
+			return nil, fmt.Errorf("append %d command(s) to %s: lease %s: fence %d is not current: %w", len(drafts), ch, fence.Name, fence.Token, core.ErrFenced)
 		case !errors.Is(err, errHeadMoved):
 			return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
 		case exp != nil:
@@ -77,24 +83,39 @@ func (s *Store) append(ctx context.Context, exp *core.Expect, drafts []core.Draf
 
 func noBefore([]core.Command) (*pgx.Batch, error) { return &pgx.Batch{}, nil }
 
-// NotifyChannel is the LISTEN/NOTIFY channel every append notifies, with
-// "<seq> <channel key>" as payload, when it commits: how the replica that
-// owns a channel learns that another replica journaled something there.
+// NotifyChannel is the LISTEN/NOTIFY channel every unfenced append
+// notifies, with "<seq> <channel key>" as payload, when it commits: how the
+// replica that owns a channel learns that another replica journaled
+// something there. A fenced append notifies nobody: it commits only while
+// its writer holds the channel's lease, and only the holder acts on a
+// notification (a replica that takes the lease over folds the journal
+// first). A NOTIFY also serialises the commits of every notifying
+// transaction on one server-wide lock, so a run's steps skip it.
 const NotifyChannel = "marlowe_journal"
 
-func queueNotify(b *pgx.Batch, ch core.ChannelKey, seq uint64) {
+func queueNotify(b *pgx.Batch, ch core.ChannelKey, seq uint64, fence *core.Fence) {
+	if fence != nil {
+		return
+	}
 	b.Queue(`SELECT pg_notify($1, $2)`, NotifyChannel, strconv.FormatUint(seq, 10)+" "+string(ch))
 }
 
 // errHeadMoved: the head this process last wrote is no longer the head.
 var errHeadMoved = errors.New("channel head moved")
 
+// errFenced: the fence's lease token is no longer current.
+var errFenced = errors.New("fence not current")
+
 // appendAfter is the one-round-trip append for a writer that knows the
 // head it wrote last: it moves the head row from (seq, hash) to the new end
 // and inserts, in one transaction. When another writer appended meanwhile,
 // the head row no longer matches, the statement fails on purpose and
 // nothing is written (UNIQUE (channel, seq) would refuse the insert too).
-func (s *Store) appendAfter(ctx context.Context, ch core.ChannelKey, head uint64, prev core.Hash, drafts []core.Draft) (_ []core.Command, err error) {
+//
+// With a fence, the same round trip checks the lease token (FOR SHARE, as
+// appendTx does: a takeover of the lease waits for this append to end) and
+// fails the transaction when it is not current.
+func (s *Store) appendAfter(ctx context.Context, ch core.ChannelKey, head uint64, prev core.Hash, fence *core.Fence, drafts []core.Draft) (_ []core.Command, err error) {
 	start := prev
 	out := make([]core.Command, 0, len(drafts))
 	seq := head
@@ -119,14 +140,21 @@ func (s *Store) appendAfter(ctx context.Context, ch core.ChannelKey, head uint64
 	b.Queue(`WITH moved AS (
 		UPDATE channel_heads SET seq = $2, hash = $3 WHERE channel = $1 AND seq = $4 AND hash = $5 RETURNING 1)
 		SELECT 1 / count(*) FROM moved`, string(ch), int64(seq), prev[:], int64(head), start[:])
+	const fenceAt = 2 // the statement index of the fence check
+	if fence != nil {
+		b.Queue(`SELECT 1 / count(*) FROM (SELECT 1 FROM leases WHERE name = $1 AND token = $2 FOR SHARE) l`, fence.Name, fence.Token)
+	}
 	for _, c := range out {
 		queueInsert(b, ch, c.Record())
 	}
-	queueNotify(b, ch, seq)
+	queueNotify(b, ch, seq, fence)
 	b.Queue(`COMMIT`)
-	if err := execAll(conn.SendBatch(ctx, b), b.Len()); err != nil {
+	if at, err := execAllAt(conn.SendBatch(ctx, b), b.Len()); err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "22012" || pgErr.Code == "23505") {
+		switch {
+		case fence != nil && at == fenceAt && errors.As(err, &pgErr) && pgErr.Code == "22012":
+			return nil, errFenced
+		case errors.As(err, &pgErr) && (pgErr.Code == "22012" || pgErr.Code == "23505"):
 			return nil, errHeadMoved
 		}
 		return nil, err
@@ -226,7 +254,11 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 		queueInsert(b, ch, c.Record())
 	}
 	b.Queue(`UPDATE channel_heads SET seq = $2, hash = $3 WHERE channel = $1`, string(ch), int64(seq), prev[:])
-	queueNotify(b, ch, seq)
+	var fence *core.Fence
+	if fenced {
+		fence = exp.Fence
+	}
+	queueNotify(b, ch, seq, fence)
 	b.Queue(`COMMIT`)
 	if err := execAll(conn.SendBatch(ctx, b), b.Len()); err != nil {
 		return nil, err
@@ -293,7 +325,15 @@ func readLocked(res pgx.BatchResults, withTarget, withFence bool) (seq uint64, p
 
 // execAll reads n statement results and checks the last, COMMIT, really
 // committed (a COMMIT of a failed transaction reports ROLLBACK).
-func execAll(res pgx.BatchResults, n int) (err error) {
+func execAll(res pgx.BatchResults, n int) error {
+	_, err := execAllAt(res, n)
+	return err
+}
+
+// execAllAt is execAll that also says which statement failed (-1: none,
+// or the close).
+func execAllAt(res pgx.BatchResults, n int) (at int, err error) {
+	at = -1
 	defer func() {
 		if cerr := res.Close(); err == nil && cerr != nil {
 			err = cerr
@@ -302,13 +342,13 @@ func execAll(res pgx.BatchResults, n int) (err error) {
 	for i := range n {
 		tag, err := res.Exec()
 		if err != nil {
-			return fmt.Errorf("write: %w", describe(err))
+			return i, fmt.Errorf("write: %w", describe(err))
 		}
 		if i == n-1 && tag.String() != "COMMIT" {
-			return fmt.Errorf("commit: server answered %q", tag.String())
+			return i, fmt.Errorf("commit: server answered %q", tag.String())
 		}
 	}
-	return nil
+	return -1, nil
 }
 
 // payloadArg stores a payload as bytea; an empty payload must not become
