@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -375,5 +376,71 @@ func TestEngineForgetCancel(t *testing.T) {
 	}
 	if r.count(core.KindCommandRedacted, "") != 0 || len(r.holding("zebrafjord")) == 0 {
 		t.Errorf("a cancelled forget erased something")
+	}
+}
+
+// `export my data` in a DM on a surface that takes files: one JSON upload
+// to the asker's DM holding their memories, the note that mentions them,
+// their kept messages with their texts and their consent, and nothing of
+// Bob's; asked in a channel, nothing is uploaded.
+func TestEngineExportMyData(t *testing.T) {
+	r := newForgetRig(t)
+	r.say("C1", "UALICE", "remember the vault code is zebrafjord 7731")
+	r.say("C2", "UBOB", "remember <@UALICE> owns the pelican dashboard")
+	r.say("C2", "UBOB", "remember the coffee machine is broken")
+	r.say("C2", "UALICE", "how is the quokka migration going")
+	gd, err := r.b.Human(core.Person{ID: "UALICE"}, core.Scope{Platform: "test", Workspace: "W", Channel: "C2"}, core.Meta{},
+		&core.ConsentGranted{ConsentID: "c-alice", Tool: "post_message", Destination: "C2", Owner: "UALICE", Covers: core.CoversChannel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Append(t.Context(), gd); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.say("C1", "UALICE", "export my data"); !strings.Contains(got, "only in a direct message") || len(r.surface.Uploads()) != 0 {
+		t.Errorf("export in a channel answered %q, uploads %d", got, len(r.surface.Uploads()))
+	}
+	if got := r.say("DALICE", "UALICE", "export my data"); !strings.Contains(got, "as JSON") {
+		t.Errorf("export answered %q", got)
+	}
+	ups := r.surface.Uploads()
+	if len(ups) != 1 || ups[0].Scope.Channel != "DALICE" || ups[0].File.Type != "application/json" {
+		t.Fatalf("uploads: %+v", ups)
+	}
+	var ex engine.Export
+	if err := json.Unmarshal(ups[0].File.Content, &ex); err != nil {
+		t.Fatalf("export is not JSON: %v\n%s", err, ups[0].File.Content)
+	}
+	got := map[string][]string{}
+	for _, ch := range ex.Channels {
+		data, _ := json.Marshal(ch)
+		var m map[string][]map[string]any
+		_ = json.Unmarshal(data, &m)
+		for kind, rows := range m {
+			for _, row := range rows {
+				got[ch.Channel+" "+kind] = append(got[ch.Channel+" "+kind], fmt.Sprint(row["text"], row["id"], row["yours"]))
+			}
+		}
+	}
+	if ex.User != "UALICE" || ex.Platform != "test" {
+		t.Errorf("export of %s on %s", ex.User, ex.Platform)
+	}
+	want := func(key, sub string) {
+		t.Helper()
+		for _, row := range got[key] {
+			if strings.Contains(row, sub) {
+				return
+			}
+		}
+		t.Errorf("export lacks %q under %s: %v", sub, key, got)
+	}
+	want("test/W/C1 memories", "the vault code is zebrafjord 7731")
+	want("test/W/C1 messages", "remember the vault code is zebrafjord 7731")
+	want("test/W/C2 memories", "<@UALICE> owns the pelican dashboard")
+	want("test/W/C2 messages", "how is the quokka migration going")
+	want("test/W/C2 consents", "c-alice")
+	raw := string(ups[0].File.Content)
+	if strings.Contains(raw, "coffee") || strings.Contains(raw, "UBOB") && !strings.Contains(raw, `"author": "UBOB"`) {
+		t.Errorf("the export holds Bob's data:\n%s", raw)
 	}
 }
