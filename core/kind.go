@@ -35,6 +35,8 @@ const (
 	KindCommandRedacted
 	KindReportFiled
 	KindReportDismissed
+	KindErasureRequested
+	KindErasureResolved
 	kindEnd
 )
 
@@ -66,6 +68,8 @@ var kindNames = [kindEnd]string{
 	KindCommandRedacted:   "command.redacted",
 	KindReportFiled:       "report.filed",
 	KindReportDismissed:   "report.dismissed",
+	KindErasureRequested:  "erasure.requested",
+	KindErasureResolved:   "erasure.resolved",
 }
 
 // Kinds returns every valid kind, in declaration order.

@@ -74,6 +74,10 @@ func newPayload(k Kind) (Payload, bool) {
 		return &ReportFiled{}, true
 	case KindReportDismissed:
 		return &ReportDismissed{}, true
+	case KindErasureRequested:
+		return &ErasureRequested{}, true
+	case KindErasureResolved:
+		return &ErasureResolved{}, true
 	}
 	return nil, false
 }
@@ -380,6 +384,25 @@ type ReportDismissed struct {
 	By       Person `json:"by"`
 }
 
+// ErasureRequested: someone asked, in their DM, to erase everything a
+// person wrote (`forget me`, or an operator's `forget <@user>`): journaled in
+// that DM with the asker as actor, shown as a confirmation card whose
+// signed buttons name ErasureID. It holds ids only, no text.
+type ErasureRequested struct {
+	ErasureID string    `json:"erasure_id"`
+	Person    string    `json:"person"` // whose texts are erased
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// ErasureResolved: the asker's click on the card (confirmed or cancelled),
+// or its expiry. A request is resolved once; the erasure runs after a
+// confirmed resolution.
+type ErasureResolved struct {
+	ErasureID string `json:"erasure_id"`
+	Decision  string `json:"decision"` // confirmed | cancelled | expired
+	By        Person `json:"by"`
+}
+
 func (*MessageReceived) Kind() Kind   { return KindMessageReceived }
 func (*CardClicked) Kind() Kind       { return KindCardClicked }
 func (*RunStarted) Kind() Kind        { return KindRunStarted }
@@ -406,6 +429,8 @@ func (*PolicyChanged) Kind() Kind     { return KindPolicyChanged }
 func (*CommandRedacted) Kind() Kind   { return KindCommandRedacted }
 func (*ReportFiled) Kind() Kind       { return KindReportFiled }
 func (*ReportDismissed) Kind() Kind   { return KindReportDismissed }
+func (*ErasureRequested) Kind() Kind  { return KindErasureRequested }
+func (*ErasureResolved) Kind() Kind   { return KindErasureResolved }
 
 func (*MessageReceived) sealed()   {}
 func (*CardClicked) sealed()       {}
@@ -433,3 +458,5 @@ func (*PolicyChanged) sealed()     {}
 func (*CommandRedacted) sealed()   {}
 func (*ReportFiled) sealed()       {}
 func (*ReportDismissed) sealed()   {}
+func (*ErasureRequested) sealed()  {}
+func (*ErasureResolved) sealed()   {}

@@ -105,6 +105,22 @@ type Administrators interface {
 	IsAdmin(ctx context.Context, scope Scope, userID string) (bool, error)
 }
 
+// FileUploader is an optional Surface capability: the platform takes a
+// file into a conversation (`export my data` uploads a person's data to
+// their DM). Without it, the export is a signed link to the bot's HTTP
+// address.
+type FileUploader interface {
+	UploadFile(ctx context.Context, scope Scope, f File) error
+}
+
+// File is one file to upload.
+type File struct {
+	Name    string // "marlowe-export-U1.json"
+	Title   string
+	Type    string // MIME type
+	Content []byte
+}
+
 // Ephemeral is an optional Surface capability: a message in a channel that
 // only one person sees (Slack chat.postEphemeral, a Discord ephemeral
 // interaction reply, a Telegram callback answer). Refusals of clicks that

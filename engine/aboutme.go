@@ -28,9 +28,21 @@ type aboutChannel struct {
 	oldest, newest    time.Time
 	grants, approvals []string
 	routines          []string
+	texts             []exportMessage // their kept messages, oldest first (export.go)
+	exp               exportChannel   // the same, for the export's JSON
 }
 
 func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person) (string, error) {
+	chans, err := e.aboutMe(ctx, platform, p)
+	if err != nil {
+		return "", err
+	}
+	return aboutText(chans), nil
+}
+
+// aboutMe gathers what `what do you know about me` lists, per channel,
+// sorted by channel.
+func (e *Engine) aboutMe(ctx context.Context, platform string, p core.Person) ([]*aboutChannel, error) {
 	var chans []*aboutChannel
 	byKey := map[core.ChannelKey]*aboutChannel{}
 	views := map[core.ChannelKey]*chanView{}
@@ -42,11 +54,13 @@ func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person
 		for _, g := range v.fold.Grants() {
 			if g.Owner == p.ID && !v.fold.Revoked(g.ID) {
 				ac.grants = append(ac.grants, fmt.Sprintf("`%s` %s", g.ID, toolDest(g.Tool, g.Destination)))
+				ac.exp.Consents = append(ac.exp.Consents, exportConsent{ID: g.ID, Tool: g.Tool, Destination: g.Destination})
 			}
 		}
 		for _, r := range v.fold.RoutinesByID() {
 			if r.Owner == p.ID && !r.Deleted {
 				ac.routines = append(ac.routines, fmt.Sprintf("`%s` %s", r.ID, core.Truncate(oneLine(r.Instruction), 120)))
+				ac.exp.Routines = append(ac.exp.Routines, exportRoutine{ID: r.ID, Instruction: r.Instruction})
 			}
 		}
 		for _, a := range v.fold.Approvals() {
@@ -56,8 +70,10 @@ func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person
 			switch {
 			case a.Requester == p.ID:
 				ac.approvals = append(ac.approvals, fmt.Sprintf("`%s` %s (you asked)", a.ID, a.Tool))
+				ac.exp.Approvals = append(ac.exp.Approvals, exportApproval{ID: a.ID, Tool: a.Tool, You: "asked"})
 			case e.waitsFor(a, pol, p.ID):
 				ac.approvals = append(ac.approvals, fmt.Sprintf("`%s` %s (you may decide)", a.ID, a.Tool))
+				ac.exp.Approvals = append(ac.exp.Approvals, exportApproval{ID: a.ID, Tool: a.Tool, You: "may decide"})
 			}
 		}
 		slices.Sort(ac.grants)
@@ -67,11 +83,11 @@ func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person
 		byKey[v.key], views[v.key] = ac, v
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	for key, ac := range byKey {
 		if err := e.countMessages(ctx, key, p.ID, ac); err != nil {
-			return "", err
+			return nil, err
 		}
 		if e.cfg.Memory == nil {
 			continue
@@ -82,7 +98,7 @@ func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person
 		}
 		got, err := l.ListMemories(ctx, 0, maxAboutMemories)
 		if err != nil {
-			return "", fmt.Errorf("list memories of %s: %w", key, err)
+			return nil, fmt.Errorf("list memories of %s: %w", key, err)
 		}
 		v := views[key]
 		_ = v.with(ctx, func() {
@@ -97,7 +113,7 @@ func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person
 		}
 	}
 	slices.SortFunc(chans, func(a, b *aboutChannel) int { return strings.Compare(a.sc.Channel, b.sc.Channel) })
-	return aboutText(chans), nil
+	return chans, nil
 }
 
 // countMessages counts person's routed messages kept (not redacted) in ch.
@@ -111,6 +127,9 @@ func (e *Engine) countMessages(ctx context.Context, ch core.ChannelKey, person s
 		for _, c := range cmds {
 			if c.Kind() != core.KindMessageReceived || c.Redacted() || c.Actor().ID != person {
 				continue
+			}
+			if p, err := core.Decode[*core.MessageReceived](c); err == nil {
+				ac.texts = append(ac.texts, exportMessage{ID: p.MessageID, At: c.At().UTC(), Text: p.Text, Thread: c.Scope().Thread})
 			}
 			ac.messages++
 			if ac.oldest.IsZero() || c.At().Before(ac.oldest) {

@@ -236,9 +236,11 @@ func platformName(p string) string {
 
 // runHistory is the conversation history a new run records: none for a
 // command the grammar answers by itself (it reads no history), so a
-// `delete memory` run never records the text it erases. Callers hold v.mu.
+// `delete memory` run never records the text it erases, nor a personal
+// command (`forget me`, `what do you know about me`) the history. Callers hold v.mu.
 func runHistory(v *chanView, msg *core.MessageReceived) []core.ThreadTurn {
-	if chatcommand.Parse(chatcommand.StripLeadingMention(msg.Text, msg.Mentions)).Deterministic() {
+	text := chatcommand.StripLeadingMention(msg.Text, msg.Mentions)
+	if chatcommand.Parse(text).Deterministic() || chatcommand.ParseInbox(text).Kind != chatcommand.InboxNone {
 		return nil
 	}
 	return slices.Clone(v.fold.History(msg.Conversation))

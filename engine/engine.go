@@ -69,6 +69,10 @@ type Config struct {
 	// Clock is the time budgets and expiries are judged by (default: the
 	// boundary clock).
 	Clock func() time.Time
+	// ExportURL is the bot's HTTP address as people reach it ("" = none):
+	// `export my data` links to ExportURL/export on surfaces that take no
+	// files (export.go).
+	ExportURL string
 	// CardKey signs card button tokens (HMAC-SHA256), at least 16 bytes.
 	// It must be stable across restarts or pending cards stop verifying.
 	CardKey []byte

@@ -387,6 +387,10 @@ func (d *driver) inboxCommand(ctx context.Context, h *humanMsg, ic chatcommand.I
 		text, err = e.consentsText(ctx, rs.Scope.Platform, h.author)
 	case chatcommand.InboxAboutMe:
 		text, err = e.aboutMeText(ctx, rs.Scope.Platform, h.author)
+	case chatcommand.InboxForget:
+		return d.forgetCommand(ctx, h, ic.Arg) // forget.go
+	case chatcommand.InboxExport:
+		return d.exportCommand(ctx, h) // export.go
 	default:
 		var items []core.InboxItem
 		items, err = e.Inbox(ctx, rs.Scope.Platform, h.author.ID)

@@ -240,6 +240,9 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 	if action == actionDismissReport {
 		return e.deliverReportClick(ctx, click, id) // report.go
 	}
+	if isForgetAction(action) {
+		return e.deliverForgetClick(ctx, click, id, action) // forget.go
+	}
 	v, a, err := e.findApproval(ctx, click.Scope, id)
 	if err != nil {
 		return fmt.Errorf("deliver click: %w", err)

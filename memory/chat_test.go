@@ -23,7 +23,15 @@ func chatEngine(t *testing.T) (*core.Signer, *coretest.MemJournal, *memory.Servi
 	signer := coretest.NewSigner(t)
 	j := coretest.NewMemJournal(signer)
 	b := core.NewBoundary(nil)
-	svc, err := memory.New(memory.Config{Journal: j, Boundary: b, Index: memorytest.NewMemIndex()})
+	svc, e, surface := startChatEngine(t, j, b, memorytest.NewMemIndex(), nil)
+	return signer, j, svc, e, surface
+}
+
+// startChatEngine starts the engine over journal j, the memory service on
+// index ix, the remember/recall/forget tools and a fake surface "test".
+func startChatEngine(t *testing.T, j core.Journal, b *core.Boundary, ix memory.Index, ops []core.Operator) (*memory.Service, *engine.Engine, *coretest.FakeSurface) {
+	t.Helper()
+	svc, err := memory.New(memory.Config{Journal: j, Boundary: b, Index: ix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +42,10 @@ func chatEngine(t *testing.T) (*core.Signer, *coretest.MemJournal, *memory.Servi
 	surface := coretest.NewFakeSurface("test", "UBOT")
 	e, err := engine.New(engine.Config{
 		Journal: j, Boundary: b, Tools: reg, Surfaces: map[string]core.Surface{"test": surface},
-		Router:  core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) { return ev.MentionsBot, "mention", nil }),
-		Memory:  svc.Memory,
-		CardKey: []byte("0123456789abcdef0123456789abcdef"),
+		Router:    core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) { return ev.MentionsBot, "mention", nil }),
+		Memory:    svc.Memory,
+		CardKey:   []byte("0123456789abcdef0123456789abcdef"),
+		Operators: ops,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +54,7 @@ func chatEngine(t *testing.T) (*core.Signer, *coretest.MemJournal, *memory.Servi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	return signer, j, svc, e, surface
+	return svc, e, surface
 }
 
 // The chat commands over the real service: `memories` names who added

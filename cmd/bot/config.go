@@ -22,6 +22,7 @@ type config struct {
 	SigningKey  string // MARLOWE_SIGNING_KEY: base64 ed25519 seed or private key
 	VerifyKeys  string // MARLOWE_VERIFY_KEYS: retired base64 ed25519 public keys, comma-separated
 	HTTPAddr    string // MARLOWE_HTTP_ADDR: health and metrics
+	PublicURL   string // MARLOWE_PUBLIC_URL: the HTTP address as people reach it (export links); default http://HTTPAddr
 	LogLevel    string // MARLOWE_LOG_LEVEL: debug, info, warn, error
 
 	// Admins administer every channel of their platform (MARLOWE_ADMINS:
@@ -79,8 +80,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 		SigningKey:  get("MARLOWE_SIGNING_KEY"),
 		VerifyKeys:  get("MARLOWE_VERIFY_KEYS"),
 		HTTPAddr:    or(get("MARLOWE_HTTP_ADDR"), "127.0.0.1:8081"),
+		PublicURL:   get("MARLOWE_PUBLIC_URL"),
 		LogLevel:    or(get("MARLOWE_LOG_LEVEL"), "info"),
 		Getenv:      get,
+	}
+	if c.PublicURL == "" && !strings.HasPrefix(c.HTTPAddr, ":") {
+		c.PublicURL = "http://" + c.HTTPAddr
 	}
 	var err error
 	if c.Admins, err = core.ParseOperators(get("MARLOWE_ADMINS")); err != nil {

@@ -119,6 +119,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	metrics := newMetrics(filter, mem, surfaces.byName)
 	eng, err := engine.New(engine.Config{
+		ExportURL:     cfg.PublicURL,
 		Journal:       st.Journal,
 		Boundary:      boundary,
 		Model:         model,
@@ -156,6 +157,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	mux.Handle("GET /readyz", readyHandler(append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
 		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /export", exportHandler(eng))
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
 	}

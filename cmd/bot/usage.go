@@ -23,6 +23,9 @@ On MARLOWE_HTTP_ADDR (default 127.0.0.1:8081), without authentication:
                                 surface's delivery queue (discord: what waits
                                 for a retry), leases
   GET  /metrics                 Prometheus metrics
+  GET  /export                  a person's 'export my data' JSON, only with the
+                                signed, expiring link the bot gave them
+                                (MARLOWE_PUBLIC_URL, default http://MARLOWE_HTTP_ADDR)
   POST /slack/events            Slack Events API (MARLOWE_SLACK_MODE=http)
   POST /slack/interactions      Slack button clicks (MARLOWE_SLACK_MODE=http)
   POST /discord/interactions    Discord interactions (DISCORD_PUBLIC_KEY set)

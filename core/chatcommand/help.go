@@ -38,6 +38,9 @@ func Commands() []Entry {
 		{"consents", "what you always allow; `consent revoke <id>` withdraws one", "consents", "consents"},
 		{"consent revoke <id>", "withdraw a standing consent", "consent revoke …", "consent revoke c1"},
 		{"what do you know about me", "the notes, consents, routines, pending approvals and kept messages of yours I hold (answered in your DM)", "what do you know about me", "what do you know about me"},
+		{"export my data", "the same as a JSON file, with your messages (in your DM)", "export my data", "export my data"},
+		{"forget me", "in your DM, after you confirm on a card: erase your messages and notes in every channel and revoke your consents", "forget me", "forget me"},
+		{"forget <@user>", "the same for someone else (operators only, in your DM)", "forget <@user>", "forget <@U1>"},
 	}
 }
 

@@ -47,12 +47,27 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	for _, op := range []RoutineOp{RoutineAdd, RoutineList, RoutinePause, RoutineEdit} {
 		want = append(want, "routine:"+string(op))
 	}
-	for k := InboxList; k <= InboxAboutMe; k++ {
+	for k := InboxList; k < inboxEnd; k++ {
 		want = append(want, fmt.Sprintf("inbox:%d", k))
 	}
 	for _, k := range want {
 		if !listed[k] {
 			t.Errorf("command %s is accepted by the grammar but not in Commands()", k)
+		}
+	}
+	// A person is not a note: `forget me` and `forget <@U1>` are the
+	// privacy erasure, `forget <note id>` drops a note from recall.
+	for text, want := range map[string]string{
+		"forget me": fmt.Sprintf("inbox:%d/", InboxForget), "Forget  ME": fmt.Sprintf("inbox:%d/", InboxForget),
+		"forget <@U1>": fmt.Sprintf("inbox:%d/U1", InboxForget), "forget @U1": fmt.Sprintf("inbox:%d/U1", InboxForget),
+		"forget m1": fmt.Sprintf("grammar:%d/m1", Forget), "export my data": fmt.Sprintf("inbox:%d/", InboxExport),
+	} {
+		got := fmt.Sprintf("grammar:%d/%s", Parse(text).Kind, Parse(text).Arg)
+		if c := ParseInbox(text); c.Kind != InboxNone {
+			got = fmt.Sprintf("inbox:%d/%s", c.Kind, c.Arg)
+		}
+		if got != want {
+			t.Errorf("%q reads as %s, want %s", text, got, want)
 		}
 	}
 	// Every routine verb the parser accepts is named by the help line.

@@ -2,6 +2,8 @@ package chatcommand
 
 import (
 	"strings"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // The inbox's commands, answered by the grammar even with a model
@@ -11,6 +13,9 @@ import (
 //	consents             — your standing grants (answered only in your DM)
 //	consent revoke <id>  — withdraw one grant
 //	what do you know about me — what the bot keeps about you (your DM)
+//	export my data       — the same, with your messages, as a JSON file (your DM)
+//	forget me            — erase your messages and notes everywhere, after a confirmation card (your DM)
+//	forget <@user>       — the same for someone else (operators only)
 
 type InboxKind int
 
@@ -20,6 +25,9 @@ const (
 	InboxConsents
 	InboxRevoke
 	InboxAboutMe // what do you know about me
+	InboxExport  // export my data
+	InboxForget  // forget me / forget <@user> (Arg: the user, "" for me)
+	inboxEnd     // keep last: the help test walks every kind before it
 )
 
 type InboxCommand struct {
@@ -33,6 +41,15 @@ func ParseInbox(text string) InboxCommand {
 	switch {
 	case strings.Join(f, " ") == "what do you know about me" || strings.Join(f, " ") == "what do you know about me?":
 		return InboxCommand{Kind: InboxAboutMe}
+	case strings.Join(f, " ") == "export my data":
+		return InboxCommand{Kind: InboxExport}
+	case len(f) == 2 && f[0] == "forget" && f[1] == "me":
+		return InboxCommand{Kind: InboxForget}
+	case len(f) == 2 && f[0] == "forget" && (strings.HasPrefix(orig[1], "<@") || strings.HasPrefix(orig[1], "@")):
+		// A person, not a note id (`forget <note id>` drops a note from recall).
+		if u := core.UserRef(orig[1]); u != "" {
+			return InboxCommand{Kind: InboxForget, Arg: u}
+		}
 	case len(f) == 1 && f[0] == "inbox":
 		return InboxCommand{Kind: InboxList}
 	case len(f) == 1 && f[0] == "consents":

@@ -18,6 +18,12 @@ type Post struct {
 	Out core.Outbound
 }
 
+// Upload is one file a FakeSurface received.
+type Upload struct {
+	Scope core.Scope
+	File  core.File
+}
+
 // Whisper is one ephemeral message: shown only to User.
 type Whisper struct {
 	Scope core.Scope
@@ -48,6 +54,7 @@ type FakeSurface struct {
 	reactions []string
 	history   map[core.Scope][]core.Event
 	whispers  []Whisper
+	files     []Upload
 	next      int
 	// FailPost, when set, can fail a Post before it takes effect.
 	FailPost func(out core.Outbound) error
@@ -253,6 +260,23 @@ func WaitFor(tb interface {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+var _ core.FileUploader = (*FakeSurface)(nil)
+
+// UploadFile records a file uploaded to sc.
+func (s *FakeSurface) UploadFile(_ context.Context, sc core.Scope, f core.File) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.files = append(s.files, Upload{Scope: sc, File: f})
+	return nil
+}
+
+// Uploads returns the files uploaded, in order.
+func (s *FakeSurface) Uploads() []Upload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.files)
 }
 
 var _ core.Ephemeral = (*FakeSurface)(nil)

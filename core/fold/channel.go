@@ -45,9 +45,10 @@ type Channel struct {
 	top          topExchange
 	memories     map[string]*MemoryState
 	routines     map[string]*Routine
-	firings      map[string]*Firing // by routine.fired command id: its digest post names it as cause
-	firingRuns   map[string]*Firing // by the firing's run id
-	reports      reportFold         // routine owners' reports (report.go)
+	firings      map[string]*Firing  // by routine.fired command id: its digest post names it as cause
+	firingRuns   map[string]*Firing  // by the firing's run id
+	reports      reportFold          // routine owners' reports (report.go)
+	erasures     map[string]*Erasure // `forget me` requests asked in this DM (erasure.go)
 	posted       int
 	redacted     []uint64 // seqs named by command.redacted, in journal order
 }
@@ -61,6 +62,7 @@ func NewChannel(ch core.ChannelKey) Channel {
 		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
 		firingRuns: map[string]*Firing{},
 		reports:    newReportFold(),
+		erasures:   map[string]*Erasure{},
 	}
 }
 
@@ -244,6 +246,10 @@ func (f *Channel) Apply(c core.Command) error {
 		f.reports.file(c, p)
 	case *core.ReportDismissed:
 		f.reports.dismiss(c, p)
+	case *core.ErasureRequested:
+		f.requestErasure(c, p)
+	case *core.ErasureResolved:
+		f.resolveErasure(c, p)
 	case *core.CardClicked, *core.ToolRequested, *core.PermissionDecided, *core.ToolCompleted, *core.MessageUpdated:
 		// Observations: counted; their effects arrive as their own commands
 		// (approval.resolved, tool results live in the run's fold).

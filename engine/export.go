@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// `export my data` (docs/privacy.md): what `what do you know about me`
+// lists, with the texts of the person's kept messages, as one JSON file:
+// uploaded to their DM when the surface takes files (core.FileUploader),
+// else a link to the bot's HTTP address (Config.ExportURL) signed with an
+// HMAC of (platform, user, expiry) that the handler in cmd/bot checks
+// before serving (VerifyExportLink).
+
+// exportLinkTTL is how long an export link works.
+const exportLinkTTL = 15 * time.Minute
+
+// Export is the JSON file `export my data` produces.
+type Export struct {
+	Platform   string          `json:"platform"`
+	User       string          `json:"user"`
+	ExportedAt time.Time       `json:"exported_at"`
+	Channels   []exportChannel `json:"channels"`
+}
+
+type exportChannel struct {
+	Channel   string           `json:"channel"` // the channel key
+	Memories  []exportMemory   `json:"memories,omitempty"`
+	Messages  []exportMessage  `json:"messages,omitempty"`
+	Consents  []exportConsent  `json:"consents,omitempty"`
+	Routines  []exportRoutine  `json:"routines,omitempty"`
+	Approvals []exportApproval `json:"pending_approvals,omitempty"`
+}
+
+type exportMemory struct {
+	ID     string    `json:"id"`
+	Text   string    `json:"text"`
+	At     time.Time `json:"at"`
+	Yours  bool      `json:"yours"` // added by you (else it mentions you)
+	Author string    `json:"author,omitempty"`
+}
+
+type exportMessage struct {
+	ID     string    `json:"id"`
+	At     time.Time `json:"at"`
+	Thread string    `json:"thread,omitempty"`
+	Text   string    `json:"text"`
+}
+
+type exportConsent struct {
+	ID          string `json:"id"`
+	Tool        string `json:"tool"`
+	Destination string `json:"destination,omitempty"`
+}
+
+type exportRoutine struct {
+	ID          string `json:"id"`
+	Instruction string `json:"instruction"`
+}
+
+type exportApproval struct {
+	ID   string `json:"id"`
+	Tool string `json:"tool"`
+	You  string `json:"you"` // asked | may decide
+}
+
+// ExportData is person's export on platform, as JSON.
+func (e *Engine) ExportData(ctx context.Context, platform, user string) ([]byte, error) {
+	chans, err := e.aboutMe(ctx, platform, core.Person{ID: user})
+	if err != nil {
+		return nil, err
+	}
+	out := Export{Platform: platform, User: user, ExportedAt: e.now().UTC(), Channels: []exportChannel{}}
+	for _, ac := range chans {
+		ec := ac.exp
+		ec.Channel = string(ac.sc.Key())
+		ec.Messages = ac.texts
+		for _, m := range ac.memories {
+			ec.Memories = append(ec.Memories, exportMemory{ID: m.ID, Text: m.Text, At: m.At.UTC(), Yours: m.Author() == user, Author: m.Author()})
+		}
+		if len(ec.Memories)+len(ec.Messages)+len(ec.Consents)+len(ec.Routines)+len(ec.Approvals) > 0 {
+			out.Channels = append(out.Channels, ec)
+		}
+	}
+	return json.MarshalIndent(out, "", "  ")
+}
+
+// exportCommand answers `export my data` for h, in their DM.
+func (d *driver) exportCommand(ctx context.Context, h *humanMsg) (core.Reply, error) {
+	rs, e := d.rs, d.e
+	reply := func(s string) core.Reply { return core.Reply{Text: s, Provider: "grammar"} }
+	if !h.dm {
+		return reply("I do that only in a direct message: say `export my data` to me there."), nil
+	}
+	if up, ok := d.s.(core.FileUploader); ok {
+		data, err := e.ExportData(ctx, rs.Scope.Platform, h.author.ID)
+		if err != nil {
+			return core.Reply{}, err
+		}
+		f := core.File{Name: "marlowe-export-" + h.author.ID + ".json", Title: "What Marlowe keeps about you", Type: "application/json", Content: data}
+		if err := up.UploadFile(ctx, rs.Scope, f); err != nil {
+			e.log.Warn("export upload failed", "user", h.author.ID, "error", err)
+			return reply("I couldn't upload the file just now; try again in a minute."), nil
+		}
+		return reply("📦 Here is everything I keep about you, as JSON (" + f.Name + "): the notes you added or that mention you, your kept messages, consents, routines and pending approvals."), nil
+	}
+	if e.cfg.ExportURL == "" {
+		return reply("This platform does not take files from me and no download address is configured, so I can't export your data here. `what do you know about me` lists it."), nil
+	}
+	link := e.ExportLink(rs.Scope.Platform, h.author.ID, e.now().Add(exportLinkTTL))
+	return reply("📦 Download everything I keep about you, as JSON, within 15 minutes (anyone with the link can open it until then): " + link), nil
+}
+
+// exportMAC signs (platform, user, expiry) with a key derived from the card key.
+func (e *Engine) exportMAC(platform, user string, exp int64) string {
+	m := hmac.New(sha256.New, e.cfg.CardKey)
+	m.Write([]byte("marlowe-export\x00" + platform + "\x00" + user + "\x00" + strconv.FormatInt(exp, 10)))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// ExportLink is a link to user's export on platform, valid until exp.
+func (e *Engine) ExportLink(platform, user string, exp time.Time) string {
+	q := url.Values{"p": {platform}, "u": {user}, "exp": {strconv.FormatInt(exp.Unix(), 10)}}
+	q.Set("sig", e.exportMAC(platform, user, exp.Unix()))
+	return strings.TrimRight(e.cfg.ExportURL, "/") + "/export?" + q.Encode()
+}
+
+// ErrBadExportLink is a link whose signature does not verify or that expired.
+var ErrBadExportLink = errors.New("export link is not valid")
+
+// VerifyExportLink checks an export link's query: its signature, then its
+// expiry; it returns the platform and user it is for.
+func (e *Engine) VerifyExportLink(q url.Values) (platform, user string, err error) {
+	platform, user = q.Get("p"), q.Get("u")
+	exp, perr := strconv.ParseInt(q.Get("exp"), 10, 64)
+	if perr != nil || platform == "" || user == "" {
+		return "", "", ErrBadExportLink
+	}
+	if !hmac.Equal([]byte(q.Get("sig")), []byte(e.exportMAC(platform, user, exp))) {
+		return "", "", fmt.Errorf("%w: bad signature", ErrBadExportLink)
+	}
+	if !e.now().Before(time.Unix(exp, 0)) {
+		return "", "", fmt.Errorf("%w: expired", ErrBadExportLink)
+	}
+	return platform, user, nil
+}

@@ -1,0 +1,512 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/marlowe-bot/marlowe/core/fold"
+)
+
+// `forget me` (docs/privacy.md): asked in the person's DM, it journals an
+// erasure.requested there (ids only) and shows a confirmation card whose
+// signed buttons name the request. Only the person who asked may click,
+// once, before it expires (erasure.resolved records the click, atomically
+// with the check). A confirmed request erases, in every channel of the
+// platform: the memories the person wrote (memory Erase: their text from
+// that channel's journal too), the texts of the messages they wrote (each
+// message.received they authored, then every other erasable command that
+// carries one of those texts; core.CarriesText), and their standing
+// consents (consent.revoked). Every redaction is a signed command.redacted
+// in the asker's name. An operator (MARLOWE_ADMINS) may ask the same for
+// someone else with `forget <@user>`; it is journaled as theirs.
+
+// Forget card actions: distinct from the approval, proposal and report
+// actions, so deliverClick hands them here before looking for an approval.
+const (
+	actionForgetConfirm = 'F'
+	actionForgetCancel  = 'f'
+)
+
+// forgetTTL is how long a forget card may be confirmed.
+const forgetTTL = time.Hour
+
+// minDerivedText is the shortest message text (normalized) searched for in
+// other commands: shorter ones ("ok", "hi") would match unrelated commands;
+// the message itself is erased all the same.
+const minDerivedText = 8
+
+func isForgetAction(a byte) bool { return a == actionForgetConfirm || a == actionForgetCancel }
+
+// isOperator reports whether id administers every channel of platform
+// (MARLOWE_ADMINS): who may forget someone else.
+func (e *Engine) isOperator(platform, id string) bool {
+	for _, op := range e.cfg.Operators {
+		if op.Platform == platform && op.UserID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetCommand answers `forget me` / `forget <@user>` for h: a refusal, or
+// the confirmation card in the DM.
+func (d *driver) forgetCommand(ctx context.Context, h *humanMsg, target string) (core.Reply, error) {
+	rs, e := d.rs, d.e
+	reply := func(s string) core.Reply { return core.Reply{Text: s, Provider: "grammar"} }
+	if target == "" || target == h.author.ID {
+		target = h.author.ID
+	} else if !e.isOperator(rs.Scope.Platform, h.author.ID) {
+		return reply("🚫 Only an operator of this bot (MARLOWE_ADMINS) can erase someone else's data. Nothing was done; " +
+			core.MentionOf(target) + " can say `forget me` to me in a direct message."), nil
+	}
+	if !h.dm {
+		return reply("I do that only in a direct message: say `forget me` to me there. Nothing was done."), nil
+	}
+	sum := sha256.Sum256([]byte("forget\x00" + h.cmdID))
+	id := "er" + hex.EncodeToString(sum[:12])
+	req := &core.ErasureRequested{ErasureID: id, Person: target, ExpiresAt: e.now().Add(forgetTTL)}
+	rd, err := e.b.Human(h.author, rs.Scope, core.Meta{Run: rs.ID, Cause: h.cmdID}, req)
+	if err != nil {
+		return core.Reply{}, err
+	}
+	if _, err := d.v.appendPlan(ctx, func() ([]core.Draft, error) {
+		if d.v.fold.Erasure(id) != nil {
+			return nil, nil // re-executed after a crash: journaled already
+		}
+		return []core.Draft{rd}, nil
+	}); err != nil {
+		return core.Reply{}, err
+	}
+	var er *fold.Erasure
+	_ = d.v.with(ctx, func() { er = d.v.fold.Erasure(id) })
+	if er == nil {
+		return core.Reply{}, fmt.Errorf("forget: request %s not folded", id)
+	}
+	card, err := forgetCard(e.cfg.CardKey, er)
+	if err != nil {
+		return core.Reply{}, err
+	}
+	out := core.Outbound{Key: core.EffectID(rs.Scope.Key(), h.seq, 1), Scope: rs.Scope, Text: card.Title, Card: card, Priority: core.PriorityHigh}
+	if _, err := e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, cause: h.cmdID, role: core.RoleCard}); err != nil {
+		return core.Reply{}, err
+	}
+	return reply("Nothing is erased until you click Erase on the card."), nil
+}
+
+// forgetCard renders the confirmation card of er.
+func forgetCard(key []byte, er *fold.Erasure) (*core.Card, error) {
+	confirm, err := cardToken(key, er.ID, actionForgetConfirm)
+	if err != nil {
+		return nil, err
+	}
+	cancel, err := cardToken(key, er.ID, actionForgetCancel)
+	if err != nil {
+		return nil, err
+	}
+	whose, who := "your", "you"
+	if er.Person != er.By.ID {
+		whose, who = core.MentionOf(er.Person)+"'s", core.MentionOf(er.Person)
+	}
+	return &core.Card{
+		ID:    "forget-" + er.ID,
+		Title: "🧹 Erase " + whose + " messages and notes everywhere?",
+		Fields: []core.CardField{
+			{Label: "Erases", Value: "in every channel I am in: the text of every message " + who + " wrote to me, every model step, tool call, tool result and post of mine that carries it, and the notes " + who + " added; " + whose + " standing consents are revoked"},
+			{Label: "Keeps", Value: "a signed redaction marker for each erased record (ids, no text), approval and consent decisions (who decided what), and messages on the chat platform itself"},
+			{Label: "Deadline", Value: er.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC") + "; only " + core.MentionOf(er.By.ID) + " can confirm"},
+		},
+		Actions: []core.CardAction{
+			{ID: "erase", Label: "Erase", Token: confirm, Style: "danger"},
+			{ID: "cancel", Label: "Cancel", Token: cancel},
+		},
+	}, nil
+}
+
+// deliverForgetClick resolves the forget request a verified token names,
+// then erases on a confirmation. Only the person who asked may click; a
+// click on a resolved or expired request changes nothing. Refusals go to
+// the clicker alone.
+func (e *Engine) deliverForgetClick(ctx context.Context, click core.CardClick, id string, action byte) error {
+	tell := func(key, text string, private bool) {
+		if click.Scope.Validate() != nil {
+			return
+		}
+		n := &notice{key: key, scope: click.Scope, text: text}
+		if private {
+			n.to = click.By.ID
+		}
+		e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: n})
+	}
+	h := sha256.Sum256([]byte(click.Token + "\x00" + click.By.ID + "\x00" + click.At.String()))
+	nk := "forget" + hex.EncodeToString(h[:10])
+	if click.Scope.Validate() != nil {
+		return nil
+	}
+	v, err := e.channel(ctx, click.Scope.Key())
+	if err != nil {
+		return fmt.Errorf("deliver forget click: %w", err)
+	}
+	var er *fold.Erasure
+	refusal := ""
+	now := e.now()
+	_, err = v.appendPlan(ctx, func() ([]core.Draft, error) {
+		refusal, er = "", v.fold.Erasure(id)
+		if er == nil {
+			refusal = "⚠️ I can't find the request behind that button here, so nothing was done."
+			return nil, nil
+		}
+		clicked, err := e.b.Human(click.By, click.Scope, core.Meta{Cause: er.CmdID},
+			&core.CardClicked{Card: "forget-" + id, Action: string(action), Token: click.Token, By: click.By})
+		if err != nil {
+			return nil, err
+		}
+		res := &core.ErasureResolved{ErasureID: id, By: click.By}
+		switch {
+		case click.By.ID == "" || click.By.IsBot || click.By.ID != er.By.ID:
+			refusal = "🚫 Only " + core.MentionOf(er.By.ID) + ", who asked, can confirm this. Nothing was done."
+			return []core.Draft{clicked}, nil
+		case !er.Pending():
+			refusal = "This request was already " + er.Decision + ". Nothing more was done."
+			return []core.Draft{clicked}, nil
+		case !now.Before(er.ExpiresAt):
+			res.Decision, refusal = "expired", "⌛ This request expired, so nothing was erased. Say `forget me` again for a new card."
+		case action == actionForgetCancel:
+			res.Decision, refusal = "cancelled", "Cancelled: nothing was erased."
+		default:
+			res.Decision = "confirmed"
+		}
+		rd, err := e.b.Human(click.By, click.Scope, core.Meta{Cause: clicked.ID()}, res)
+		if err != nil {
+			return nil, err
+		}
+		er.Decision = res.Decision
+		return []core.Draft{clicked, rd}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("deliver forget click on %s: %w", id, err)
+	}
+	if refusal != "" {
+		e.log.Info("forget click not acted on", "erasure", id, "by", click.By.ID, "why", refusal)
+		tell(nk, refusal, er == nil || er.Decision != "cancelled" && er.Decision != "expired")
+		return nil
+	}
+	got, err := e.erasePerson(ctx, click.Scope.Platform, er.Person, click.By, "forget "+er.Person+" asked by "+click.By.ID+" ("+id+")")
+	if err != nil {
+		e.log.Warn("forget failed partway", "erasure", id, "error", err)
+		tell(nk, "⚠️ I could not finish erasing ("+err.Error()+"). What was erased stays erased; say `forget me` again to finish.", false)
+		return nil
+	}
+	e.log.Info("person forgotten", "erasure", id, "by", click.By.ID, "channels", len(got.channels))
+	tell(nk, got.text(er.Person, click.By.ID, click.Scope.Platform), false)
+	return nil
+}
+
+// personChannel is what a person's erasure did in one channel.
+type personChannel struct {
+	sc       core.Scope
+	erasure  core.Erasure
+	memories int // memories of theirs erased
+	consents int // consents revoked
+	others   int // messages by other people that still quote a text of theirs
+	mention  int // other people's memories that mention them (kept)
+}
+
+type personErasure struct{ channels []*personChannel }
+
+// erasePerson erases person's texts, memories and consents in every channel
+// of platform, in by's name.
+func (e *Engine) erasePerson(ctx context.Context, platform, person string, by core.Person, reason string) (personErasure, error) {
+	var out personErasure
+	chs, err := e.j.Channels(ctx)
+	if err != nil {
+		return out, fmt.Errorf("list channels: %w", err)
+	}
+	actor := core.Actor{Type: core.ActorHuman, ID: by.ID, Platform: platform}
+	// Their texts first, from every channel (a copy may be anywhere), before
+	// any memory erasure redacts some of the messages.
+	var texts []string
+	for _, ch := range chs {
+		if strings.HasPrefix(string(ch), platform+"/") {
+			t, err := e.textsOf(ctx, ch, person)
+			if err != nil {
+				return out, err
+			}
+			texts = append(texts, t...)
+		}
+	}
+	for _, ch := range chs {
+		if !strings.HasPrefix(string(ch), platform+"/") {
+			continue
+		}
+		sc, err := core.ParseChannelKey(string(ch))
+		if err != nil {
+			return out, err
+		}
+		pc := &personChannel{sc: sc}
+		v, err := e.channel(ctx, ch)
+		if err != nil {
+			return out, err
+		}
+		if err := e.eraseMemoriesOf(ctx, v, person, actor, reason, pc); err != nil {
+			return out, err
+		}
+		if err := e.eraseMessagesOf(ctx, sc, person, texts, by, reason, pc); err != nil {
+			return out, err
+		}
+		// The fold still holds conversation turns folded from what was
+		// erased: fold the channel afresh, then revoke on the fresh state.
+		if err := v.refold(ctx); err != nil {
+			return out, fmt.Errorf("refold %s: %w", ch, err)
+		}
+		if err := e.revokeConsentsOf(ctx, v, sc, person, by, pc); err != nil {
+			return out, err
+		}
+		if pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || pc.consents > 0 || pc.others > 0 || pc.mention > 0 || len(pc.erasure.Kept) > 0 {
+			out.channels = append(out.channels, pc)
+		}
+	}
+	slices.SortFunc(out.channels, func(a, b *personChannel) int { return strings.Compare(a.sc.Channel, b.sc.Channel) })
+	return out, nil
+}
+
+// eraseMemoriesOf erases the live memories person added (or a run added
+// for them) in v's channel, each with its text in the channel's journal.
+func (e *Engine) eraseMemoriesOf(ctx context.Context, v *chanView, person string, by core.Actor, reason string, pc *personChannel) error {
+	if e.cfg.Memory == nil {
+		return nil
+	}
+	mem := e.cfg.Memory(v.key)
+	l, ok := mem.(core.MemoryLister)
+	er, ok2 := mem.(core.MemoryEraser)
+	if !ok || !ok2 {
+		return nil
+	}
+	for {
+		got, err := l.ListMemories(ctx, 0, maxAboutMemories)
+		if err != nil {
+			return fmt.Errorf("list memories of %s: %w", v.key, err)
+		}
+		_ = v.with(ctx, func() {
+			for i := range got {
+				got[i].For = authorLocked(v, got[i].By)
+			}
+		})
+		erased := 0
+		pc.mention = 0
+		for _, m := range got {
+			if m.Author() != person {
+				if strings.Contains(m.Text, core.MentionOf(person)) {
+					pc.mention++
+				}
+				continue
+			}
+			r, err := er.Erase(ctx, by, m.ID, reason)
+			if err != nil {
+				return fmt.Errorf("erase memory %s of %s: %w", m.ID, v.key, err)
+			}
+			mergeErasure(&pc.erasure, r)
+			pc.memories++
+			erased++
+		}
+		if erased == 0 || len(got) < maxAboutMemories {
+			return nil
+		}
+	}
+}
+
+func mergeErasure(dst *core.Erasure, src core.Erasure) {
+	for k, n := range src.Removed {
+		if dst.Removed == nil {
+			dst.Removed = map[string]int{}
+		}
+		dst.Removed[k] += n
+	}
+	dst.Markers += src.Markers
+	for k, n := range src.Kept {
+		if dst.Kept == nil {
+			dst.Kept = map[string]int{}
+		}
+		dst.Kept[k] += n
+	}
+}
+
+// textsOf returns the texts of the messages person wrote in ch that are
+// long enough to look for elsewhere (mention stripped).
+func (e *Engine) textsOf(ctx context.Context, ch core.ChannelKey, person string) ([]string, error) {
+	head, _, err := e.j.Head(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	var texts []string
+	err = readAll(ctx, e.j, ch, head, func(c core.Command) error {
+		if p := ownMessage(c, person); p != nil {
+			if t := chatcommand.StripLeadingMention(p.Text, p.Mentions); len(strings.Join(strings.Fields(t), " ")) >= minDerivedText {
+				texts = append(texts, t)
+			}
+		}
+		return nil
+	})
+	return texts, err
+}
+
+// ownMessage is c's message when c is a kept message.received by person.
+func ownMessage(c core.Command, person string) *core.MessageReceived {
+	if c.Kind() != core.KindMessageReceived || c.Redacted() {
+		return nil
+	}
+	p, err := core.Decode[*core.MessageReceived](c)
+	if err != nil || p.Author.ID != person {
+		return nil
+	}
+	return p
+}
+
+// eraseMessagesOf redacts, in sc's channel, every message.received person
+// wrote and every other erasable command carrying one of texts (theirs,
+// from every channel); other people's messages that quote one are kept
+// (counted), as are decision records (Kept).
+func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person string, texts []string, by core.Person, reason string, pc *personChannel) error {
+	ch := sc.Key()
+	head, _, err := e.j.Head(ctx, ch)
+	if err != nil {
+		return err
+	}
+	redact := func(target core.Command) error {
+		rd, err := e.b.Human(by, sc, core.Meta{Cause: target.ID()},
+			&core.CommandRedacted{Seq: target.Seq(), ID: target.ID(), Reason: reason, TargetKind: target.Kind().String()})
+		if err != nil {
+			return err
+		}
+		if _, err := e.j.Redact(ctx, target.Seq(), rd); err != nil {
+			return fmt.Errorf("redact %s seq %d: %w", ch, target.Seq(), err)
+		}
+		pc.erasure.Add(target.Kind())
+		return nil
+	}
+	return readAll(ctx, e.j, ch, head, func(c core.Command) error {
+		if c.Redacted() {
+			return nil
+		}
+		if ownMessage(c, person) != nil {
+			return redact(c)
+		}
+		carries := false
+		for _, t := range texts {
+			if core.CarriesText(c, t) {
+				carries = true
+				break
+			}
+		}
+		switch {
+		case !carries:
+		case c.Kind() == core.KindMessageReceived:
+			pc.others++ // someone else's message quoting them: theirs to erase
+		case core.Erasable(c.Kind()):
+			return redact(c)
+		default:
+			// decision records, and other people's memories carrying their words
+			pc.erasure.Keep(c.Kind())
+		}
+		return nil
+	})
+}
+
+// readAll calls fn on every command of ch up to head.
+func readAll(ctx context.Context, j core.Journal, ch core.ChannelKey, head uint64, fn func(core.Command) error) error {
+	const page = 1024
+	for from := uint64(1); from <= head; {
+		cmds, err := j.Read(ctx, ch, from, page)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", ch, err)
+		}
+		for _, c := range cmds {
+			if c.Seq() > head {
+				return nil
+			}
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+		if len(cmds) < page {
+			return nil
+		}
+		from = cmds[len(cmds)-1].Seq() + 1
+	}
+	return nil
+}
+
+// revokeConsentsOf revokes person's standing consents in v's channel.
+func (e *Engine) revokeConsentsOf(ctx context.Context, v *chanView, sc core.Scope, person string, by core.Person, pc *personChannel) error {
+	cmds, err := v.appendPlan(ctx, func() ([]core.Draft, error) {
+		var drafts []core.Draft
+		for _, g := range v.fold.Grants() {
+			if g.Owner != person || v.fold.Revoked(g.ID) {
+				continue
+			}
+			d, err := e.b.Human(by, sc, core.Meta{}, &core.ConsentRevoked{ConsentID: g.ID, Tool: g.Tool, Destination: g.Destination, Owner: g.Owner})
+			if err != nil {
+				return nil, err
+			}
+			drafts = append(drafts, d)
+		}
+		return drafts, nil
+	})
+	if err != nil && !errors.Is(err, errCheckFailed) {
+		return fmt.Errorf("revoke consents in %s: %w", sc.Key(), err)
+	}
+	pc.consents += len(cmds)
+	return nil
+}
+
+// text is the reply to a confirmed forget: what was removed, per channel
+// and kind, and what remains.
+func (pe personErasure) text(person, by, platform string) string {
+	whose, who := "your", "you"
+	if person != by {
+		whose, who = core.MentionOf(person)+"'s", core.MentionOf(person)
+	}
+	var b strings.Builder
+	if len(pe.channels) == 0 {
+		fmt.Fprintf(&b, "🧹 I kept nothing of %s messages or notes: nothing was erased.", whose)
+	} else {
+		fmt.Fprintf(&b, "🧹 Erased %s messages and notes:", whose)
+	}
+	markers, kept, others, mention := 0, map[string]int{}, 0, 0
+	for _, pc := range pe.channels {
+		fmt.Fprintf(&b, "\n• %s: %s", channelRef(pc.sc), kindCounts(pc.erasure.Removed))
+		if pc.memories > 0 {
+			fmt.Fprintf(&b, "; %s erased", plural(pc.memories, "memory", "memories"))
+		}
+		if pc.consents > 0 {
+			fmt.Fprintf(&b, "; %s revoked", plural(pc.consents, "consent", "consents"))
+		}
+		markers += pc.erasure.Markers
+		for k, n := range pc.erasure.Kept {
+			kept[k] += n
+		}
+		others += pc.others
+		mention += pc.mention
+	}
+	b.WriteString("\n*What remains:*")
+	fmt.Fprintf(&b, "\n• %d signed `command.redacted` markers, one per erased record: its id, kind and who asked, no text (so the journal still verifies)", markers)
+	b.WriteString("\n• " + who + ", as a user id, on the records of decisions and clicks (approvals, consents, this request), without text")
+	if len(kept) > 0 {
+		fmt.Fprintf(&b, "\n• decision records that quote a text of %s, kept because the journal needs them: %s", whose, kindCounts(kept))
+	}
+	if others > 0 {
+		fmt.Fprintf(&b, "\n• %d messages by other people that quote a text of %s (theirs, not erased)", others, whose)
+	}
+	if mention > 0 {
+		fmt.Fprintf(&b, "\n• %d notes added by other people that mention %s (theirs; `delete memory <id>` in their channel)", mention, who)
+	}
+	fmt.Fprintf(&b, "\n• messages on %s itself: delete them there", platformName(platform))
+	return b.String()
+}
