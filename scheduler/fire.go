@@ -46,7 +46,7 @@ func (s *Scheduler) fireKeyed(ctx context.Context, r *Routine, p *core.RoutineFi
 	}
 	c := cmds[0]
 	f := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot, Outcome: p.Outcome, Missed: p.Missed, Reason: p.Reason,
-		At: c.At(), Epoch: r.Epoch, RunID: RunIDFor(c.ID(), c.At())}
+		Coalesced: p.Coalesced, At: c.At(), Epoch: r.Epoch, RunID: RunIDFor(c.ID(), c.At())}
 	r.Firings = append(r.Firings, f)
 	s.cfg.Logger.Info("routine fired", "routine", r.ID, "slot", p.Slot, "outcome", p.Outcome, "missed", p.Missed)
 	return f, nil

@@ -285,6 +285,9 @@ func nextSlots(sched Schedule, now time.Time, tz string, n int) string {
 // firingStatus says what happened to f: run status and delivery apart, a
 // post that never arrived never shown as done.
 func firingStatus(f *Firing, now time.Time, grace time.Duration) string {
+	if f.Coalesced {
+		return "skipped (" + f.Reason + ")"
+	}
 	if f.Outcome == OutcomeSkipped {
 		return fmt.Sprintf("skipped (%d slot(s) missed; %s)", f.Missed+1, f.Reason)
 	}
