@@ -125,6 +125,9 @@ func (s *Scheduler) propose(ctx context.Context, tc core.ToolContext, spec, tz, 
 		}
 		return r, nil
 	}
+	if err := s.underCaps(ctx, top, rs, tc.Actor.ID); err != nil {
+		return nil, fmt.Errorf("schedule_routine: %w", err)
+	}
 	p := &core.RoutineCreated{RoutineID: id, Cron: spec, TZ: tz, Instruction: instr, Owner: tc.Actor.ID, Armed: false}
 	d, err := s.cfg.Boundary.Agent(tc.Run, sc, core.Meta{Cause: tc.Origin}, p)
 	if err != nil {

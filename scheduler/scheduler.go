@@ -15,6 +15,10 @@ import (
 const (
 	DefaultGrace = time.Hour
 	DefaultTick  = 10 * time.Second
+	// Caps on routines (MARLOWE_ROUTINE_MAX_PER_CHANNEL,
+	// MARLOWE_ROUTINE_MAX_PER_OWNER).
+	DefaultMaxPerChannel = 20
+	DefaultMaxPerOwner   = 10
 	// maxSlotScan bounds how many missed slots one pass walks (a year of
 	// downtime under @every 5m is about 105k): beyond it the count is a floor.
 	maxSlotScan = 200_000
@@ -48,8 +52,15 @@ type Config struct {
 	// ones are journaled as skipped.
 	Grace time.Duration
 	// Tick is how often Run looks for due slots (default 10s).
-	Tick   time.Duration
-	Logger *slog.Logger
+	Tick time.Duration
+	// MaxPerChannel caps a channel's routines (default 20) and MaxPerOwner
+	// one person's, across the channels of their platform (default 10):
+	// `routine add` and schedule_routine proposals past either are refused.
+	// Paused routines and proposals waiting for their Arm click count;
+	// deleted and discarded ones do not.
+	MaxPerChannel int
+	MaxPerOwner   int
+	Logger        *slog.Logger
 	// Lease, when set, elects the one replica that runs passes (the
 	// database's lease table, replica.Elector); nil means this process is the
 	// only scheduler.
@@ -104,6 +115,12 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
+	}
+	if cfg.MaxPerChannel <= 0 {
+		cfg.MaxPerChannel = DefaultMaxPerChannel
+	}
+	if cfg.MaxPerOwner <= 0 {
+		cfg.MaxPerOwner = DefaultMaxPerOwner
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -114,6 +114,9 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 			id = "r" + strings.ToLower(core.KeyedID("routine.id:"+origin, at)[20:])
 		}
 		if r := routines[id]; r == nil || r.CreatedID != core.KeyedID(key, at) || key == "" {
+			if err := s.underCaps(ctx, sc, routines, by.ID); err != nil {
+				return "", err
+			}
 			p := &core.RoutineCreated{RoutineID: id, Cron: cmd.Spec, TZ: tz, Instruction: cmd.Instruction, Owner: by.ID, Armed: true}
 			if err := s.appendKeyed(ctx, by, sc, key, at, p); err != nil {
 				return "", err

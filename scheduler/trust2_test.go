@@ -2,12 +2,14 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
 	"github.com/marlowe-bot/marlowe/scheduler"
 )
 
@@ -79,5 +81,88 @@ func TestAttackMissedSlotsCoalesceIntoOneCatchUp(t *testing.T) {
 	}
 	if l := w.say(alice, "routines"); !strings.Contains(l, id) || !strings.Contains(l, "last fired") {
 		t.Fatalf("list: %q", l)
+	}
+}
+
+// newWorldWith is newWorld (a model answering runs when m is set) with
+// the scheduler's configuration adjusted by cfg (when set) and extra tools.
+func newWorldWith(t *testing.T, m core.Model, cfg func(*scheduler.Config), extra ...core.Tool) *world {
+	t.Helper()
+	w := &world{t: t, signer: coretest.NewSigner(t), clk: &clock{t: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)}, model: m, cfg: cfg, tools: extra}
+	w.j = coretest.NewMemJournal(w.signer)
+	w.s = coretest.NewFakeSurface("test", "UBOT")
+	w.start(w.j)
+	return w
+}
+
+// sayIn delivers a top-level message in sc and returns the bot's reply in
+// its thread.
+func (w *world) sayIn(sc core.Scope, by core.Person, text string) string {
+	w.t.Helper()
+	id := fmt.Sprintf("M%04d", w.next.Add(1))
+	ev := core.Event{Scope: sc, Visibility: core.Public, MessageID: id, Author: by, Text: text, MentionsBot: true, At: w.clk.Now()}
+	if err := w.e.Deliver(context.Background(), core.Inbound{Event: &ev}); err != nil {
+		w.t.Fatalf("deliver: %v", err)
+	}
+	w.idle()
+	var out []string
+	for _, p := range w.s.Posts() {
+		if p.Out.Scope.Channel == sc.Channel && p.Out.Scope.Thread == id {
+			out = append(out, p.Out.Text)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Attack (no cap on routines): one person cannot own more than
+// MARLOWE_ROUTINE_MAX_PER_OWNER routines, across the channels of their
+// platform, nor a channel hold more than MARLOWE_ROUTINE_MAX_PER_CHANNEL;
+// the refusal names the cap and journals nothing; a deleted routine frees
+// its place.
+func TestAttackRoutineCapsPerChannelAndPerOwner(t *testing.T) {
+	w := newWorldWith(t, nil, func(c *scheduler.Config) { c.MaxPerChannel, c.MaxPerOwner = 3, 2 })
+	other := core.Scope{Platform: "test", Workspace: "W1", Channel: "C2"}
+	first := routineID(t, w.say(alice, "routine add @every 1h: one"))
+	routineID(t, w.sayIn(other, alice, "routine add @every 1h: two"))
+	if r := w.say(alice, "routine add @every 1h: three"); !strings.Contains(r, "MARLOWE_ROUTINE_MAX_PER_OWNER=2") || !strings.Contains(r, "owns 2 routines") {
+		t.Fatalf("alice's third routine (one here, one in another channel): %q", r)
+	}
+	routineID(t, w.say(bob, "routine add @every 1h: bob one"))
+	routineID(t, w.say(bob, "routine add @every 1h: bob two"))
+	if r := w.say(admin, "routine add @every 1h: admin one"); !strings.Contains(r, "MARLOWE_ROUTINE_MAX_PER_CHANNEL=3") || !strings.Contains(r, "this channel has 3 routines") {
+		t.Fatalf("a fourth routine in the channel: %q", r)
+	}
+	if n := w.count(core.KindRoutineCreated); n != 3 {
+		t.Fatalf("%d routine.created in the channel, want 3", n)
+	}
+	w.say(alice, "routine delete "+first)
+	if r := w.say(alice, "routine add @every 1h: three"); !strings.Contains(r, "armed") {
+		t.Fatalf("after a delete: %q", r)
+	}
+}
+
+// Attack (no cap on routines): the model's schedule_routine proposals
+// count against the same caps: a proposal past one is refused before any
+// card, and journals no routine.
+func TestAttackProposalsObeyTheRoutineCaps(t *testing.T) {
+	w := newWorldWith(t, proposingModel(`{"spec":"@every 10m","instruction":"summarise"}`), func(c *scheduler.Config) { c.MaxPerChannel = 1 })
+	routineID(t, w.say(bob, "routine add @every 1h: bob's"))
+	w.say(alice, "every ten minutes, summarise")
+	if n := w.count(core.KindRoutineCreated); n != 1 {
+		t.Fatalf("%d routine.created, want only bob's", n)
+	}
+	if c := w.s.Cards(); len(c) != 0 {
+		t.Fatalf("a proposal card past the cap: %+v", c[0].Out.Card)
+	}
+	var refused bool
+	for _, c := range w.j.All(room.Key()) {
+		if c.Kind() == core.KindToolCompleted {
+			if p, _ := core.Decode[*core.ToolCompleted](c); p.Tool == scheduler.ProposeToolName && !p.OK && strings.Contains(p.Error, "MARLOWE_ROUTINE_MAX_PER_CHANNEL=1") {
+				refused = true
+			}
+		}
+	}
+	if !refused {
+		t.Fatal("the proposal's tool result does not name the cap")
 	}
 }

@@ -16,11 +16,7 @@ import (
 // newModelWorldWith is newModelWorld with extra tools registered.
 func newModelWorldWith(t *testing.T, m core.Model, extra ...core.Tool) *world {
 	t.Helper()
-	w := &world{t: t, signer: coretest.NewSigner(t), clk: &clock{t: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)}, model: m, tools: extra}
-	w.j = coretest.NewMemJournal(w.signer)
-	w.s = coretest.NewFakeSurface("test", "UBOT")
-	w.start(w.j)
-	return w
+	return newWorldWith(t, m, nil, extra...)
 }
 
 // Attack (laundered targets): a channel Bob merely mentioned in the
