@@ -83,6 +83,9 @@ func (s *Scheduler) runPropose(ctx context.Context, tc core.ToolContext, raw jso
 	}
 	s.mu.Lock()
 	r, err := s.propose(ctx, tc, spec, tz, instr)
+	for n := 1; errors.Is(err, core.ErrHeadMoved) && n < maxReplans; n++ {
+		r, err = s.propose(ctx, tc, spec, tz, instr) // decided again on the channel as it is now
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return core.Observation{}, err
@@ -133,7 +136,11 @@ func (s *Scheduler) propose(ctx context.Context, tc core.ToolContext, spec, tz, 
 	if err != nil {
 		return nil, fmt.Errorf("schedule_routine: %w", err)
 	}
-	if _, err := s.cfg.Journal.Append(ctx, d); err != nil {
+	var head uint64
+	if len(cmds) > 0 {
+		head = cmds[len(cmds)-1].Seq()
+	}
+	if _, err := s.appendAt(ctx, head, d); err != nil {
 		return nil, fmt.Errorf("schedule_routine: journal: %w", err)
 	}
 	return &Routine{ID: id, Owner: tc.Actor.ID, Spec: spec, TZ: tz, Instruction: instr, CreatedID: d.ID(), Proposed: true}, nil

@@ -54,6 +54,9 @@ func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.R
 	sc := tc.Scope
 	sc.Thread = ""
 	reply, err := s.command(ctx, sc, author, cmd, tc.Origin)
+	for n := 1; errors.Is(err, core.ErrHeadMoved) && n < maxReplans; n++ {
+		reply, err = s.command(ctx, sc, author, cmd, tc.Origin) // decided again on the channel as it is now
+	}
 	if err != nil {
 		return core.Observation{}, err
 	}
@@ -97,6 +100,10 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 	if err != nil {
 		return "", fmt.Errorf("routine: %w", err)
 	}
+	var head uint64
+	if len(cmds) > 0 {
+		head = cmds[len(cmds)-1].Seq()
+	}
 	if cmd.Op == chatcommand.RoutineAdd {
 		sched, err := ParseSpec(cmd.Spec, cmd.TZ, s.cfg.MinInterval)
 		if err != nil {
@@ -118,7 +125,7 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 				return "", err
 			}
 			p := &core.RoutineCreated{RoutineID: id, Cron: cmd.Spec, TZ: tz, Instruction: cmd.Instruction, Owner: by.ID, Armed: true}
-			if err := s.appendKeyed(ctx, by, sc, key, at, p); err != nil {
+			if err := s.appendKeyed(ctx, by, sc, head, key, at, p); err != nil {
 				return "", err
 			}
 		}
@@ -145,10 +152,10 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		}
 	}
 	if cmd.Op == chatcommand.RoutineRun {
-		return s.runNow(ctx, sc, by, r, origin)
+		return s.runNow(ctx, sc, by, r, origin, head)
 	}
 	if cmd.Op == chatcommand.RoutineEdit {
-		return s.edit(ctx, sc, by, r, cmd)
+		return s.edit(ctx, sc, by, r, cmd, head)
 	}
 	p := &core.RoutineChanged{RoutineID: r.ID}
 	var done string
@@ -162,7 +169,7 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		p.Deleted = true
 		done = "🗑️ Routine " + r.ID + " deleted."
 	}
-	if err := s.appendHuman(ctx, by, sc, p); err != nil {
+	if err := s.appendHuman(ctx, by, sc, head, p); err != nil {
 		return "", err
 	}
 	return done, nil
@@ -171,7 +178,7 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 // runNow answers `routine run`: a manual firing of an armed routine, within
 // the channel's daily budget and at most once per minimum interval (since
 // its last firing, scheduled or manual).
-func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r *Routine, origin string) (string, error) {
+func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r *Routine, origin string, head uint64) (string, error) {
 	if s.eng == nil {
 		return "", errors.New("scheduler: no engine bound")
 	}
@@ -202,7 +209,7 @@ func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r
 	if why := s.overBudget(ctx, r); why != "" {
 		return "", fmt.Errorf("routine %s not run: %s", r.ID, why)
 	}
-	f, err := s.fireKeyed(ctx, r, &core.RoutineFired{RoutineID: r.ID, Slot: now, Outcome: OutcomeManual, Reason: "run by " + by.ID}, key, at)
+	f, err := s.fireKeyed(ctx, r, &core.RoutineFired{RoutineID: r.ID, Slot: now, Outcome: OutcomeManual, Reason: "run by " + by.ID}, head, key, at)
 	if err != nil {
 		return "", err
 	}
@@ -222,7 +229,7 @@ func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r
 // edit changes what cmd names of r and keeps the rest, armed or paused as
 // it was. The new schedule is checked like a new routine's; a changed
 // spec, zone or instruction re-settles its drift anchor (Fold).
-func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *Routine, cmd chatcommand.RoutineCommand) (string, error) {
+func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *Routine, cmd chatcommand.RoutineCommand, head uint64) (string, error) {
 	if r.Proposed && !r.Armed && !r.Decided {
 		return "", fmt.Errorf("routine %s is a proposal waiting for <@%s> to arm or discard it on its card; nothing was changed", r.ID, r.Owner)
 	}
@@ -244,7 +251,7 @@ func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *
 	if err != nil {
 		return "", fmt.Errorf("routine %s not changed: %w", r.ID, err)
 	}
-	if err := s.appendHuman(ctx, by, sc, p); err != nil {
+	if err := s.appendHuman(ctx, by, sc, head, p); err != nil {
 		return "", err
 	}
 	state := "armed; next: " + nextSlots(sched, s.cfg.Clock(), tz, 3)
@@ -255,12 +262,14 @@ func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *
 		r.ID, spec, tz, firstLine(instr, 120), state), nil
 }
 
-func (s *Scheduler) appendHuman(ctx context.Context, by core.Person, sc core.Scope, p core.Payload) error {
-	return s.appendKeyed(ctx, by, sc, "", time.Time{}, p)
+func (s *Scheduler) appendHuman(ctx context.Context, by core.Person, sc core.Scope, head uint64, p core.Payload) error {
+	return s.appendKeyed(ctx, by, sc, head, "", time.Time{}, p)
 }
 
 // appendKeyed journals p as by's; with a key, under the id KeyedID(key, at).
-func (s *Scheduler) appendKeyed(ctx context.Context, by core.Person, sc core.Scope, key string, at time.Time, p core.Payload) error {
+// head is the seq of the channel's last command the decision was folded from
+// (appendAt).
+func (s *Scheduler) appendKeyed(ctx context.Context, by core.Person, sc core.Scope, head uint64, key string, at time.Time, p core.Payload) error {
 	d, err := s.cfg.Boundary.Human(by, sc, core.Meta{}, p)
 	if key != "" {
 		d, err = s.cfg.Boundary.HumanKeyed(by, key, at, sc, core.Meta{}, p)
@@ -268,7 +277,7 @@ func (s *Scheduler) appendKeyed(ctx context.Context, by core.Person, sc core.Sco
 	if err != nil {
 		return fmt.Errorf("routine: %w", err)
 	}
-	if _, err := s.cfg.Journal.Append(ctx, d); err != nil {
+	if _, err := s.appendAt(ctx, head, d); err != nil {
 		return fmt.Errorf("routine: journal: %w", err)
 	}
 	return nil

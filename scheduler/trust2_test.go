@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/replica"
 	"github.com/marlowe-bot/marlowe/scheduler"
 )
 
@@ -165,4 +167,70 @@ func TestAttackProposalsObeyTheRoutineCaps(t *testing.T) {
 	if !refused {
 		t.Fatal("the proposal's tool result does not name the cap")
 	}
+}
+
+// Attack (unfenced appends): a routine command's tool call carried out
+// again on a replica whose lease on the channel has passed to another (a
+// run replayed there after a handover) appends nothing: routine.changed,
+// routine.created and a manual routine.fired all carry the drive's fence.
+// The replica that holds the lease now appends as before.
+func TestAttackDeposedReplicaRoutineCallAppendsNothing(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	id := routineID(t, w.say(alice, "routine add @every 1h: digest"))
+	w.say(alice, "routine pause "+id)
+	w.say(alice, "routine resume "+id)
+	w.say(alice, "routine run "+id)
+	w.clk.Advance(time.Hour) // past the cooldown
+	lease := core.ChannelLease(room.Key())
+	old, ok, err := w.j.Acquire(ctx, lease, "replica-a", time.Minute)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := w.j.Release(ctx, "replica-a", lease); err != nil {
+		t.Fatal(err)
+	}
+	cur, ok, err := w.j.Acquire(ctx, lease, "replica-b", time.Minute)
+	if err != nil || !ok || cur.Token == old.Token {
+		t.Fatal(cur, ok, err)
+	}
+	before := len(w.j.All(room.Key()))
+	for _, text := range []string{"routine pause " + id, "routine add @every 1h: digest", "routine run " + id} {
+		req := w.routineCall(text)
+		p, _ := core.Decode[*core.ToolRequested](req)
+		sc := room
+		sc.Thread = req.Scope().Thread
+		// A fresh origin: what the call would append were it not fenced.
+		_, err := w.sch.Tool().Run(replica.WithFence(ctx, &old), core.ToolContext{Run: req.Run(), Scope: sc, CallID: p.Call.ID}, []byte(p.Call.Args))
+		if !errors.Is(err, replica.ErrLeaseLost) {
+			t.Fatalf("deposed replica's %q: %v", text, err)
+		}
+	}
+	if n := len(w.j.All(room.Key())); n != before {
+		t.Fatalf("a deposed replica's routine calls appended %d command(s)", n-before)
+	}
+	req := w.routineCall("routine pause " + id)
+	p, _ := core.Decode[*core.ToolRequested](req)
+	sc := room
+	sc.Thread = req.Scope().Thread
+	if _, err := w.sch.Tool().Run(replica.WithFence(ctx, &cur), core.ToolContext{Run: req.Run(), Scope: sc, CallID: p.Call.ID}, []byte(p.Call.Args)); err != nil {
+		t.Fatalf("the lease holder's pause: %v", err)
+	}
+	if n := len(w.j.All(room.Key())); n != before+1 {
+		t.Fatalf("the lease holder's pause appended %d command(s), want 1", n-before)
+	}
+}
+
+// routineCall is the routine tool.requested whose text is text.
+func (w *world) routineCall(text string) core.Command {
+	w.t.Helper()
+	for _, c := range w.j.All(room.Key()) {
+		if c.Kind() == core.KindToolRequested {
+			if p, _ := core.Decode[*core.ToolRequested](c); p.Call.Name == "routine" && strings.Contains(p.Call.Args, `"`+text+`"`) {
+				return c
+			}
+		}
+	}
+	w.t.Fatalf("no routine call for %q", text)
+	return core.Command{}
 }
