@@ -26,24 +26,61 @@ func (s *Scheduler) Tool() core.Tool {
 			"routine edit <id> [<spec>] [tz <zone>][: <instruction>]).",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"the person's routine command, verbatim"}},"required":["text"],"additionalProperties":false}`),
 		Consequence: core.Write,
+		Check:       s.checkTool,
 		Run:         s.runTool,
 	}
 }
 
-func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.RawMessage) (core.Observation, error) {
+// parseTool reads the routine tool's arguments: the command and its text.
+// A command that will not parse, or whose schedule cannot be accepted, is
+// an error here, before the gate asks anyone (checkTool).
+func (s *Scheduler) parseTool(raw json.RawMessage) (chatcommand.RoutineCommand, string, error) {
 	var args struct {
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return core.Observation{}, fmt.Errorf("routine: %w", err)
+		return chatcommand.RoutineCommand{}, "", fmt.Errorf("routine: %w", err)
 	}
 	text := strings.TrimSpace(args.Text)
 	cmd, ok := chatcommand.ParseRoutine(text)
 	if !ok || cmd.Op == chatcommand.RoutineUsage {
 		if cmd.Problem != "" {
-			return core.Observation{}, errors.New(cmd.Problem + ". " + chatcommand.RoutineUsageText)
+			return cmd, text, errors.New(cmd.Problem + ". " + chatcommand.RoutineUsageText)
 		}
-		return core.Observation{}, errors.New(chatcommand.RoutineUsageText)
+		return cmd, text, errors.New(chatcommand.RoutineUsageText)
+	}
+	if cmd.Spec != "" || cmd.TZ != "" {
+		spec := cmd.Spec
+		if spec == "" {
+			spec = "@daily" // an edit of the zone alone: the zone is what is checked
+		}
+		if _, err := ParseSpec(spec, cmd.TZ, s.cfg.MinInterval); err != nil && cmd.Op == chatcommand.RoutineEdit {
+			return cmd, text, fmt.Errorf("routine %s not changed: %w", cmd.ID, err)
+		} else if err != nil {
+			return cmd, text, err
+		}
+	}
+	return cmd, text, nil
+}
+
+// checkTool judges a routine call before the gate: a command that will
+// fail parsing is refused with no approval asked, and `routines` (a list)
+// is read-only, never gated.
+func (s *Scheduler) checkTool(_ context.Context, _ core.ToolContext, raw json.RawMessage) (core.Consequence, error) {
+	cmd, _, err := s.parseTool(raw)
+	if err != nil {
+		return "", err
+	}
+	if cmd.Op == chatcommand.RoutineList {
+		return core.Read, nil
+	}
+	return core.Write, nil
+}
+
+func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.RawMessage) (core.Observation, error) {
+	cmd, text, err := s.parseTool(raw)
+	if err != nil {
+		return core.Observation{}, err
 	}
 	author, err := s.typedBy(ctx, tc.Run, text)
 	if err != nil {

@@ -234,3 +234,35 @@ func (w *world) routineCall(text string) core.Command {
 	w.t.Fatalf("no routine call for %q", text)
 	return core.Command{}
 }
+
+// Attack (docs versus code): under `policy set approval +write`, the
+// read-only `routines` asks nobody, and a `routine add` whose schedule will
+// fail parsing is refused with its reason before any approval card: a
+// person is asked only about a call that can run. A valid add still asks.
+func TestAttackOnlyRunnableWritesAskForApproval(t *testing.T) {
+	w := newWorld(t)
+	if r := w.say(admin, "policy set approval +write"); !strings.Contains(strings.ToLower(r), "write") {
+		t.Fatalf("policy: %q", r)
+	}
+	if r := w.say(alice, "routines"); !strings.Contains(r, "No routines in this channel") {
+		t.Fatalf("routines under +write: %q", r)
+	}
+	for _, bad := range []string{"routine add every fortnight: digest", "routine add * * * * *: spam", "routine add @every 1h tz Mars/Olympus: digest"} {
+		if r := w.say(alice, bad); r == "" || strings.Contains(r, "armed") {
+			t.Fatalf("%q: %q", bad, r)
+		}
+	}
+	if n := w.count(core.KindApprovalRequested); n != 0 {
+		t.Fatalf("%d approval card(s) for a read and for adds that cannot parse", n)
+	}
+	if c := w.s.Cards(); len(c) != 0 {
+		t.Fatalf("cards shown: %q", c[0].Out.Card.Title)
+	}
+	w.say(alice, "routine add @every 1h: digest")
+	if n := w.count(core.KindApprovalRequested); n != 1 {
+		t.Fatalf("%d approval card(s) for a valid add under +write, want 1", n)
+	}
+	if n := w.count(core.KindRoutineCreated); n != 0 {
+		t.Fatalf("a gated add ran before its approval")
+	}
+}
