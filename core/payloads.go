@@ -336,6 +336,10 @@ type RoutineFired struct {
 	// Missed counts earlier slots passed over without firing (downtime).
 	Missed int    `json:"missed,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Coalesced marks a skipped slot that a later catch-up firing covers:
+	// after downtime only the latest missed slot within grace fires, and
+	// the earlier ones within grace are journaled skipped and coalesced.
+	Coalesced bool `json:"coalesced,omitempty"`
 }
 
 type RunPaused struct {

@@ -121,6 +121,24 @@ type File struct {
 	Content []byte
 }
 
+// Rooms is an optional Surface capability: the workspace (Slack team,
+// Discord guild) a channel id or a user belongs to, read from the platform.
+// post_to_channel and dm_person refuse a destination outside the
+// requester's own workspace before anyone is asked; an error refuses too.
+type Rooms interface {
+	ChannelWorkspace(ctx context.Context, channel string) (string, error)
+	UserInWorkspace(ctx context.Context, workspace, userID string) (bool, error)
+}
+
+// MembershipChecker is an optional Surface capability for platforms with
+// no workspace (Telegram): whether userID belongs to the chat channel
+// (getChatMember). post_to_channel posts only into a chat the requester
+// belongs to, and dm_person writes only to someone in the requester's
+// chat; an error refuses.
+type MembershipChecker interface {
+	IsMember(ctx context.Context, channel, userID string) (bool, error)
+}
+
 // Ephemeral is an optional Surface capability: a message in a channel that
 // only one person sees (Slack chat.postEphemeral, a Discord ephemeral
 // interaction reply, a Telegram callback answer). Refusals of clicks that

@@ -128,6 +128,13 @@ type Tool struct {
 	// URL host, id or amount: untrusted text may not choose them.
 	Targets []string
 	Run     func(ctx context.Context, tc ToolContext, args json.RawMessage) (Observation, error)
+	// Check, when set, judges a call's validated arguments before the gate
+	// asks anyone: an error refuses the call at once (its reason is the
+	// call's result; no approval card is shown), so a call that would fail
+	// never costs a person a click. It returns the consequence of this call
+	// ("" is Consequence): the read-only form of a write tool (the routine
+	// tool's `routines`) is Read, which is never gated. It must not act.
+	Check func(ctx context.Context, tc ToolContext, args json.RawMessage) (Consequence, error)
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)

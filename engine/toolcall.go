@@ -113,6 +113,26 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		_, err = d.appendRun(ctx, nil, req, done)
 		return false, err
 	}
+	if tool.Check != nil {
+		// Arguments are judged before anyone is asked: a call that would
+		// fail is refused now, with no card.
+		raw, err := gate.CanonicalArgs(args)
+		if err != nil {
+			return false, err
+		}
+		c, err := tool.Check(ctx, core.ToolContext{Run: rs.ID, Scope: rs.Scope, Actor: rs.Requester, Surface: d.s, CallID: cs.call.ID, Origin: req.ID()}, raw)
+		if err != nil {
+			done, derr := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: tool.Name, OK: false, Code: "refused", Error: core.Truncate(err.Error(), 2000)})
+			if derr != nil {
+				return false, derr
+			}
+			_, err = d.appendRun(ctx, nil, req, done)
+			return false, err
+		}
+		if c.Valid() {
+			tool.Consequence = c
+		}
+	}
 	var dec gate.Decision
 	_ = d.v.with(ctx, func() {
 		dec = gate.Decide(gate.Request{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/replica"
 )
 
 // errLostSlot: another scheduler journaled this slot's firing first.
@@ -18,12 +19,12 @@ var errLostSlot = errors.New("slot fired by another scheduler")
 // id is keyed by (routine, slot), so a second scheduler's append of the same
 // slot is refused by the journal (errLostSlot).
 func (s *Scheduler) fire(ctx context.Context, r *Routine, p *core.RoutineFired) (*Firing, error) {
-	return s.fireKeyed(ctx, r, p, "", time.Time{})
+	return s.fireKeyed(ctx, r, p, 0, "", time.Time{})
 }
 
 // fireKeyed is fire; a manual firing with a key is journaled under the id
-// KeyedID(key, at) (the request that ran it).
-func (s *Scheduler) fireKeyed(ctx context.Context, r *Routine, p *core.RoutineFired, key string, at time.Time) (*Firing, error) {
+// KeyedID(key, at) (the request that ran it), at head (appendAt).
+func (s *Scheduler) fireKeyed(ctx context.Context, r *Routine, p *core.RoutineFired, head uint64, key string, at time.Time) (*Firing, error) {
 	var d core.Draft
 	var err error
 	if p.Outcome == OutcomeManual && key != "" {
@@ -36,7 +37,7 @@ func (s *Scheduler) fireKeyed(ctx context.Context, r *Routine, p *core.RoutineFi
 	if err != nil {
 		return nil, fmt.Errorf("routine %s: %w", r.ID, err)
 	}
-	cmds, err := s.cfg.Journal.Append(ctx, d)
+	cmds, err := s.appendAt(ctx, head, d)
 	if err != nil {
 		if p.Outcome != OutcomeManual && s.slotJournaled(ctx, r, p.Slot) {
 			s.cfg.Logger.Info("routine slot already fired by another scheduler", "routine", r.ID, "slot", p.Slot)
@@ -46,11 +47,36 @@ func (s *Scheduler) fireKeyed(ctx context.Context, r *Routine, p *core.RoutineFi
 	}
 	c := cmds[0]
 	f := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot, Outcome: p.Outcome, Missed: p.Missed, Reason: p.Reason,
-		At: c.At(), Epoch: r.Epoch, RunID: RunIDFor(c.ID(), c.At())}
+		Coalesced: p.Coalesced, At: c.At(), Epoch: r.Epoch, RunID: RunIDFor(c.ID(), c.At())}
 	r.Firings = append(r.Firings, f)
 	s.cfg.Logger.Info("routine fired", "routine", r.ID, "slot", p.Slot, "outcome", p.Outcome, "missed", p.Missed)
 	return f, nil
 }
+
+// appendAt journals d. Inside a drive (a routine command's or a proposal's
+// tool call, whose ctx carries the channel's lease fence, replica.WithFence)
+// the append is fenced and made at head, the seq of the channel's last
+// command the decision was folded from: a deposed replica's call (its lease
+// passed to another replica, a run replayed there) appends nothing and gets
+// replica.ErrLeaseLost, and a channel that moved on since the fold gets
+// core.ErrHeadMoved (the caller decides again). Outside a drive (the
+// scheduler's own passes, which need not own the channel) it is a plain
+// append: a firing's keyed id is what makes it once.
+func (s *Scheduler) appendAt(ctx context.Context, head uint64, d core.Draft) ([]core.Command, error) {
+	f := replica.FenceFor(ctx, d.Channel())
+	if f == nil {
+		return s.cfg.Journal.Append(ctx, d)
+	}
+	cmds, err := s.cfg.Journal.AppendAt(ctx, core.Expect{Head: head, Fence: f}, d)
+	if errors.Is(err, core.ErrFenced) {
+		return nil, fmt.Errorf("%w: %w", replica.ErrLeaseLost, err)
+	}
+	return cmds, err
+}
+
+// maxReplans bounds how often a routine command is decided again because
+// the channel moved on between its fold and its fenced append.
+const maxReplans = 16
 
 // slotJournaled re-reads the channel: is r's slot fired now?
 func (s *Scheduler) slotJournaled(ctx context.Context, r *Routine, slot time.Time) bool {

@@ -26,8 +26,10 @@ func (s *Scheduler) notify(ctx context.Context, n core.OwnerNotice) error {
 }
 
 // noticeSkip tells the owner a slot did not fire and why.
+// A coalesced slot is not reported: its catch-up firing says how many
+// slots were missed.
 func (s *Scheduler) noticeSkip(ctx context.Context, r *Routine, f *Firing) error {
-	if s.cfg.Clock().Sub(f.At) > noticeHorizon {
+	if f.Coalesced || s.cfg.Clock().Sub(f.At) > noticeHorizon {
 		return nil
 	}
 	return s.notify(ctx, core.OwnerNotice{Where: r.Scope, Owner: r.Owner, Key: "routine-skipped:" + f.CmdID, Cause: f.CmdID,

@@ -40,8 +40,46 @@ func (s *Scheduler) ProposeTool() core.Tool {
 		// Write, not Send: it journals a disarmed routine and shows a card
 		// in the run's own thread; nothing runs until a person arms it.
 		Consequence: core.Write,
-		Run:         s.runPropose,
+		Check: func(_ context.Context, _ core.ToolContext, raw json.RawMessage) (core.Consequence, error) {
+			_, err := s.proposeArgs(raw)
+			return "", err
+		},
+		Run: s.runPropose,
 	}
+}
+
+type proposeArgs struct {
+	Spec, TZ, Instruction string
+	sched                 Schedule
+}
+
+// proposeArgs reads and checks schedule_routine's arguments (before the
+// gate asks anyone, and again when it runs).
+func (s *Scheduler) proposeArgs(raw json.RawMessage) (proposeArgs, error) {
+	var args struct {
+		Spec        string `json:"spec"`
+		TZ          string `json:"tz"`
+		Instruction string `json:"instruction"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return proposeArgs{}, fmt.Errorf("schedule_routine: %w", err)
+	}
+	a := proposeArgs{Spec: strings.TrimSpace(args.Spec), TZ: strings.TrimSpace(args.TZ), Instruction: strings.TrimSpace(args.Instruction)}
+	if a.Instruction == "" {
+		return a, errors.New("schedule_routine: the instruction is empty")
+	}
+	if len(a.Instruction) > maxInstruction {
+		return a, fmt.Errorf("schedule_routine: the instruction is longer than %d bytes", maxInstruction)
+	}
+	if a.TZ == "" {
+		a.TZ = "UTC"
+	}
+	sched, err := ParseSpec(a.Spec, a.TZ, s.cfg.MinInterval)
+	if err != nil {
+		return a, err
+	}
+	a.sched = sched
+	return a, nil
 }
 
 // maxInstruction bounds a proposed instruction (it is seeded into every
@@ -49,30 +87,13 @@ func (s *Scheduler) ProposeTool() core.Tool {
 const maxInstruction = 2000
 
 func (s *Scheduler) runPropose(ctx context.Context, tc core.ToolContext, raw json.RawMessage) (core.Observation, error) {
-	var args struct {
-		Spec        string `json:"spec"`
-		TZ          string `json:"tz"`
-		Instruction string `json:"instruction"`
-	}
-	if err := json.Unmarshal(raw, &args); err != nil {
-		return core.Observation{}, fmt.Errorf("schedule_routine: %w", err)
-	}
-	spec, tz, instr := strings.TrimSpace(args.Spec), strings.TrimSpace(args.TZ), strings.TrimSpace(args.Instruction)
-	if instr == "" {
-		return core.Observation{}, errors.New("schedule_routine: the instruction is empty")
-	}
-	if len(instr) > maxInstruction {
-		return core.Observation{}, fmt.Errorf("schedule_routine: the instruction is longer than %d bytes", maxInstruction)
-	}
-	if tz == "" {
-		tz = "UTC"
-	}
-	if tc.Actor.ID == "" || tc.Actor.IsBot {
-		return core.Observation{}, errors.New("schedule_routine: this run has no person to propose the routine to")
-	}
-	sched, err := ParseSpec(spec, tz, s.cfg.MinInterval)
+	a, err := s.proposeArgs(raw)
 	if err != nil {
 		return core.Observation{}, err
+	}
+	spec, tz, instr, sched := a.Spec, a.TZ, a.Instruction, a.sched
+	if tc.Actor.ID == "" || tc.Actor.IsBot {
+		return core.Observation{}, errors.New("schedule_routine: this run has no person to propose the routine to")
 	}
 	s.mu.Lock()
 	eng := s.eng
@@ -83,6 +104,9 @@ func (s *Scheduler) runPropose(ctx context.Context, tc core.ToolContext, raw jso
 	}
 	s.mu.Lock()
 	r, err := s.propose(ctx, tc, spec, tz, instr)
+	for n := 1; errors.Is(err, core.ErrHeadMoved) && n < maxReplans; n++ {
+		r, err = s.propose(ctx, tc, spec, tz, instr) // decided again on the channel as it is now
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return core.Observation{}, err
@@ -125,12 +149,19 @@ func (s *Scheduler) propose(ctx context.Context, tc core.ToolContext, spec, tz, 
 		}
 		return r, nil
 	}
+	if err := s.underCaps(ctx, top, rs, tc.Actor.ID); err != nil {
+		return nil, fmt.Errorf("schedule_routine: %w", err)
+	}
 	p := &core.RoutineCreated{RoutineID: id, Cron: spec, TZ: tz, Instruction: instr, Owner: tc.Actor.ID, Armed: false}
 	d, err := s.cfg.Boundary.Agent(tc.Run, sc, core.Meta{Cause: tc.Origin}, p)
 	if err != nil {
 		return nil, fmt.Errorf("schedule_routine: %w", err)
 	}
-	if _, err := s.cfg.Journal.Append(ctx, d); err != nil {
+	var head uint64
+	if len(cmds) > 0 {
+		head = cmds[len(cmds)-1].Seq()
+	}
+	if _, err := s.appendAt(ctx, head, d); err != nil {
 		return nil, fmt.Errorf("schedule_routine: journal: %w", err)
 	}
 	return &Routine{ID: id, Owner: tc.Actor.ID, Spec: spec, TZ: tz, Instruction: instr, CreatedID: d.ID(), Proposed: true}, nil

@@ -15,9 +15,16 @@ import (
 const (
 	DefaultGrace = time.Hour
 	DefaultTick  = 10 * time.Second
+	// Caps on routines (MARLOWE_ROUTINE_MAX_PER_CHANNEL,
+	// MARLOWE_ROUTINE_MAX_PER_OWNER).
+	DefaultMaxPerChannel = 20
+	DefaultMaxPerOwner   = 10
 	// maxSlotScan bounds how many missed slots one pass walks (a year of
 	// downtime under @every 5m is about 105k): beyond it the count is a floor.
 	maxSlotScan = 200_000
+	// maxCoalesced bounds how many earlier missed slots a catch-up firing
+	// journals as skipped (coalesced); the catch-up's missed counts them all.
+	maxCoalesced = 100
 )
 
 // Engine is what the scheduler needs of engine.Engine: posting a digest
@@ -45,8 +52,15 @@ type Config struct {
 	// ones are journaled as skipped.
 	Grace time.Duration
 	// Tick is how often Run looks for due slots (default 10s).
-	Tick   time.Duration
-	Logger *slog.Logger
+	Tick time.Duration
+	// MaxPerChannel caps a channel's routines (default 20) and MaxPerOwner
+	// one person's, across the channels of their platform (default 10):
+	// `routine add` and schedule_routine proposals past either are refused.
+	// Paused routines and proposals waiting for their Arm click count;
+	// deleted and discarded ones do not.
+	MaxPerChannel int
+	MaxPerOwner   int
+	Logger        *slog.Logger
 	// Lease, when set, elects the one replica that runs passes (the
 	// database's lease table, replica.Elector); nil means this process is the
 	// only scheduler.
@@ -101,6 +115,12 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
+	}
+	if cfg.MaxPerChannel <= 0 {
+		cfg.MaxPerChannel = DefaultMaxPerChannel
+	}
+	if cfg.MaxPerOwner <= 0 {
+		cfg.MaxPerOwner = DefaultMaxPerOwner
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -234,8 +254,14 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 			start = r.RescheduledAt // the new schedule's slots before the edit never existed
 		}
 		var last time.Time
+		var earlier []time.Time // missed slots before last, within grace (the newest maxCoalesced)
 		n := 0
 		for t := sched.Next(start); !t.IsZero() && !t.After(now) && n < maxSlotScan; t = sched.Next(t) {
+			if n > 0 && now.Sub(last) <= s.cfg.Grace {
+				if earlier = append(earlier, last); len(earlier) > maxCoalesced {
+					earlier = earlier[1:]
+				}
+			}
 			last, n = t, n+1
 		}
 		if n == 0 || r.Fired(last) {
@@ -253,6 +279,16 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 			p.Reason = fmt.Sprintf("missed by %s, more than the %s grace window", late.Round(time.Second), s.cfg.Grace)
 		} else if why := s.overBudget(ctx, r); why != "" {
 			p.Outcome, p.Reason = OutcomeSkipped, why
+		}
+		if p.Outcome == OutcomeFired {
+			// Missed slots coalesce: one catch-up firing for the latest, and
+			// the earlier ones within grace journaled first as skipped
+			// (coalesced), under the ids their own firings would have had, so
+			// no scheduler (a stalled one, a restarted one) fires them later.
+			if err := s.coalesce(ctx, r, earlier, last); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		f, err := s.fire(ctx, r, p)
 		if errors.Is(err, errLostSlot) {
@@ -303,4 +339,21 @@ func lastScheduled(r *Routine) *Firing {
 		}
 	}
 	return out
+}
+
+// coalesce journals each of r's missed slots in earlier (those before the
+// catch-up slot, within grace) as skipped and coalesced into the catch-up
+// firing of slot. A slot another scheduler journaled first is passed over.
+func (s *Scheduler) coalesce(ctx context.Context, r *Routine, earlier []time.Time, slot time.Time) error {
+	for _, t := range earlier {
+		if r.Fired(t) {
+			continue
+		}
+		p := &core.RoutineFired{RoutineID: r.ID, Slot: t, Outcome: OutcomeSkipped, Coalesced: true,
+			Reason: "coalesced: only the latest due slot fires, and the catch-up firing of " + slotIn(slot, r.TZ) + " covers this one"}
+		if _, err := s.fire(ctx, r, p); err != nil && !errors.Is(err, errLostSlot) {
+			return err
+		}
+	}
+	return nil
 }

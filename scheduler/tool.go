@@ -26,24 +26,61 @@ func (s *Scheduler) Tool() core.Tool {
 			"routine edit <id> [<spec>] [tz <zone>][: <instruction>]).",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"the person's routine command, verbatim"}},"required":["text"],"additionalProperties":false}`),
 		Consequence: core.Write,
+		Check:       s.checkTool,
 		Run:         s.runTool,
 	}
 }
 
-func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.RawMessage) (core.Observation, error) {
+// parseTool reads the routine tool's arguments: the command and its text.
+// A command that will not parse, or whose schedule cannot be accepted, is
+// an error here, before the gate asks anyone (checkTool).
+func (s *Scheduler) parseTool(raw json.RawMessage) (chatcommand.RoutineCommand, string, error) {
 	var args struct {
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return core.Observation{}, fmt.Errorf("routine: %w", err)
+		return chatcommand.RoutineCommand{}, "", fmt.Errorf("routine: %w", err)
 	}
 	text := strings.TrimSpace(args.Text)
 	cmd, ok := chatcommand.ParseRoutine(text)
 	if !ok || cmd.Op == chatcommand.RoutineUsage {
 		if cmd.Problem != "" {
-			return core.Observation{}, errors.New(cmd.Problem + ". " + chatcommand.RoutineUsageText)
+			return cmd, text, errors.New(cmd.Problem + ". " + chatcommand.RoutineUsageText)
 		}
-		return core.Observation{}, errors.New(chatcommand.RoutineUsageText)
+		return cmd, text, errors.New(chatcommand.RoutineUsageText)
+	}
+	if cmd.Spec != "" || cmd.TZ != "" {
+		spec := cmd.Spec
+		if spec == "" {
+			spec = "@daily" // an edit of the zone alone: the zone is what is checked
+		}
+		if _, err := ParseSpec(spec, cmd.TZ, s.cfg.MinInterval); err != nil && cmd.Op == chatcommand.RoutineEdit {
+			return cmd, text, fmt.Errorf("routine %s not changed: %w", cmd.ID, err)
+		} else if err != nil {
+			return cmd, text, err
+		}
+	}
+	return cmd, text, nil
+}
+
+// checkTool judges a routine call before the gate: a command that will
+// fail parsing is refused with no approval asked, and `routines` (a list)
+// is read-only, never gated.
+func (s *Scheduler) checkTool(_ context.Context, _ core.ToolContext, raw json.RawMessage) (core.Consequence, error) {
+	cmd, _, err := s.parseTool(raw)
+	if err != nil {
+		return "", err
+	}
+	if cmd.Op == chatcommand.RoutineList {
+		return core.Read, nil
+	}
+	return core.Write, nil
+}
+
+func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.RawMessage) (core.Observation, error) {
+	cmd, text, err := s.parseTool(raw)
+	if err != nil {
+		return core.Observation{}, err
 	}
 	author, err := s.typedBy(ctx, tc.Run, text)
 	if err != nil {
@@ -54,6 +91,9 @@ func (s *Scheduler) runTool(ctx context.Context, tc core.ToolContext, raw json.R
 	sc := tc.Scope
 	sc.Thread = ""
 	reply, err := s.command(ctx, sc, author, cmd, tc.Origin)
+	for n := 1; errors.Is(err, core.ErrHeadMoved) && n < maxReplans; n++ {
+		reply, err = s.command(ctx, sc, author, cmd, tc.Origin) // decided again on the channel as it is now
+	}
 	if err != nil {
 		return core.Observation{}, err
 	}
@@ -97,6 +137,10 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 	if err != nil {
 		return "", fmt.Errorf("routine: %w", err)
 	}
+	var head uint64
+	if len(cmds) > 0 {
+		head = cmds[len(cmds)-1].Seq()
+	}
 	if cmd.Op == chatcommand.RoutineAdd {
 		sched, err := ParseSpec(cmd.Spec, cmd.TZ, s.cfg.MinInterval)
 		if err != nil {
@@ -114,8 +158,11 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 			id = "r" + strings.ToLower(core.KeyedID("routine.id:"+origin, at)[20:])
 		}
 		if r := routines[id]; r == nil || r.CreatedID != core.KeyedID(key, at) || key == "" {
+			if err := s.underCaps(ctx, sc, routines, by.ID); err != nil {
+				return "", err
+			}
 			p := &core.RoutineCreated{RoutineID: id, Cron: cmd.Spec, TZ: tz, Instruction: cmd.Instruction, Owner: by.ID, Armed: true}
-			if err := s.appendKeyed(ctx, by, sc, key, at, p); err != nil {
+			if err := s.appendKeyed(ctx, by, sc, head, key, at, p); err != nil {
 				return "", err
 			}
 		}
@@ -142,10 +189,10 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		}
 	}
 	if cmd.Op == chatcommand.RoutineRun {
-		return s.runNow(ctx, sc, by, r, origin)
+		return s.runNow(ctx, sc, by, r, origin, head)
 	}
 	if cmd.Op == chatcommand.RoutineEdit {
-		return s.edit(ctx, sc, by, r, cmd)
+		return s.edit(ctx, sc, by, r, cmd, head)
 	}
 	p := &core.RoutineChanged{RoutineID: r.ID}
 	var done string
@@ -159,7 +206,7 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 		p.Deleted = true
 		done = "🗑️ Routine " + r.ID + " deleted."
 	}
-	if err := s.appendHuman(ctx, by, sc, p); err != nil {
+	if err := s.appendHuman(ctx, by, sc, head, p); err != nil {
 		return "", err
 	}
 	return done, nil
@@ -168,7 +215,7 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 // runNow answers `routine run`: a manual firing of an armed routine, within
 // the channel's daily budget and at most once per minimum interval (since
 // its last firing, scheduled or manual).
-func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r *Routine, origin string) (string, error) {
+func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r *Routine, origin string, head uint64) (string, error) {
 	if s.eng == nil {
 		return "", errors.New("scheduler: no engine bound")
 	}
@@ -199,7 +246,7 @@ func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r
 	if why := s.overBudget(ctx, r); why != "" {
 		return "", fmt.Errorf("routine %s not run: %s", r.ID, why)
 	}
-	f, err := s.fireKeyed(ctx, r, &core.RoutineFired{RoutineID: r.ID, Slot: now, Outcome: OutcomeManual, Reason: "run by " + by.ID}, key, at)
+	f, err := s.fireKeyed(ctx, r, &core.RoutineFired{RoutineID: r.ID, Slot: now, Outcome: OutcomeManual, Reason: "run by " + by.ID}, head, key, at)
 	if err != nil {
 		return "", err
 	}
@@ -219,7 +266,7 @@ func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r
 // edit changes what cmd names of r and keeps the rest, armed or paused as
 // it was. The new schedule is checked like a new routine's; a changed
 // spec, zone or instruction re-settles its drift anchor (Fold).
-func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *Routine, cmd chatcommand.RoutineCommand) (string, error) {
+func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *Routine, cmd chatcommand.RoutineCommand, head uint64) (string, error) {
 	if r.Proposed && !r.Armed && !r.Decided {
 		return "", fmt.Errorf("routine %s is a proposal waiting for <@%s> to arm or discard it on its card; nothing was changed", r.ID, r.Owner)
 	}
@@ -241,7 +288,7 @@ func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *
 	if err != nil {
 		return "", fmt.Errorf("routine %s not changed: %w", r.ID, err)
 	}
-	if err := s.appendHuman(ctx, by, sc, p); err != nil {
+	if err := s.appendHuman(ctx, by, sc, head, p); err != nil {
 		return "", err
 	}
 	state := "armed; next: " + nextSlots(sched, s.cfg.Clock(), tz, 3)
@@ -252,12 +299,14 @@ func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *
 		r.ID, spec, tz, firstLine(instr, 120), state), nil
 }
 
-func (s *Scheduler) appendHuman(ctx context.Context, by core.Person, sc core.Scope, p core.Payload) error {
-	return s.appendKeyed(ctx, by, sc, "", time.Time{}, p)
+func (s *Scheduler) appendHuman(ctx context.Context, by core.Person, sc core.Scope, head uint64, p core.Payload) error {
+	return s.appendKeyed(ctx, by, sc, head, "", time.Time{}, p)
 }
 
 // appendKeyed journals p as by's; with a key, under the id KeyedID(key, at).
-func (s *Scheduler) appendKeyed(ctx context.Context, by core.Person, sc core.Scope, key string, at time.Time, p core.Payload) error {
+// head is the seq of the channel's last command the decision was folded from
+// (appendAt).
+func (s *Scheduler) appendKeyed(ctx context.Context, by core.Person, sc core.Scope, head uint64, key string, at time.Time, p core.Payload) error {
 	d, err := s.cfg.Boundary.Human(by, sc, core.Meta{}, p)
 	if key != "" {
 		d, err = s.cfg.Boundary.HumanKeyed(by, key, at, sc, core.Meta{}, p)
@@ -265,7 +314,7 @@ func (s *Scheduler) appendKeyed(ctx context.Context, by core.Person, sc core.Sco
 	if err != nil {
 		return fmt.Errorf("routine: %w", err)
 	}
-	if _, err := s.cfg.Journal.Append(ctx, d); err != nil {
+	if _, err := s.appendAt(ctx, head, d); err != nil {
 		return fmt.Errorf("routine: journal: %w", err)
 	}
 	return nil
@@ -285,6 +334,9 @@ func nextSlots(sched Schedule, now time.Time, tz string, n int) string {
 // firingStatus says what happened to f: run status and delivery apart, a
 // post that never arrived never shown as done.
 func firingStatus(f *Firing, now time.Time, grace time.Duration) string {
+	if f.Coalesced {
+		return "skipped (" + f.Reason + ")"
+	}
 	if f.Outcome == OutcomeSkipped {
 		return fmt.Sprintf("skipped (%d slot(s) missed; %s)", f.Missed+1, f.Reason)
 	}

@@ -36,6 +36,13 @@ var bob = core.Person{ID: "UBOB", Name: "Bob"}
 
 func newWorld(t *testing.T, steps ...coretest.Step) *world {
 	t.Helper()
+	return newWorldOn(t, nil, steps...)
+}
+
+// newWorldOn is newWorld whose engine reaches the fake surface through
+// wrap (nil: directly), e.g. to give it an optional capability.
+func newWorldOn(t *testing.T, wrap func(*coretest.FakeSurface) core.Surface, steps ...coretest.Step) *world {
+	t.Helper()
 	w := &world{t: t, s: coretest.NewFakeSurface("test", "UBOT"), m: coretest.NewScriptedModel(steps...)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/report", func(rw http.ResponseWriter, r *http.Request) {
@@ -56,7 +63,7 @@ func newWorld(t *testing.T, steps ...coretest.Step) *world {
 	mem := coretest.NewMemory()
 	w.e, err = engine.New(engine.Config{
 		Journal: w.j, Boundary: core.NewBoundary(nil), Model: w.m, Tools: reg,
-		Surfaces: map[string]core.Surface{"test": w.s},
+		Surfaces: map[string]core.Surface{"test": surfaceOf(w.s, wrap)},
 		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
 		Memory:   mem.For, CardKey: []byte("fence-test-card-key-0123456789ab"), RetryBackoff: time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
@@ -69,6 +76,13 @@ func newWorld(t *testing.T, steps ...coretest.Step) *world {
 	}
 	t.Cleanup(func() { _ = w.e.Close() })
 	return w
+}
+
+func surfaceOf(s *coretest.FakeSurface, wrap func(*coretest.FakeSurface) core.Surface) core.Surface {
+	if wrap == nil {
+		return s
+	}
+	return wrap(s)
 }
 
 func portOf(host string) string {

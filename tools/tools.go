@@ -275,6 +275,17 @@ func PostToChannel() core.Tool {
 		Schema: json.RawMessage(`{"type":"object","properties":{
 			"channel":{"type":"string","description":"channel id"},
 			"text":{"type":"string"}},"required":["channel","text"]}`),
+		Check: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Consequence, error) {
+			var a struct{ Channel, Text string }
+			if err := decode(args, &a); err != nil {
+				return "", err
+			}
+			ch := channelID(a.Channel)
+			if ch == "" || strings.ContainsAny(ch, "/ ") {
+				return "", fmt.Errorf("channel %q is not a channel id", a.Channel)
+			}
+			return "", channelReachable(ctx, tc, ch)
+		},
 		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
 			var a struct{ Channel, Text string }
 			if err := decode(args, &a); err != nil {
@@ -304,6 +315,17 @@ func DMPerson() core.Tool {
 		Schema: json.RawMessage(`{"type":"object","properties":{
 			"user":{"type":"string","description":"user id"},
 			"text":{"type":"string"}},"required":["user","text"]}`),
+		Check: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Consequence, error) {
+			var a struct{ User, Text string }
+			if err := decode(args, &a); err != nil {
+				return "", err
+			}
+			uid := core.UserRef(a.User)
+			if uid == "" {
+				return "", fmt.Errorf("user %q is not a user id", a.User)
+			}
+			return "", userReachable(ctx, tc, uid)
+		},
 		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
 			var a struct{ User, Text string }
 			if err := decode(args, &a); err != nil {
@@ -324,6 +346,60 @@ func DMPerson() core.Tool {
 			return trusted("Sent a direct message to %s (message %s).", uid, ref.ID), nil
 		},
 	}
+}
+
+// channelReachable refuses a channel outside the requester's room, before
+// anyone is asked: on a platform with workspaces (core.Rooms: Slack team,
+// Discord guild), one of another workspace than the conversation's; on one
+// without (core.MembershipChecker: Telegram), a chat the requester does
+// not belong to. The bot never relays into a room the requester cannot
+// reach. A surface with neither (the sandbox: one workspace) is not asked.
+func channelReachable(ctx context.Context, tc core.ToolContext, ch string) error {
+	switch s := tc.Surface.(type) {
+	case core.MembershipChecker:
+		in, err := s.IsMember(ctx, ch, tc.Actor.ID)
+		if err != nil {
+			return fmt.Errorf("not posting to chat %s: could not check that you belong to it (%v)", ch, err)
+		}
+		if !in {
+			return fmt.Errorf("not posting to chat %s: you are not a member of it, and I post only into chats the requester belongs to", ch)
+		}
+	case core.Rooms:
+		ws, err := s.ChannelWorkspace(ctx, ch)
+		if err != nil {
+			return fmt.Errorf("not posting to channel %s: could not tell which workspace it is in (%v)", ch, err)
+		}
+		if ws != tc.Scope.Workspace {
+			return fmt.Errorf("not posting to channel %s: it is in another workspace than this conversation, and I post only within the requester's own workspace", ch)
+		}
+	}
+	return nil
+}
+
+// userReachable refuses a person outside the requester's room, before
+// anyone is asked: on a platform with workspaces, someone not in the
+// conversation's workspace; on Telegram, someone who is not a member of the
+// chat the request was made in.
+func userReachable(ctx context.Context, tc core.ToolContext, uid string) error {
+	switch s := tc.Surface.(type) {
+	case core.MembershipChecker:
+		in, err := s.IsMember(ctx, tc.Scope.Channel, uid)
+		if err != nil {
+			return fmt.Errorf("not writing to %s: could not check that they belong to this chat (%v)", uid, err)
+		}
+		if !in {
+			return fmt.Errorf("not writing to %s: they are not a member of this chat, and I write only to people in the requester's own chat", uid)
+		}
+	case core.Rooms:
+		in, err := s.UserInWorkspace(ctx, tc.Scope.Workspace, uid)
+		if err != nil {
+			return fmt.Errorf("not writing to %s: could not tell whether they are in this workspace (%v)", uid, err)
+		}
+		if !in {
+			return fmt.Errorf("not writing to %s: they are not in this conversation's workspace, and I write only within the requester's own workspace", uid)
+		}
+	}
+	return nil
 }
 
 // AskHuman escalates a decision to people: the harness posts a card with

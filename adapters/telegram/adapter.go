@@ -73,8 +73,9 @@ type Adapter struct {
 }
 
 var (
-	_ core.Surface        = (*Adapter)(nil)
-	_ core.Administrators = (*Adapter)(nil)
+	_ core.Surface           = (*Adapter)(nil)
+	_ core.Administrators    = (*Adapter)(nil)
+	_ core.MembershipChecker = (*Adapter)(nil)
 )
 
 type identity struct {
@@ -235,6 +236,33 @@ func (a *Adapter) refreshIdentity(ctx context.Context) (identity, error) {
 // IsAdmin implements core.Administrators: in a group, the chat's creator and
 // administrators (getChatAdministrators, cached for a minute); in a private
 // chat, its one person.
+// IsMember reports whether userID belongs to the chat channel names
+// (getChatMember: creator, administrator, member, or restricted but still
+// a member). A private chat's only member is its user.
+func (a *Adapter) IsMember(ctx context.Context, channel, userID string) (bool, error) {
+	chatID, _, err := parseChannel(channel)
+	if err != nil {
+		return false, err
+	}
+	if chatID > 0 {
+		return itoa(chatID) == userID, nil
+	}
+	var m struct {
+		Status   string `json:"status"`
+		IsMember bool   `json:"is_member"`
+	}
+	if err := a.callInto(ctx, "getChatMember", params("chat_id", itoa(chatID), "user_id", userID), &m); err != nil {
+		return false, err
+	}
+	switch m.Status {
+	case "creator", "administrator", "member":
+		return true, nil
+	case "restricted":
+		return m.IsMember, nil
+	}
+	return false, nil // left, kicked
+}
+
 func (a *Adapter) IsAdmin(ctx context.Context, scope core.Scope, userID string) (bool, error) {
 	if err := checkScope(scope); err != nil {
 		return false, err

@@ -391,3 +391,29 @@ func TestEphemeralIsTheCallbackAlert(t *testing.T) {
 		t.Fatalf("fallback: %+v", s)
 	}
 }
+
+// IsMember asks getChatMember: a chat's members and admins belong to it,
+// someone who left does not; a private chat's only member is its user; a
+// topic's channel is its chat's.
+func TestIsMemberAsksGetChatMember(t *testing.T) {
+	f := newFake(t)
+	a, _ := newAdapter(t, testConfig(f, ModePolling))
+	ctx := context.Background()
+	f.SetMembers(group.ID, 502)
+	f.SetAdmins(group.ID, 501)
+	for _, tc := range []struct {
+		ch, user string
+		want     bool
+	}{
+		{"-1001", "501", true}, {"-1001", "502", true}, {"-1001", "509", false}, {"-1001:42", "509", false},
+		{"501", "501", true}, {"501", "502", false},
+	} {
+		got, err := a.IsMember(ctx, tc.ch, tc.user)
+		if err != nil || got != tc.want {
+			t.Errorf("IsMember(%s, %s) = %v, %v; want %v", tc.ch, tc.user, got, err, tc.want)
+		}
+	}
+	if n := f.CallCount("getChatMember"); n != 4 {
+		t.Errorf("%d getChatMember calls, want 4 (none for a private chat)", n)
+	}
+}

@@ -261,7 +261,7 @@ func doctorRedis(ctx context.Context, d *doctor, cfg config) {
 	where := redactDSN(cfg.RedisURL)
 	opt, err := goredis.ParseURL(cfg.RedisURL)
 	if err != nil {
-		d.add(fail("redis", "MARLOWE_REDIS_URL: "+redactDSN(err.Error()), "use redis://[user:password@]host:6379/0"))
+		d.add(fail("redis", redisURLError(cfg.RedisURL).Error(), "use redis://[user:password@]host:6379/0, the password percent-encoded"))
 		return
 	}
 	rdb := goredis.NewClient(opt)

@@ -34,6 +34,18 @@ func TestRedactDSN(t *testing.T) {
 		{"rediss://s3cret@redis:6380", "rediss://xxxxx@redis:6380"},
 		{"redis://redis:6379/0?password=s3cret", "redis://redis:6379/0?password=xxxxx"},
 		{"redis://redis:6379/0", "redis://redis:6379/0"},
+		// Passwords holding / ? # unescaped: the URL does not parse (or
+		// parses with the password's tail as its path), so everything up to
+		// the token's last @ goes.
+		{"redis://:s3cret/x@redis:6379/0", "redis://xxxxx@redis:6379/0"},
+		{"redis://:s3c?ret@redis:6379/0", "redis://xxxxx@redis:6379/0"},
+		{"redis://:s3c#ret@redis:6379/0", "redis://xxxxx@redis:6379/0"},
+		{"rediss://default:a/b?c#s3cret@redis:6380/1", "rediss://xxxxx@redis:6380/1"},
+		{"redis://u:12/s3cret@redis:6379/0", "redis://xxxxx@redis:6379/0"}, // parses: host u, port 12, path /s3cret@redis…
+		{"redis://:s3c@ret@redis:6379", "redis://:xxxxx@redis:6379"},
+		{"postgres://u:s3c/ret@db/m", "postgres://xxxxx@db/m"},
+		{"connect to redis redis://:s3/cret@h:1: refused", "connect to redis redis://xxxxx@h:1: refused"},
+		{`open: "redis://:s3#cret@h:1/0"`, `open: "redis://xxxxx@h:1/0"`},
 		{"/data/marlowe.db", "/data/marlowe.db"},
 		{`open postgres: cannot parse "postgres://u:s3cret@h/db": bad port`, `open postgres: cannot parse "postgres://u:xxxxx@h/db": bad port`},
 		{"connect to redis redis://:s3cret@h:1: refused; retry with host=h password=s3cret", "connect to redis redis://:xxxxx@h:1: refused; retry with host=h password=xxxxx"},
@@ -43,7 +55,7 @@ func TestRedactDSN(t *testing.T) {
 		if got != c.want {
 			t.Errorf("redactDSN(%q)\n = %q\nwant %q", c.in, got, c.want)
 		}
-		if strings.Contains(got, "s3cret") || strings.Contains(got, "keypass") || strings.Contains(got, "p%40ss") {
+		if strings.Contains(got, "s3cret") || strings.Contains(got, "s3") || strings.Contains(got, "cret") || strings.Contains(got, "keypass") || strings.Contains(got, "p%40ss") {
 			t.Errorf("redactDSN(%q) leaks a secret: %q", c.in, got)
 		}
 	}
@@ -129,4 +141,42 @@ func testRedisURL(t *testing.T) string {
 		t.Skipf("redis unreachable at %s: %v", redactDSN(raw), err)
 	}
 	return raw
+}
+
+// Attack (a Redis password leaks): start-up and doctor, given a Redis URL
+// whose password holds / ? or #, say the URL cannot be read and name it
+// redacted; no piece of the password reaches the terminal (the URL
+// parser's own error quotes pieces of it: `invalid port ":s3" after host`).
+func TestRedisPasswordWithURLSyntaxNeverPrinted(t *testing.T) {
+	for _, raw := range []string{"redis://:s3/cret@127.0.0.1:1/0", "redis://:s3?cret@127.0.0.1:1/0", "redis://:s3#cret@127.0.0.1:1/0",
+		"redis://default:s3/c?r#et@127.0.0.1:1/0", "redis://u:12/s3cret@127.0.0.1:1/0"} {
+		vars := map[string]string{"MARLOWE_DATA_DIR": t.TempDir(), "MARLOWE_REDIS_URL": raw}
+		var out, errOut strings.Builder
+		err := run(t.Context(), []string{"doctor"}, env(vars), strings.NewReader(""), &out, &errOut)
+		doc := out.String() + errOut.String()
+		if err != nil {
+			doc += redactDSN(err.Error()) // what main prints
+		}
+		if !strings.Contains(doc, "✗ redis: MARLOWE_REDIS_URL redis://xxxxx@127.0.0.1:1/0 is not a Redis URL") {
+			t.Errorf("doctor with %q:\n%s", raw, doc)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		vars["MARLOWE_DATA_DIR"] = t.TempDir()
+		out.Reset()
+		errOut.Reset()
+		err = run(ctx, []string{"serve"}, env(vars), strings.NewReader(""), &out, &errOut)
+		cancel()
+		if err == nil {
+			t.Fatalf("serve started with %q", raw)
+		}
+		started := out.String() + errOut.String() + redactDSN(err.Error())
+		if !strings.Contains(started, "MARLOWE_REDIS_URL redis://xxxxx@127.0.0.1:1/0 is not a Redis URL") {
+			t.Errorf("serve with %q: %v\n%s", raw, err, started)
+		}
+		for _, piece := range []string{"s3", "cret", "c?r", "/c"} {
+			if strings.Contains(doc, piece) || strings.Contains(started, piece) {
+				t.Errorf("%q: a piece of the password (%q) is printed:\ndoctor: %s\nserve: %s", raw, piece, doc, started)
+			}
+		}
+	}
 }

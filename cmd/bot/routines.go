@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // zones in the binary: distroless images have no zoneinfo
@@ -15,8 +16,9 @@ import (
 )
 
 // newScheduler reads the routine settings (MARLOWE_ROUTINE_MIN_INTERVAL,
-// MARLOWE_ROUTINE_GRACE, MARLOWE_ROUTINE_TICK; Go durations) and builds the
-// scheduler. Its tool joins the registry; Bind it to the engine once built.
+// MARLOWE_ROUTINE_GRACE, MARLOWE_ROUTINE_TICK: Go durations;
+// MARLOWE_ROUTINE_MAX_PER_CHANNEL, MARLOWE_ROUTINE_MAX_PER_OWNER: counts)
+// and builds the scheduler. Its tool joins the registry; Bind it to the engine once built.
 // With an elector, replicas elect the one that fires routines.
 func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, elect elector, log *slog.Logger) (*scheduler.Scheduler, error) {
 	cfg := scheduler.Config{Journal: j, Boundary: b, Logger: log}
@@ -37,6 +39,20 @@ func newScheduler(getenv func(string) string, j core.Journal, b *core.Boundary, 
 			return nil, fmt.Errorf("%s=%q: want a positive Go duration (5m, 1h) or seconds", name, v)
 		}
 		*dst = d
+	}
+	for name, dst := range map[string]*int{
+		"MARLOWE_ROUTINE_MAX_PER_CHANNEL": &cfg.MaxPerChannel,
+		"MARLOWE_ROUTINE_MAX_PER_OWNER":   &cfg.MaxPerOwner,
+	} {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%s=%q: want a positive whole number of routines", name, v)
+		}
+		*dst = n
 	}
 	return scheduler.New(cfg)
 }

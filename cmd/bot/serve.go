@@ -57,7 +57,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if cfg.RedisURL != "" {
 		opt, err := goredis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			return fmt.Errorf("MARLOWE_REDIS_URL: %s", redactDSN(err.Error())) // url.Error quotes the URL
+			return redisURLError(cfg.RedisURL)
 		}
 		rdb = goredis.NewClient(opt)
 		defer rdb.Close()

@@ -65,12 +65,14 @@ type Routine struct {
 // its post arrived. Run status and delivery are separate: a run can finish
 // and its post still fail.
 type Firing struct {
-	CmdID     string
-	Seq       uint64
-	Slot      time.Time
-	Outcome   string
-	Missed    int
-	Reason    string
+	CmdID   string
+	Seq     uint64
+	Slot    time.Time
+	Outcome string
+	Missed  int
+	Reason  string
+	// Coalesced: a skipped slot a later catch-up firing covers.
+	Coalesced bool
 	At        time.Time
 	Delivered bool
 	// Epoch is the routine's epoch when it fired.
@@ -206,7 +208,7 @@ func (f *Channel) fireRoutine(c core.Command, p *core.RoutineFired) {
 		return
 	}
 	fr := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot.UTC(), Outcome: p.Outcome, Missed: p.Missed, Reason: p.Reason,
-		At: c.At(), Epoch: r.Epoch, RunID: RoutineRunID(c.ID(), c.At())}
+		Coalesced: p.Coalesced && p.Outcome == OutcomeSkipped, At: c.At(), Epoch: r.Epoch, RunID: RoutineRunID(c.ID(), c.At())}
 	if fr.Outcome == "" {
 		fr.Outcome = OutcomeFired
 	}

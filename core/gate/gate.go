@@ -50,6 +50,8 @@ func DefaultApprovalLevels() []core.Consequence {
 
 // Gate is the gate: a pure function of the request. In order:
 //  1. a tool the channel does not expose is denied;
+//     a read-only tool (or call, core.Tool.Check) is allowed, whatever the
+//     policy's approval levels;
 //  2. irreversible always needs approval (consents never cover it);
 //  3. a target value the person did not write and nobody approved before
 //     (it came from fetched pages, thread history, tool output, the model)
@@ -64,6 +66,9 @@ func Decide(r Request) Decision {
 	consented := func(d string) bool { return r.Consented != nil && r.Consented(t.Name, d) }
 	if !r.Exposed {
 		return Decision{Verdict: Deny, Reason: fmt.Sprintf("%s is not enabled in this channel (channel policy)", t.Name), Destination: dest}
+	}
+	if t.Consequence == core.Read {
+		return Decision{Verdict: Allow, Reason: "read-only: never gated", Destination: dest}
 	}
 	if t.Consequence == core.Irreversible {
 		return Decision{Verdict: Ask, Reason: "irreversible actions always need a person's approval", Destination: dest}

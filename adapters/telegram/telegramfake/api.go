@@ -162,6 +162,9 @@ func (s *Server) dispatch(ctx context.Context, method string, f url.Values) (any
 		defer s.mu.Unlock()
 		uid := atoi(f.Get("user_id"))
 		st := "member"
+		if ms, ok := s.members[atoi(f.Get("chat_id"))]; ok && !ms[uid] {
+			st = "left"
+		}
 		for i, id := range s.admins[atoi(f.Get("chat_id"))] {
 			if id == uid {
 				st = "administrator"

@@ -161,10 +161,11 @@ type Server struct {
 	actions  []string
 	calls    []Call
 	limits   map[string][]time.Duration
-	admins   map[int64][]int64 // chat → admin ids (first is the creator)
-	cbs      map[string]bool   // issued callback query ids
-	polling  int               // getUpdates calls in flight
-	conflict int               // getUpdates refused because another was in flight
+	admins   map[int64][]int64        // chat → admin ids (first is the creator)
+	members  map[int64]map[int64]bool // chat → member ids, for chats given SetMembers (others: everyone is a member)
+	cbs      map[string]bool          // issued callback query ids
+	polling  int                      // getUpdates calls in flight
+	conflict int                      // getUpdates refused because another was in flight
 	hookURL  string
 	hookSec  string
 	hookLog  []WebhookDelivery
@@ -192,7 +193,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		cfg: cfg, changed: make(chan struct{}), nextUpd: 1000,
 		nextMsg: map[int64]int64{}, msgs: map[[2]int64]*stored{},
-		limits: map[string][]time.Duration{}, admins: map[int64][]int64{}, cbs: map[string]bool{},
+		limits: map[string][]time.Duration{}, admins: map[int64][]int64{}, members: map[int64]map[int64]bool{}, cbs: map[string]bool{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -280,6 +281,17 @@ func (s *Server) SetAdmins(chat int64, users ...int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.admins[chat] = users
+}
+
+// SetMembers lists chat's members (its admins count too): getChatMember
+// answers "left" for anyone else. Chats never given a list count everyone.
+func (s *Server) SetMembers(chat int64, users ...int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.members[chat] = map[int64]bool{}
+	for _, u := range users {
+		s.members[chat][u] = true
+	}
 }
 
 // Inject queues a person's message as an update and returns its update id
