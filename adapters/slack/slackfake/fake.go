@@ -57,6 +57,10 @@ type Config struct {
 	// Channels maps channel ids to their kind: "channel" (public), "group"
 	// (private), "mpim" or "im". Unknown C… ids count as public channels.
 	Channels map[string]string
+	// ChannelTeams maps channel ids to the workspace hosting them
+	// (conversations.info's context_team_id; default TeamID): a Slack
+	// Connect channel shared from another organisation.
+	ChannelTeams map[string]string
 	// Users are the workspace members users.list returns (the bot user is
 	// added automatically).
 	Users []User
@@ -573,10 +577,15 @@ func (s *Server) conversationsInfo(r apiReq) any {
 	ch := r.form.Get("channel")
 	s.mu.Lock()
 	t := s.channelTypeLocked(ch)
+	team, shared := s.cfg.ChannelTeams[ch]
+	if !shared {
+		team = s.cfg.TeamID
+	}
 	s.mu.Unlock()
 	return map[string]any{"ok": true, "channel": map[string]any{
 		"id": ch, "is_channel": t == "channel", "is_group": t == "group", "is_im": t == "im",
 		"is_mpim": t == "mpim", "is_private": t == "group" || t == "mpim",
+		"context_team_id": team, "is_ext_shared": shared,
 	}}
 }
 
