@@ -146,3 +146,17 @@ type MembershipChecker interface {
 type Ephemeral interface {
 	PostEphemeral(ctx context.Context, scope Scope, userID, text string) error
 }
+
+// Typing is an optional Surface capability: the platform's "is typing…"
+// indicator (Telegram sendChatAction, Discord's typing endpoint). The
+// engine shows it while a run's model call or tool runs. The platform
+// clears it by itself after a while (Telegram about 5 s, Discord about
+// 10 s) or when the bot posts, so the engine asks again every TypingEvery
+// while the work lasts and simply stops asking when the run answers, parks
+// or ends. A failure is logged at debug and never fails a run.
+type Typing interface {
+	Typing(ctx context.Context, scope Scope) error
+	// TypingEvery is how often the indicator is asked for again: a little
+	// less than it lasts on the platform.
+	TypingEvery() time.Duration
+}

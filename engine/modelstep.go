@@ -93,7 +93,9 @@ func (d *driver) modelStep(ctx context.Context) error {
 		}
 	} else {
 		var err error
+		stopTyping := d.typing.busy(ctx)
 		reply, err = d.callModelAcked(ctx, d.view(pol, pending))
+		stopTyping()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -29,6 +29,9 @@ type driver struct {
 	// outage, when set, is kept up to date with where the checklist is, so
 	// a journal outage can be shown on it (see driveThroughOutages).
 	outage *outageView
+	// typing shows the surface's typing indicator while a model call or a
+	// tool runs (nil when the surface has none).
+	typing *typist
 }
 
 // drive loads a run from the journal and carries it as far as it can go:
@@ -70,7 +73,7 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 		return journalFailed(err)
 	}
 	rs.resumed = resume
-	d := &driver{e: e, rs: rs, v: v, s: s, outage: outage}
+	d := &driver{e: e, rs: rs, v: v, s: s, outage: outage, typing: newTypist(e, s, rs)}
 	// An unattended run's instruction is never read as a chat command: the
 	// grammar acts on what a person typed in the conversation.
 	d.grammar = e.offline || !rs.unattended && (chatcommand.Parse(rs.Instruction).Deterministic() || chatcommand.ParseInbox(rs.Instruction).Kind != chatcommand.InboxNone)

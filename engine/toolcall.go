@@ -229,7 +229,9 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, arg
 		return false, err // the call runs when the lease is sure again, or on the new owner
 	}
 	tctx, cancel := context.WithTimeout(ctx, d.e.cfg.ToolTimeout)
+	stopTyping := d.typing.busy(ctx)
 	obs, err := runTool(tctx, tool, tc, raw)
+	stopTyping()
 	cancel()
 	if ctx.Err() != nil {
 		return false, ctx.Err() // stopping: the call re-runs on resume

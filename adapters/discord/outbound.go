@@ -169,16 +169,10 @@ func (a *Adapter) target(ctx context.Context, s core.Scope, prio core.Priority) 
 	}
 	unlock := a.ledger.lock("thread:" + s.Thread)
 	defer unlock()
-	if c, ok := a.chans.get(s.Thread); ok && isThread(c.typ) {
+	if ok, err := a.threadExists(ctx, s.Thread); err != nil {
+		return "", err
+	} else if ok {
 		return s.Thread, nil
-	}
-	c, err := a.sess.Channel(s.Thread, discordgo.WithContext(ctx))
-	if err == nil && c != nil && isThread(c.Type) {
-		a.chans.put(c.ID, infoOf(c))
-		return c.ID, nil
-	}
-	if err != nil && !isCode(err, discordgo.ErrCodeUnknownChannel) && !isStatus(err, http.StatusNotFound) {
-		return "", fmt.Errorf("discord: look up thread %s: %w", s.Thread, err)
 	}
 	name, ok := a.hints.get(s.Thread)
 	if !ok {
@@ -187,7 +181,7 @@ func (a *Adapter) target(ctx context.Context, s core.Scope, prio core.Priority) 
 	url := discordgo.EndpointChannelMessageThread(s.Channel, s.Thread)
 	body := map[string]any{"name": name, "auto_archive_duration": 1440}
 	var th discordgo.Channel
-	err = a.pacer.do(ctx, s.Channel, prio, "", func(ctx context.Context) error {
+	err := a.pacer.do(ctx, s.Channel, prio, "", func(ctx context.Context) error {
 		res, err := a.sess.RequestWithBucketID(http.MethodPost, url, body, discordgo.EndpointChannelThreads(s.Channel), discordgo.WithContext(ctx))
 		if err != nil {
 			return err
@@ -214,6 +208,23 @@ func (a *Adapter) target(ctx context.Context, s core.Scope, prio core.Priority) 
 		return s.Thread, nil
 	}
 	return "", fmt.Errorf("discord: start thread on %s: %w", s.Thread, err)
+}
+
+// threadExists reports whether id is a thread channel: from the cache, else
+// asked of Discord (and cached when it is).
+func (a *Adapter) threadExists(ctx context.Context, id string) (bool, error) {
+	if c, ok := a.chans.get(id); ok && isThread(c.typ) {
+		return true, nil
+	}
+	c, err := a.sess.Channel(id, discordgo.WithContext(ctx))
+	if err == nil && c != nil && isThread(c.Type) {
+		a.chans.put(c.ID, infoOf(c))
+		return true, nil
+	}
+	if err != nil && !isCode(err, discordgo.ErrCodeUnknownChannel) && !isStatus(err, http.StatusNotFound) {
+		return false, fmt.Errorf("discord: look up thread %s: %w", id, err)
+	}
+	return false, nil
 }
 
 // Update implements core.Surface with PATCH. Queued checklist edits

@@ -15,10 +15,10 @@ import (
 var allowedUpdates = []string{"message", "edited_message", "callback_query"}
 
 // Run implements core.Surface: it resolves the bot's identity (getMe),
-// warns when privacy mode is on, then receives until ctx ends — by long
-// polling, or (webhook mode) by making deliver available to Handler after
-// registering the webhook when MARLOWE_TELEGRAM_WEBHOOK_URL is set. It
-// returns when ctx ends and all its goroutines are done.
+// warns when privacy mode is on, sets the command menu (setCommands), then
+// receives until ctx ends — by long polling, or (webhook mode) by making
+// deliver available to Handler after registering the webhook when
+// MARLOWE_TELEGRAM_WEBHOOK_URL is set. It returns when ctx ends and all its goroutines are done.
 func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.Inbound) error) error {
 	if deliver == nil {
 		return errors.New("telegram: Run needs a deliver func")
@@ -49,6 +49,7 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 		a.log.Warn("telegram: privacy mode is on: in groups only mentions, replies to the bot and its commands arrive, so untagged follow-ups never do; turn it off with @BotFather → /setprivacy → Disable, then remove and re-add the bot to each group",
 			"username", id.username)
 	}
+	a.setCommands(ctx)
 	if a.cfg.Mode == ModeWebhook {
 		if a.cfg.WebhookURL != "" {
 			if err := a.setWebhook(ctx); err != nil {

@@ -90,6 +90,13 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, errNotRunning.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	if a.identity().id == 0 {
+		// Run has not resolved the bot's username yet (getMe): without it
+		// "/status@bot" and "@bot" would read as addressed to someone else.
+		// Telegram retries.
+		http.Error(w, "telegram: bot identity not resolved yet", http.StatusServiceUnavailable)
+		return
+	}
 	if err := a.handleUpdate(r.Context(), &u, a.deliver); err != nil {
 		a.log.Warn("telegram: webhook update not delivered; Telegram will retry", "update_id", u.UpdateID, "err", err)
 		http.Error(w, "not delivered", http.StatusServiceUnavailable)

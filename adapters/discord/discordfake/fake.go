@@ -1,7 +1,7 @@
 // Package discordfake is a local, in-process stand-in for the parts of
 // Discord that Marlowe uses, so the real discordgo session can be tested
 // against it: REST (gateway/bot, users/@me, channels, messages with
-// nonce/enforce_nonce, threads from messages, reactions, DMs, guilds and
+// nonce/enforce_nonce, threads from messages, reactions, typing, DMs, guilds and
 // members, interaction callbacks) and a gateway WebSocket speaking
 // HELLO / IDENTIFY / READY / HEARTBEAT / RESUME / RECONNECT /
 // INVALID_SESSION / DISPATCH, replaying after the resumed sequence at a
@@ -160,6 +160,12 @@ type Call struct {
 	At           time.Time
 }
 
+// Typing is one POST channels/{id}/typing ("is typing…" for about 10 s).
+type Typing struct {
+	ChannelID string
+	At        time.Time
+}
+
 // Reaction is one PUT …/reactions/{emoji}/@me.
 type Reaction struct{ ChannelID, MessageID, Emoji string }
 
@@ -186,6 +192,7 @@ type Server struct {
 	posts     []Message
 	edits     []Edit
 	reactions []Reaction
+	typings   []Typing
 	threads   []string
 	callbacks []Callback
 	followups []Followup
@@ -365,6 +372,16 @@ func (s *Server) Reactions() []Reaction {
 	defer s.mu.Unlock()
 	return append([]Reaction(nil), s.reactions...)
 }
+
+// Typings returns the typing indicators triggered, in order.
+func (s *Server) Typings() []Typing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Typing(nil), s.typings...)
+}
+
+// TypingsLocked is Typings for a Wait condition (the lock is held).
+func (s *Server) TypingsLocked() []Typing { return s.typings }
 
 // Threads returns the ids of threads started on messages.
 func (s *Server) Threads() []string {

@@ -254,6 +254,9 @@ func (s *Server) routeChannel(method string, p []string, q url.Values, body []by
 		js := s.channelJSONLocked(th)
 		s.gw.dispatchLocked("THREAD_CREATE", js)
 		return 201, js
+	case method == "POST" && len(p) == 2 && p[1] == "typing":
+		s.typings = append(s.typings, Typing{ChannelID: c.ID, At: time.Now()})
+		return http.StatusNoContent, nil
 	case method == "PUT" && len(p) == 6 && p[1] == "messages" && p[3] == "reactions" && p[5] == "@me":
 		if c.find(p[2]) == nil {
 			return notFound(10008, "Message")

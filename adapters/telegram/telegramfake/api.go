@@ -10,10 +10,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 type apiErr struct {
@@ -133,10 +135,13 @@ func (s *Server) dispatch(ctx context.Context, method string, f url.Values) (any
 		s.reacts = append(s.reacts, Reaction{ChatID: atoi(f.Get("chat_id")), MessageID: atoi(f.Get("message_id")), Emoji: rs[0].Emoji})
 		return true, nil
 	case "sendChatAction":
+		return s.sendChatAction(f)
+	case "setMyCommands":
+		return s.setMyCommands(f)
+	case "getMyCommands":
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.actions = append(s.actions, f.Get("action"))
-		return true, nil
+		return append([]BotCommand{}, s.commands[scopeType(f.Get("scope"))]...), nil
 	case "setWebhook":
 		return s.setWebhook(f.Get("url"), f.Get("secret_token"))
 	case "deleteWebhook":
@@ -352,4 +357,72 @@ func kbEqual(a, b [][]Button) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y) || (len(a) == 0 && len(b) == 0)
+}
+
+// chatActions are the actions sendChatAction accepts.
+var chatActions = map[string]bool{"typing": true, "upload_photo": true, "record_video": true, "upload_video": true,
+	"record_voice": true, "upload_voice": true, "upload_document": true, "choose_sticker": true,
+	"find_location": true, "record_video_note": true, "upload_video_note": true}
+
+func (s *Server) sendChatAction(f url.Values) (any, *apiErr) {
+	chat := atoi(f.Get("chat_id"))
+	if chat == 0 {
+		return nil, &apiErr{code: 400, desc: "Bad Request: chat not found"}
+	}
+	if !chatActions[f.Get("action")] {
+		return nil, &apiErr{code: 400, desc: "Bad Request: wrong parameter action in request"}
+	}
+	topic := atoi(f.Get("message_thread_id"))
+	if f.Has("message_thread_id") && topic <= 1 {
+		return nil, &apiErr{code: 400, desc: "Bad Request: message thread not found"}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.actions = append(s.actions, ChatAction{ChatID: chat, Topic: topic, Action: f.Get("action"), At: time.Now()})
+	return true, nil
+}
+
+// commandName is what Telegram accepts as a command name.
+var commandName = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
+
+// scopeType reads a BotCommandScope's type ("default" when absent).
+func scopeType(raw string) string {
+	var sc struct {
+		Type string `json:"type"`
+	}
+	if raw == "" || json.Unmarshal([]byte(raw), &sc) != nil || sc.Type == "" {
+		return "default"
+	}
+	return sc.Type
+}
+
+// setMyCommands keeps the menu per scope type, refusing what Telegram
+// refuses: a bad name, a description outside 1..256 characters, more
+// than 100 commands, or a scope it does not know.
+func (s *Server) setMyCommands(f url.Values) (any, *apiErr) {
+	var cmds []BotCommand
+	if err := json.Unmarshal([]byte(f.Get("commands")), &cmds); err != nil {
+		return nil, &apiErr{code: 400, desc: "Bad Request: can't parse commands JSON object"}
+	}
+	if len(cmds) > 100 {
+		return nil, &apiErr{code: 400, desc: "Bad Request: too many commands specified"}
+	}
+	for _, c := range cmds {
+		if !commandName.MatchString(c.Command) {
+			return nil, &apiErr{code: 400, desc: "Bad Request: BOT_COMMAND_INVALID"}
+		}
+		if n := utf8.RuneCountInString(c.Description); n < 1 || n > 256 {
+			return nil, &apiErr{code: 400, desc: "Bad Request: BOT_COMMAND_DESCRIPTION_INVALID"}
+		}
+	}
+	st := scopeType(f.Get("scope"))
+	switch st {
+	case "default", "all_private_chats", "all_group_chats", "all_chat_administrators":
+	default:
+		return nil, &apiErr{code: 400, desc: "Bad Request: unsupported scope " + st}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commands[st] = cmds
+	return true, nil
 }

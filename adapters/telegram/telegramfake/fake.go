@@ -2,7 +2,8 @@
 // Telegram Bot API that Marlowe uses: getMe, getUpdates (offset
 // confirmation and long-poll semantics, 409 while a webhook is set),
 // sendMessage (message_thread_id, reply_parameters, inline keyboards),
-// editMessageText, answerCallbackQuery, setMessageReaction, sendChatAction,
+// editMessageText, answerCallbackQuery, setMessageReaction, sendChatAction (the action and
+// message_thread_id recorded), setMyCommands / getMyCommands (per scope type),
 // setWebhook / deleteWebhook (and pushing updates to the webhook with the
 // secret header, retrying non-2xx like Telegram), getChatAdministrators and
 // getChatMember. It can answer 429 with retry_after.
@@ -118,6 +119,20 @@ type Reaction struct {
 	Emoji             string
 }
 
+// ChatAction is one accepted sendChatAction.
+type ChatAction struct {
+	ChatID int64
+	Topic  int64 // message_thread_id sent (0 = none)
+	Action string
+	At     time.Time
+}
+
+// BotCommand is one entry of a command menu (setMyCommands).
+type BotCommand struct {
+	Command     string `json:"command"`
+	Description string `json:"description"`
+}
+
 // Call is one Bot API request as the fake answered it.
 type Call struct {
 	Method string
@@ -158,7 +173,8 @@ type Server struct {
 	edits    []Edit
 	answers  []Answer
 	reacts   []Reaction
-	actions  []string
+	actions  []ChatAction
+	commands map[string][]BotCommand // scope type → menu
 	calls    []Call
 	limits   map[string][]time.Duration
 	admins   map[int64][]int64        // chat → admin ids (first is the creator)
@@ -193,7 +209,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		cfg: cfg, changed: make(chan struct{}), nextUpd: 1000,
 		nextMsg: map[int64]int64{}, msgs: map[[2]int64]*stored{},
-		limits: map[string][]time.Duration{}, admins: map[int64][]int64{}, members: map[int64]map[int64]bool{}, cbs: map[string]bool{},
+		limits: map[string][]time.Duration{}, commands: map[string][]BotCommand{}, admins: map[int64][]int64{}, members: map[int64]map[int64]bool{}, cbs: map[string]bool{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -448,6 +464,21 @@ func (s *Server) Answers() []Answer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Answer(nil), s.answers...)
+}
+
+// ChatActions returns every accepted sendChatAction, in order.
+func (s *Server) ChatActions() []ChatAction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ChatAction(nil), s.actions...)
+}
+
+// Commands returns the command menu set for a scope type ("default",
+// "all_private_chats", "all_group_chats", ...), nil if none was set.
+func (s *Server) Commands(scope string) []BotCommand {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]BotCommand(nil), s.commands[scope]...)
 }
 
 // Reactions returns every setMessageReaction, in order.
