@@ -99,7 +99,14 @@ func TestBrowserDMInbox(t *testing.T) {
 	// She approves from the DM: her card shows it, and so does the thread's.
 	step("alice approves in her DM", chromedp.Click(css(`#messages .card button[data-action="approve"]`)))
 	until("the DM card shows the decision", has(`#messages .card-resolution`, "Approved by Alice"))
-	step("open #general", chromedp.Click(css(`#channels .chan[data-channel="general"]`)))
+	// A polled script click: a re-render (the decision arriving) can
+	// replace the row between finding it and a pointer click on it.
+	until("open #general", `(() => {
+		const c = document.querySelector('#channels .chan[data-channel="general"]');
+		if (c && c.classList.contains("active")) return true;
+		if (c) c.click();
+		return false;
+	})()`)
 	until("open the thread", openThreadJS(`#messages .msg[data-author="bob"] .text`))
 	until("the thread card shows Alice's decision", has(`#thread-messages .card-resolution`, "Approved by Alice"))
 	until("the result is in the thread", has(`#thread-messages .msg[data-author="marlowe"] .text`, deployResult))
