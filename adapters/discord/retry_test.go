@@ -42,6 +42,8 @@ func TestFailingDeliveryIsQueuedAndDeliveredOnRecovery(t *testing.T) {
 		_, ok := rec.eventByText("do not lose me")
 		return ok
 	})
+	// Counted once the delivery returned and was acked: awaited, not read.
+	await(t, "the redelivery counted", func() bool { return a.DeliveryRetryStats().Redelivered >= 1 })
 	st := a.DeliveryRetryStats()
 	if st.Queued != 1 || st.Redelivered != 1 || st.Failed < 1 || st.Expired != 0 {
 		t.Errorf("retry stats %+v, want queued 1, redelivered 1, some failed retries, none expired", st)
