@@ -139,7 +139,8 @@ func (o *Ownership) Renew(ctx context.Context) (lost []core.ChannelKey, asked in
 	}
 	o.renewedAt, o.renewErr = o.now(), nil
 	for _, n := range held {
-		if ch := leaseChannel(n); hasKey(o.owned, ch) {
+		ch := leaseChannel(n)
+		if _, held := o.owned[ch]; held {
 			o.until[ch] = start.Add(o.ttl)
 		}
 	}
@@ -288,9 +289,4 @@ func FenceFor(ctx context.Context, ch core.ChannelKey) *core.Fence {
 		return nil
 	}
 	return f
-}
-
-func hasKey[K comparable, V any](m map[K]V, k K) bool {
-	_, ok := m[k]
-	return ok
 }
