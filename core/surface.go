@@ -54,6 +54,11 @@ type Outbound struct {
 	Card  *Card
 	// Priority final answers and cards over checklist edits when paced.
 	Priority Priority
+	// Answering is the id of the person's message this post answers (a
+	// run's trigger or its latest steering message), "" for none. A
+	// surface that answered that message somewhere other than the thread,
+	// such as Discord's slash-command response, puts the answer there.
+	Answering string
 	// Resumed says an earlier process, or an earlier attempt, may already
 	// have performed this post (a run resumed after a crash or a failed
 	// drive): a surface that keeps its record of Key in memory checks the

@@ -47,6 +47,7 @@ func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out co
 	pm := core.PostedMessage{Scope: out.Scope, Role: rec.role}
 	if h := rec.answering; h != nil {
 		pm.Answering, pm.AnsweringUser, pm.AnsweringTop, pm.AnsweringDM = h.msgID, h.author.ID, h.top, h.dm
+		out.Answering = h.msgID
 	}
 	if obs, ok := e.cfg.PostObserver.(core.PostIntentObserver); ok {
 		// Open the windows the post opens before the platform shows it, so

@@ -63,6 +63,7 @@ type Adapter struct {
 	// clicksBy holds each person's latest interaction per scope, for
 	// ephemeral follow-ups (PostEphemeral).
 	clicksBy *ttlCache[discordgo.Interaction]
+	slashes  Interactions // slash commands awaiting their answer (slashanswer.go)
 	ledger   *postLedger
 	pacer    *pacer
 	seen     *lookalikes
@@ -175,6 +176,9 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	a.client.Transport = rb
 	if a.dedupe == nil {
 		a.dedupe = NewMemoryDeduper(a.now)
+	}
+	if a.slashes == nil {
+		a.slashes = newMemInteractions(a.now)
 	}
 
 	// The session is used for REST only; the gateway is driven by

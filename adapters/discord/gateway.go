@@ -61,6 +61,10 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 		cancel()
 		return err
 	}
+	if err := a.registerCommands(ictx); err != nil {
+		// Messages and clicks work without it; /marlowe is not offered.
+		a.log.Warn("discord: /marlowe not registered", "err", err)
+	}
 	gw, err := a.sess.GatewayBot(discordgo.WithContext(ictx))
 	cancel()
 	if err != nil {

@@ -169,7 +169,7 @@ func startAdapterConfig(t testing.TB, f *discordfake.Server, cfg Config, deliver
 // before Run (e.g. to hold the re-IDENTIFY pause).
 func startAdapterSetup(t testing.TB, f *discordfake.Server, cfg Config, deliver func(context.Context, core.Inbound) error, setup func(*Adapter), opts ...Option) *Adapter {
 	t.Helper()
-	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithChannelPace(0, 1)}, opts...)
+	opts = append([]Option{WithLogger(discardLog()), WithChannelPace(0, 1)}, opts...)
 	cfg.BotToken, cfg.APIURL = "test-token", f.APIURL()
 	a, err := New(cfg, opts...)
 	if err != nil {
@@ -206,3 +206,5 @@ func startAdapterSetup(t testing.TB, f *discordfake.Server, cfg Config, deliver 
 	}
 	return a
 }
+
+func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

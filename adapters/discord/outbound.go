@@ -94,6 +94,9 @@ func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef,
 	if err := checkScope(out.Scope); err != nil {
 		return core.MessageRef{}, err
 	}
+	if ref, ok, err := a.answerSlash(ctx, out); ok || err != nil {
+		return ref, err
+	}
 	parts, err := a.render(out)
 	if err != nil {
 		return core.MessageRef{}, err
@@ -302,6 +305,11 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 	}
 	if ref.Scope.Channel == "" || ref.ID == "" || name == "" {
 		return errors.New("discord: react needs a channel, a message id and an emoji")
+	}
+	if _, ok := a.slashOfMessage(ctx, ref.ID); ok {
+		// A slash command's response shows "is thinking…" already; its
+		// ephemeral kind takes no reaction at all.
+		return nil
 	}
 	// A thread's messages live in the thread channel; its starter message
 	// (whose id is the thread's) lives in the parent.

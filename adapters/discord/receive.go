@@ -2,8 +2,6 @@ package discord
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"strings"
 	"time"
 
@@ -181,6 +179,10 @@ func (a *Adapter) respondGateway(ctx context.Context, i *discordgo.Interaction, 
 // passed, or an ephemeral note when the click could not be taken. Other
 // interaction types are answered with an ephemeral note.
 func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interaction, send respond) {
+	if isSlash(i) {
+		a.handleSlash(ctx, i, send) // slash.go
+		return
+	}
 	click, ok := clickOf(i)
 	if !ok {
 		if i.Type == discordgo.InteractionApplicationCommand || i.Type == discordgo.InteractionMessageComponent {
@@ -220,18 +222,9 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
 	if err := send(rctx, i, resp); err != nil {
-		var re *discordgo.RESTError
-		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusNotFound {
-			a.log.Warn("discord: interaction expired before it was acknowledged", "channel", click.Scope.Channel)
-			return
-		}
-		if errors.As(err, &re) && re.Message != nil && re.Message.Code == discordgo.ErrCodeInteractionHasAlreadyBeenAcknowledged {
-			// Another replica's session got the same click and answered
-			// first; one answer is all Discord takes.
-			a.log.Debug("discord: interaction already acknowledged by another session", "channel", click.Scope.Channel)
-			return
-		}
-		a.log.Warn("discord: interaction ack failed", "channel", click.Scope.Channel, "err", err)
+		// Another replica's session may have got the same click and
+		// answered first; one answer is all Discord takes.
+		a.ackRefused(err, click.Scope.Channel)
 	}
 }
 

@@ -2,7 +2,8 @@
 // Discord that Marlowe uses, so the real discordgo session can be tested
 // against it: REST (gateway/bot, users/@me, channels, messages with
 // nonce/enforce_nonce, threads from messages, reactions, typing, DMs, guilds and
-// members, interaction callbacks) and a gateway WebSocket speaking
+// members, interaction callbacks, follow-ups and original responses, global
+// application commands) and a gateway WebSocket speaking
 // HELLO / IDENTIFY / READY / HEARTBEAT / RESUME / RECONNECT /
 // INVALID_SESSION / DISPATCH, replaying after the resumed sequence at a
 // separate resume_gateway_url; optionally several sessions at once
@@ -118,6 +119,7 @@ type Message struct {
 	Type       int             `json:"type"`
 	Components json.RawMessage `json:"components,omitempty"`
 	Nonce      string          `json:"nonce,omitempty"`
+	Flags      int             `json:"flags,omitempty"`
 	At         time.Time       `json:"-"`
 
 	// What Say resolved from the content, for REST reads of it.
@@ -145,12 +147,13 @@ type Callback struct {
 }
 
 // Followup is one message sent on an interaction's token after its initial
-// response.
+// response: a new message, or (Original) an edit of the original response.
 type Followup struct {
 	InteractionID string
 	Content       string
 	Flags         int
 	At            time.Time
+	Original      bool
 }
 
 // Call is one REST request as answered.
@@ -198,10 +201,15 @@ type Server struct {
 	followups []Followup
 	clickAt   map[string]time.Time // interaction id → dispatch time
 	answered  map[string]bool
-	calls     []Call
-	rules     []*rule
-	gw        gateway
-	changed   chan struct{}
+	originals map[string]*Message // interaction id → its original response
+	slashChan map[string]string   // interaction id → channel
+	commands  []Command
+	// commandPuts counts bulk overwrites of the global commands.
+	commandPuts int
+	calls       []Call
+	rules       []*rule
+	gw          gateway
+	changed     chan struct{}
 }
 
 type chanState struct {
@@ -223,14 +231,16 @@ func New(cfg Config) *Server {
 		cfg.HeartbeatInterval = time.Second
 	}
 	s := &Server{
-		cfg:      cfg,
-		users:    map[string]User{cfg.Bot.ID: cfg.Bot},
-		channels: map[string]*chanState{},
-		guilds:   map[string]*Guild{},
-		nonces:   map[string]string{},
-		clickAt:  map[string]time.Time{},
-		answered: map[string]bool{},
-		changed:  make(chan struct{}),
+		cfg:       cfg,
+		users:     map[string]User{cfg.Bot.ID: cfg.Bot},
+		channels:  map[string]*chanState{},
+		guilds:    map[string]*Guild{},
+		nonces:    map[string]string{},
+		clickAt:   map[string]time.Time{},
+		answered:  map[string]bool{},
+		originals: map[string]*Message{},
+		slashChan: map[string]string{},
+		changed:   make(chan struct{}),
 	}
 	for i := range cfg.Guilds {
 		g := cfg.Guilds[i]

@@ -148,6 +148,12 @@ func (s *Server) route(method, path string, q url.Values, body []byte) (int, any
 		return s.callbackLocked(parts[1], parts[2], body)
 	case method == "POST" && len(parts) == 3 && parts[0] == "webhooks":
 		return s.followupLocked(parts[1], parts[2], body)
+	case (method == "GET" || method == "PATCH") && len(parts) == 5 && parts[0] == "webhooks" && parts[3] == "messages" && parts[4] == "@original":
+		return s.originalLocked(method, parts[1], parts[2], body)
+	case method == "PUT" && len(parts) == 3 && parts[0] == "applications" && parts[2] == "commands":
+		return s.putCommandsLocked(parts[1], body)
+	case method == "GET" && len(parts) == 3 && parts[0] == "applications" && parts[2] == "commands":
+		return 200, append([]Command{}, s.commands...)
 	}
 	return notFound(0, "route "+method+" "+path)
 }
@@ -427,6 +433,9 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 	if m.Nonce != "" {
 		js["nonce"] = m.Nonce
 	}
+	if m.Flags != 0 {
+		js["flags"] = m.Flags
+	}
 	return js
 }
 
@@ -475,6 +484,9 @@ func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
 		return notFound(10062, "interaction") // Discord: the token expired for an initial response
 	}
 	s.answered[id] = true
+	if req.Type == 5 {
+		s.deferLocked(id, req.Data.Flags)
+	}
 	s.callbacks = append(s.callbacks, Callback{InteractionID: id, Type: req.Type, Content: req.Data.Content, Flags: req.Data.Flags, At: now, Latency: now.Sub(at)})
 	return http.StatusNoContent, nil
 }

@@ -1,0 +1,317 @@
+package discord
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/marlowe-bot/marlowe/adapters/discord/discordfake"
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// The /marlowe application command against the fake: registered at start,
+// deferred at once, answered once through the interaction, by the person
+// Discord says used it.
+
+// TestSlashCommandRegisteredAtStart: Run bulk-overwrites the global
+// commands with /marlowe and its four subcommands; a restart overwrites
+// the same list again (one command, same id), never a second one.
+func TestSlashCommandRegisteredAtStart(t *testing.T) {
+	f := newFake(t, discordfake.Config{MultiSession: true})
+	startAdapter(t, f, newRecorder().deliver)
+	cmds := f.Commands()
+	if len(cmds) != 1 || cmds[0].Name != CommandName {
+		t.Fatalf("registered %+v, want only %q", cmds, CommandName)
+	}
+	var opts []discordgo.ApplicationCommandOption
+	if err := json.Unmarshal(cmds[0].Options, &opts); err != nil {
+		t.Fatal(err)
+	}
+	var subs []string
+	for _, o := range opts {
+		if o.Type != discordgo.ApplicationCommandOptionSubCommand {
+			t.Errorf("option %q is type %d, want a subcommand", o.Name, o.Type)
+		}
+		subs = append(subs, o.Name)
+		if o.Name == SubAsk && (len(o.Options) != 1 || o.Options[0].Name != "task" ||
+			o.Options[0].Type != discordgo.ApplicationCommandOptionString || !o.Options[0].Required) {
+			t.Errorf("ask's options %+v, want one required string option task", o.Options)
+		}
+	}
+	if got := strings.Join(subs, ","); got != "ask,inbox,routines,status" {
+		t.Errorf("subcommands %s, want ask,inbox,routines,status", got)
+	}
+	if ctx := cmds[0].Contexts; len(ctx) != 2 {
+		t.Errorf("contexts %v, want guild and bot DM", ctx)
+	}
+
+	startAdapter(t, f, newRecorder().deliver) // a restart (another replica)
+	if !f.Wait(10*time.Second, func() bool { return f.LiveSessionsLocked() == 2 }) {
+		t.Fatal("the second session never connected")
+	}
+	again := f.Commands()
+	if len(again) != 1 || again[0].ID != cmds[0].ID {
+		t.Errorf("after a second start: %+v, want the same one command", again)
+	}
+	if !f.Wait(10*time.Second, func() bool { return f.CommandPutsLocked() == 2 && f.LiveSessionsLocked() == 2 }) {
+		t.Errorf("%d bulk overwrites, want 2", f.CommandPutsLocked())
+	}
+}
+
+// slowJournal is a deliver func that holds every delivery until released,
+// as a loaded journal would.
+type slowJournal struct {
+	*recorder
+	release chan struct{}
+}
+
+func (s slowJournal) deliver(ctx context.Context, in core.Inbound) error {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.recorder.deliver(ctx, in)
+}
+
+// answerOf posts what the engine would post as the run's answer to ev.
+func answerOf(ev core.Event, key, text string) core.Outbound {
+	scope := ev.Scope
+	if scope.Thread == "" && ev.Visibility != core.DM {
+		scope.Thread = ev.MessageID
+	}
+	return core.Outbound{Key: key, Scope: scope, Text: text, Priority: core.PriorityHigh, Answering: ev.MessageID}
+}
+
+// TestSlashAskDeferredAtOnceUnderLoadThenAnsweredOnce: 40 uses of
+// /marlowe ask at once while the journal is slow are all deferred (type 5)
+// within Discord's 3 s, before any is delivered; each becomes a message
+// addressed to the bot whose id is its response's; its answer edits that
+// response, once, and a re-issued answer (after a crash) edits it again
+// instead of posting a second message, while a second answer goes to the
+// thread.
+func TestSlashAskDeferredAtOnceUnderLoadThenAnsweredOnce(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	j := slowJournal{recorder: newRecorder(), release: make(chan struct{})}
+	a := startAdapter(t, f, j.deliver)
+	const n = 40
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Go(func() {
+			ids[k] = f.Slash(discordfake.Slash{Channel: general, User: alice, Sub: SubAsk, Options: map[string]string{"task": fmt.Sprintf("task %02d", k)}})
+		})
+	}
+	wg.Wait()
+	if !f.Wait(10*time.Second, func() bool { return len(f.CallbacksLocked()) == n }) {
+		t.Fatalf("%d of %d interactions answered", len(f.Callbacks()), n)
+	}
+	for _, cb := range f.Callbacks() {
+		if cb.Type != int(discordgo.InteractionResponseDeferredChannelMessageWithSource) || cb.Flags&discordfake.FlagEphemeral != 0 {
+			t.Errorf("interaction %s answered with type %d flags %d, want a public deferral (5)", cb.InteractionID, cb.Type, cb.Flags)
+		}
+		if cb.Latency >= 3*time.Second {
+			t.Errorf("interaction %s deferred after %v, past Discord's 3 s", cb.InteractionID, cb.Latency)
+		}
+	}
+	if got := len(j.events()); got != 0 {
+		t.Fatalf("%d delivered before the journal let any through; the deferral must not wait for it", got)
+	}
+	close(j.release)
+	j.waitFor(t, "every ask", func() bool { return len(j.events()) == n })
+
+	byMsg := map[string]core.Event{}
+	for _, ev := range j.events() {
+		if !ev.MentionsBot || ev.Author.ID != alice.ID || !strings.HasPrefix(ev.Text, "task ") || ev.Scope.Channel != general || ev.Visibility != core.Public {
+			t.Errorf("delivered %+v, want alice's task addressed to the bot in general", ev)
+		}
+		byMsg[ev.MessageID] = ev
+	}
+	ctx := context.Background()
+	for k, id := range ids {
+		orig := f.Original(id)
+		if orig == nil || orig.Flags&discordfake.FlagLoading == 0 {
+			t.Fatalf("interaction %s has no deferred response: %+v", id, orig)
+		}
+		ev, ok := byMsg[orig.ID]
+		if !ok {
+			t.Fatalf("no delivered message has the id of interaction %s's response %s", id, orig.ID)
+		}
+		if ev.Text != fmt.Sprintf("task %02d", k) {
+			t.Errorf("response %s carries %q, want task %02d", orig.ID, ev.Text, k)
+		}
+		out := answerOf(ev, "answer-"+id, "answer to "+ev.Text)
+		ref, err := a.Post(ctx, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref.ID != orig.ID {
+			t.Errorf("answer ref %s, want the response %s", ref.ID, orig.ID)
+		}
+		out.Resumed = true
+		if _, err := a.Post(ctx, out); err != nil { // re-issued after a crash
+			t.Fatal(err)
+		}
+	}
+	if posts := f.Posts(); len(posts) != 0 {
+		t.Errorf("%d channel messages posted, want every answer in its interaction's response: %+v", len(posts), posts[0])
+	}
+	for k, id := range ids {
+		orig := f.Original(id)
+		if want := fmt.Sprintf("answer to task %02d", k); orig.Content != want || orig.Flags&discordfake.FlagLoading != 0 {
+			t.Errorf("response of %s reads %q (flags %d), want %q, finished", id, orig.Content, orig.Flags, want)
+		}
+	}
+	var newMessages int
+	for _, fu := range f.Followups() {
+		if !fu.Original {
+			newMessages++
+		}
+	}
+	if newMessages != 0 {
+		t.Errorf("%d follow-up messages created, want none (the answer is the response)", newMessages)
+	}
+
+	// A second answer to the same message (a later notice) must not
+	// overwrite the first: it goes to the thread on the response.
+	ev := byMsg[f.Original(ids[0]).ID]
+	if _, err := a.Post(ctx, answerOf(ev, "notice-"+ids[0], "later notice")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Original(ids[0]).Content; got != "answer to task 00" {
+		t.Errorf("the response now reads %q: a second answer replaced the first", got)
+	}
+	posts := f.Posts()
+	if len(posts) != 1 || posts[0].Content != "later notice" || f.ChannelOf(posts[0].ID) != ev.MessageID {
+		t.Errorf("posts %+v, want the notice in the thread on the response %s", posts, ev.MessageID)
+	}
+}
+
+// TestSlashInboxIsEphemeralAndPersonal: /marlowe inbox is deferred
+// ephemerally, is bob's own `inbox`, and its answer stays in the ephemeral
+// response (nothing in the channel, no reaction on it).
+func TestSlashInboxIsEphemeralAndPersonal(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	a := startAdapter(t, f, rec.deliver)
+	id := f.Slash(discordfake.Slash{Channel: general, User: bob, Sub: SubInbox})
+	rec.waitFor(t, "the inbox command", func() bool { return len(rec.events()) == 1 })
+	cbs := f.Callbacks()
+	if len(cbs) != 1 || cbs[0].Type != 5 || cbs[0].Flags&discordfake.FlagEphemeral == 0 {
+		t.Fatalf("callbacks %+v, want one ephemeral deferral", cbs)
+	}
+	ev := rec.events()[0]
+	if ev.Text != "inbox" || ev.Author.ID != bob.ID || !ev.MentionsBot {
+		t.Fatalf("delivered %+v, want bob's inbox addressed to the bot", ev)
+	}
+	ctx := context.Background()
+	if err := a.React(ctx, core.MessageRef{Scope: ev.Scope, ID: ev.MessageID}, core.AckReaction); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Post(ctx, answerOf(ev, "inbox-answer", "📬 Nothing waits for you.")); err != nil {
+		t.Fatal(err)
+	}
+	orig := f.Original(id)
+	if orig.Content != "📬 Nothing waits for you." || orig.Flags&discordfake.FlagEphemeral == 0 {
+		t.Errorf("response %+v, want the answer in the ephemeral response", orig)
+	}
+	if p, r := f.Posts(), f.Reactions(); len(p) != 0 || len(r) != 0 {
+		t.Errorf("posts %+v reactions %+v in the channel, want none", p, r)
+	}
+	if f.ChannelOf(orig.ID) != "" {
+		t.Errorf("the ephemeral response is stored in channel %s", f.ChannelOf(orig.ID))
+	}
+}
+
+// TestSlashActorIsTheInvoker: the author is the interaction's member.user,
+// whatever an option or a stray top-level user says; a bot's use is
+// refused ephemerally and reaches nobody.
+func TestSlashActorIsTheInvoker(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	startAdapter(t, f, rec.deliver)
+	f.Slash(discordfake.Slash{Channel: general, User: bob, Sub: SubAsk, AlsoUser: &alice,
+		Options: map[string]string{"task": "approve the payout", "user": alice.ID, "as": alice.ID, "author": alice.ID}})
+	rec.waitFor(t, "bob's ask", func() bool { return len(rec.events()) == 1 })
+	if ev := rec.events()[0]; ev.Author.ID != bob.ID || ev.Text != "approve the payout" {
+		t.Errorf("delivered %+v, want bob's own message with only the task's text", ev)
+	}
+
+	id := f.Slash(discordfake.Slash{Channel: general, User: otherBot, Sub: SubAsk, Options: map[string]string{"task": "hi"}})
+	if !f.Wait(5*time.Second, func() bool {
+		for _, cb := range f.CallbacksLocked() {
+			if cb.InteractionID == id {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("the bot's interaction was never answered")
+	}
+	for _, cb := range f.Callbacks() {
+		if cb.InteractionID == id && (cb.Type != 4 || cb.Flags&discordfake.FlagEphemeral == 0) {
+			t.Errorf("bot's use answered %+v, want an ephemeral refusal", cb)
+		}
+	}
+	if f.Original(id) != nil && f.Original(id).Flags&discordfake.FlagLoading != 0 {
+		t.Error("the bot's use was deferred")
+	}
+	if n := len(rec.events()); n != 1 {
+		t.Errorf("%d deliveries, want only bob's", n)
+	}
+}
+
+// TestSlashAnsweredByAnotherReplicaAfterTheDeferringOneDied: replica A
+// defers the command, records the interaction and delivers, then dies
+// before the answer; replica B, sharing the records as replicas share
+// Redis, posts the run's answer into the same response, once. A replica
+// without the shared record could only post a thread message, which is
+// what the check on B's path rules out.
+func TestSlashAnsweredByAnotherReplicaAfterTheDeferringOneDied(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	shared := newMemInteractions(time.Now)
+	rec := newRecorder()
+	ctxA, killA := context.WithCancel(context.Background())
+	a, err := New(Config{BotToken: "test-token", APIURL: f.APIURL()}, WithInteractions(shared), WithChannelPace(0, 1), WithLogger(discardLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doneA := make(chan error, 1)
+	go func() { doneA <- a.Run(ctxA, rec.deliver) }()
+	t.Cleanup(killA)
+	if !f.WaitConnected(10 * time.Second) {
+		t.Fatal("replica A never connected")
+	}
+	id := f.Slash(discordfake.Slash{Channel: general, User: alice, Sub: SubAsk, Options: map[string]string{"task": "summarise #general"}})
+	rec.waitFor(t, "the ask", func() bool { return len(rec.events()) == 1 })
+	killA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("replica A: %v", err)
+	}
+
+	b := startAdapter(t, f, newRecorder().deliver, WithInteractions(shared))
+	if !f.Wait(10*time.Second, func() bool { return len(f.IdentifiesLocked()) == 2 && f.ConnectedLocked() }) {
+		t.Fatal("replica B never connected")
+	}
+	ev := rec.events()[0]
+	out := answerOf(ev, "answer", "Here is the summary.")
+	out.Resumed = true
+	if _, err := b.Post(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Original(id); got == nil || got.Content != "Here is the summary." || got.Flags&discordfake.FlagLoading != 0 {
+		t.Errorf("response %+v, want B's answer in it", got)
+	}
+	if p := f.Posts(); len(p) != 0 {
+		t.Errorf("B posted %+v in the channel, want the answer only in the response", p)
+	}
+	if cbs := f.Callbacks(); len(cbs) != 1 {
+		t.Errorf("%d initial responses, want 1", len(cbs))
+	}
+}
