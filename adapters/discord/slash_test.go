@@ -315,3 +315,39 @@ func TestSlashAnsweredByAnotherReplicaAfterTheDeferringOneDied(t *testing.T) {
 		t.Errorf("%d initial responses, want 1", len(cbs))
 	}
 }
+
+// TestSlashSubcommandsAreTheChatCommands: each subcommand reaches the
+// engine as the text a person would type after the mention, deferred
+// ephemerally only where the answer is personal (inbox); a use without a
+// task is refused ephemerally and delivered nowhere.
+func TestSlashSubcommandsAreTheChatCommands(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	startAdapter(t, f, rec.deliver)
+	cases := []struct {
+		sub, text string
+		ephemeral bool
+	}{{SubInbox, "inbox", true}, {SubRoutines, "routines", false}, {SubStatus, "status", false}}
+	for k, c := range cases {
+		id := f.Slash(discordfake.Slash{Channel: ops, User: carol, Sub: c.sub})
+		rec.waitFor(t, c.sub, func() bool { return len(rec.events()) == k+1 })
+		if ev := rec.events()[k]; ev.Text != c.text || !ev.MentionsBot || ev.Author.ID != carol.ID {
+			t.Errorf("/marlowe %s delivered %+v, want carol's %q to the bot", c.sub, ev, c.text)
+		}
+		for _, cb := range f.Callbacks() {
+			if cb.InteractionID == id && (cb.Type != 5 || (cb.Flags&discordfake.FlagEphemeral != 0) != c.ephemeral) {
+				t.Errorf("/marlowe %s deferred %+v, want type 5, ephemeral %v", c.sub, cb, c.ephemeral)
+			}
+		}
+	}
+	id := f.Slash(discordfake.Slash{Channel: ops, User: carol, Sub: SubAsk, Options: map[string]string{"task": "   "}})
+	if !f.Wait(5*time.Second, func() bool { return len(f.CallbacksLocked()) == len(cases)+1 }) {
+		t.Fatal("the empty ask was never answered")
+	}
+	if cb := f.Callbacks()[len(cases)]; cb.InteractionID != id || cb.Type != 4 || cb.Flags&discordfake.FlagEphemeral == 0 {
+		t.Errorf("empty ask answered %+v, want an ephemeral usage note", cb)
+	}
+	if n := len(rec.events()); n != len(cases) {
+		t.Errorf("%d deliveries, want %d (the empty ask is not one)", n, len(cases))
+	}
+}

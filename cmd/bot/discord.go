@@ -41,7 +41,10 @@ func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, queue core.Del
 		opts = append(opts, discord.WithDeliveryQueue(queue, cfg.ApprovalTTL))
 	}
 	if rdb != nil {
-		opts = append(opts, discord.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:discord:")))
+		opts = append(opts, discord.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:discord:")),
+			// A slash command's token, for the replica that answers it
+			// after the deferring one died.
+			discord.WithInteractions(redisstore.NewKV(rdb, "marlowe:discord:i:")))
 	}
 	a, err := discord.New(dcfg, opts...)
 	if err != nil {

@@ -187,6 +187,11 @@ func (s *Server) originalLocked(method, app, token string, body []byte) (int, an
 func (s *Server) Original(interaction string) *Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.OriginalLocked(interaction)
+}
+
+// OriginalLocked is Original for use inside a Wait condition.
+func (s *Server) OriginalLocked(interaction string) *Message {
 	if m := s.originals[interaction]; m != nil {
 		c := *m
 		return &c
