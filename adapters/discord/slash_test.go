@@ -1,9 +1,15 @@
 package discord
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -349,5 +355,60 @@ func TestSlashSubcommandsAreTheChatCommands(t *testing.T) {
 	}
 	if n := len(rec.events()); n != len(cases) {
 		t.Errorf("%d deliveries, want %d (the empty ask is not one)", n, len(cases))
+	}
+}
+
+// TestSlashOverTheHTTPEndpoint: a signed /marlowe ask POSTed to
+// /discord/interactions is deferred in the response body (type 5), then
+// delivered with the response's id and answered by editing that response;
+// an unsigned one is refused with 401 and reaches nobody.
+func TestSlashOverTheHTTPEndpoint(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	a := startAdapterConfig(t, f, Config{PublicKey: hex.EncodeToString(pub)}, rec.deliver)
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	post := func(body []byte, sign bool) *http.Response {
+		t.Helper()
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/discord/interactions", bytes.NewReader(body))
+		if sign {
+			req.Header.Set("X-Signature-Ed25519", hex.EncodeToString(ed25519.Sign(priv, append([]byte(ts), body...))))
+		}
+		req.Header.Set("X-Signature-Timestamp", ts)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { res.Body.Close() })
+		return res
+	}
+	_, forged := f.SlashPayload(discordfake.Slash{Channel: general, User: alice, Sub: SubAsk, Options: map[string]string{"task": "unsigned"}})
+	if res := post(forged, false); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unsigned interaction: %d, want 401", res.StatusCode)
+	}
+	id, body := f.SlashPayload(discordfake.Slash{Channel: general, User: alice, Sub: SubAsk, Options: map[string]string{"task": "over http"}})
+	res := post(body, true)
+	var resp struct {
+		Type int `json:"type"`
+		Data struct {
+			Flags int `json:"flags"`
+		} `json:"data"`
+	}
+	if res.StatusCode != 200 || json.NewDecoder(res.Body).Decode(&resp) != nil || resp.Type != 5 {
+		t.Fatalf("signed ask: %d %+v, want a type 5 body", res.StatusCode, resp)
+	}
+	f.Responded(id, resp.Type, resp.Data.Flags)
+	rec.waitFor(t, "the ask", func() bool { return len(rec.events()) == 1 })
+	ev := rec.events()[0]
+	if ev.Text != "over http" || ev.Author.ID != alice.ID || ev.MessageID != f.Original(id).ID {
+		t.Fatalf("delivered %+v, want alice's ask with the response's id %s", ev, f.Original(id).ID)
+	}
+	if _, err := a.Post(context.Background(), answerOf(ev, "http-answer", "Answered.")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Original(id).Content; got != "Answered." {
+		t.Errorf("response reads %q, want the answer", got)
 	}
 }

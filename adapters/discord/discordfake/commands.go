@@ -88,6 +88,40 @@ func (s *Server) Slash(k Slash) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
+	id, js := s.slashLocked(k)
+	if js != nil {
+		s.gw.dispatchLocked("INTERACTION_CREATE", js)
+	}
+	return id
+}
+
+// SlashPayload is Slash for an HTTP interactions endpoint: it returns the
+// interaction's body instead of dispatching it, for the test to sign and
+// POST; Responded then applies the endpoint's answer.
+func (s *Server) SlashPayload(k Slash) (string, []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	id, js := s.slashLocked(k)
+	if js == nil {
+		return "", nil
+	}
+	b, _ := json.Marshal(js)
+	return id, b
+}
+
+// Responded records what an HTTP interactions endpoint answered to
+// interaction id (its response type and flags), as Discord would on reading
+// the response body.
+func (s *Server) Responded(id string, typ, flags int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notifyLocked()
+	body, _ := json.Marshal(map[string]any{"type": typ, "data": map[string]any{"flags": flags}})
+	s.callbackLocked(id, "tok-"+id, body)
+}
+
+func (s *Server) slashLocked(k Slash) (string, map[string]any) {
 	if k.Command == "" {
 		k.Command = "marlowe"
 	}
@@ -98,7 +132,7 @@ func (s *Server) Slash(k Slash) string {
 		}
 	}
 	if cmd == nil {
-		return ""
+		return "", nil
 	}
 	id := s.nextIDLocked()
 	s.clickAt[id] = time.Now()
@@ -133,8 +167,7 @@ func (s *Server) Slash(k Slash) string {
 		js["context"] = 1
 		js["user"] = k.User
 	}
-	s.gw.dispatchLocked("INTERACTION_CREATE", js)
-	return id
+	return id, js
 }
 
 // deferLocked creates the original response of a type 5 callback: in its
