@@ -2,7 +2,8 @@
 // holds one gateway session (IDENTIFY with the message intents set
 // explicitly, RESUME at resume_gateway_url after op 7, an invalid session or
 // a dropped socket), deduplicates by message id, normalises messages and
-// button clicks to core events, and posts, edits and reacts through a
+// button clicks to core events, takes the /marlowe application command
+// (slash.go), and posts, edits and reacts through a
 // per-channel paced queue with nonce-enforced idempotent creates.
 //
 // It implements core.Surface and core.Administrators. It decides nothing

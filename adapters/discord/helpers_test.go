@@ -1,9 +1,13 @@
 package discord
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -208,3 +212,20 @@ func startAdapterSetup(t testing.TB, f *discordfake.Server, cfg Config, deliver 
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// postInteraction POSTs body to an interactions endpoint at url, signed
+// with key (unsigned when nil) at timestamp ts, as Discord does.
+func postInteraction(t *testing.T, url string, body []byte, key ed25519.PrivateKey, ts string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/discord/interactions", bytes.NewReader(body))
+	if key != nil {
+		req.Header.Set("X-Signature-Ed25519", hex.EncodeToString(ed25519.Sign(key, append([]byte(ts), body...))))
+		req.Header.Set("X-Signature-Timestamp", ts)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res
+}

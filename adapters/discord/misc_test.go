@@ -1,7 +1,6 @@
 package discord
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
@@ -111,17 +110,7 @@ func TestHTTPInteractions(t *testing.T) {
 	t.Cleanup(srv.Close)
 	post := func(body []byte, key ed25519.PrivateKey, ts string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/discord/interactions", bytes.NewReader(body))
-		if key != nil {
-			req.Header.Set("X-Signature-Ed25519", hex.EncodeToString(ed25519.Sign(key, append([]byte(ts), body...))))
-			req.Header.Set("X-Signature-Timestamp", ts)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { res.Body.Close() })
-		return res
+		return postInteraction(t, srv.URL, body, key, ts)
 	}
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	ping := []byte(`{"id":"1","type":1,"token":"t","application_id":"2"}`)

@@ -176,8 +176,9 @@ func (a *Adapter) respondGateway(ctx context.Context, i *discordgo.Interaction, 
 // handleInteraction delivers a button click and acknowledges it within
 // Discord's 3 s: type 6 (deferred update: the engine edits the card in
 // place once it has decided) when deliver returned or the ack timeout
-// passed, or an ephemeral note when the click could not be taken. Other
-// interaction types are answered with an ephemeral note.
+// passed, or an ephemeral note when the click could not be taken. /marlowe
+// goes to handleSlash; other interaction types are answered with an
+// ephemeral note.
 func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interaction, send respond) {
 	if isSlash(i) {
 		a.handleSlash(ctx, i, send) // slash.go

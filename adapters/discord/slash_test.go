@@ -1,7 +1,6 @@
 package discord
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
@@ -371,18 +370,11 @@ func TestSlashOverTheHTTPEndpoint(t *testing.T) {
 	t.Cleanup(srv.Close)
 	post := func(body []byte, sign bool) *http.Response {
 		t.Helper()
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/discord/interactions", bytes.NewReader(body))
-		if sign {
-			req.Header.Set("X-Signature-Ed25519", hex.EncodeToString(ed25519.Sign(priv, append([]byte(ts), body...))))
+		key := priv
+		if !sign {
+			key = nil
 		}
-		req.Header.Set("X-Signature-Timestamp", ts)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { res.Body.Close() })
-		return res
+		return postInteraction(t, srv.URL, body, key, strconv.FormatInt(time.Now().Unix(), 10))
 	}
 	_, forged := f.SlashPayload(discordfake.Slash{Channel: general, User: alice, Sub: SubAsk, Options: map[string]string{"task": "unsigned"}})
 	if res := post(forged, false); res.StatusCode != http.StatusUnauthorized {
@@ -410,5 +402,31 @@ func TestSlashOverTheHTTPEndpoint(t *testing.T) {
 	}
 	if got := f.Original(id).Content; got != "Answered." {
 		t.Errorf("response reads %q, want the answer", got)
+	}
+}
+
+// TestSlashLongAnswerContinuesInTheThread: an answer over 2,000 characters
+// fills the response with its first part; the rest is one keyed post in
+// the thread on the response, and re-issuing the answer doubles neither.
+func TestSlashLongAnswerContinuesInTheThread(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	a := startAdapter(t, f, rec.deliver)
+	id := f.Slash(discordfake.Slash{Channel: general, User: alice, Sub: SubAsk, Options: map[string]string{"task": "write a lot"}})
+	rec.waitFor(t, "the ask", func() bool { return len(rec.events()) == 1 })
+	ev := rec.events()[0]
+	long := strings.Repeat("word ", 500) + "END"
+	for range 2 {
+		if _, err := a.Post(context.Background(), answerOf(ev, "long", long)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig := f.Original(id)
+	posts := f.Posts()
+	if len(posts) != 1 || f.ChannelOf(posts[0].ID) != ev.MessageID || !strings.HasSuffix(posts[0].Content, "END") {
+		t.Fatalf("posts %+v, want the rest once in the thread on %s", posts, ev.MessageID)
+	}
+	if got := strings.Count(orig.Content+" "+posts[0].Content, "word"); got != 500 || utf16Len(orig.Content) > 2000 {
+		t.Errorf("response (%d chars) and rest carry %d words, want all 500 once", utf16Len(orig.Content), got)
 	}
 }

@@ -31,13 +31,7 @@ func TestReplicasAnswerDiscordSlashCommandsOnceThroughAKill(t *testing.T) {
 	t.Parallel()
 	dbURL := testpg.New(t)
 	rs := testredis.StartServer(t)
-	dc := discordfake.New(discordfake.Config{
-		Token: "discord-replicas", EchoPosts: true, MultiSession: true,
-		Guilds: []discordfake.Guild{{ID: drGuild, OwnerID: drCarol.ID, Channels: []discordfake.Channel{
-			{ID: drGeneral, Name: "general"}, {ID: drOps, Name: "ops"},
-		}}},
-	})
-	t.Cleanup(dc.Close)
+	dc := newDiscordReplicaFake(t)
 	modelURL := slowModel(t, 3500*time.Millisecond)
 	bin := buildCrashBot(t)
 	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)
@@ -103,6 +97,15 @@ func TestReplicasAnswerDiscordSlashCommandsOnceThroughAKill(t *testing.T) {
 			t.Errorf("an answer was posted as a channel or thread message too: %+v", p)
 		}
 	}
+	responses := map[string]bool{}
+	for _, id := range ids {
+		responses[dc.Original(id).ID] = true
+	}
+	for _, p := range dc.Posts() {
+		if !responses[p.ChannelID] {
+			t.Errorf("post %q in %s, want only threads on the responses", p.Content, p.ChannelID)
+		}
+	}
 	for _, fu := range dc.Followups() {
 		if !fu.Original {
 			t.Errorf("a follow-up message was created: %+v", fu)
@@ -144,6 +147,16 @@ func TestReplicasAnswerDiscordSlashCommandsOnceThroughAKill(t *testing.T) {
 	}
 	if inDM != 1 {
 		t.Errorf("%d inbox posts in bob's DM, want 1; posts %+v", inDM, dc.Posts())
+	}
+	sid := dc.Slash(discordfake.Slash{Channel: drOps, User: drAlice, Sub: "status"})
+	if !dc.Wait(60*time.Second, func() bool {
+		m := dc.OriginalLocked(sid)
+		return m != nil && m.Content != ""
+	}) {
+		t.Fatalf("status never answered: %+v\n%s", dc.Original(sid), dump())
+	}
+	if m := dc.Original(sid); m.Flags&discordfake.FlagEphemeral != 0 || m.Flags&discordfake.FlagLoading != 0 {
+		t.Errorf("status response %+v, want a public finished answer", m)
 	}
 	waitRunsEnded(t, dbURL, dump)
 	for _, r := range reps {

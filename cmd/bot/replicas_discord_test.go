@@ -30,6 +30,19 @@ var (
 	drCarol = discordfake.User{ID: "220000000000000003", Username: "carol"}
 )
 
+// newDiscordReplicaFake is the fake Discord the replicas share: one
+// session per replica, each getting every dispatch.
+func newDiscordReplicaFake(t *testing.T) *discordfake.Server {
+	dc := discordfake.New(discordfake.Config{
+		Token: "discord-replicas", EchoPosts: true, MultiSession: true,
+		Guilds: []discordfake.Guild{{ID: drGuild, OwnerID: drCarol.ID, Channels: []discordfake.Channel{
+			{ID: drGeneral, Name: "general"}, {ID: drOps, Name: "ops"},
+		}}},
+	})
+	t.Cleanup(dc.Close)
+	return dc
+}
+
 // discordReplicaEnv is replicaEnv with Discord in place of Slack.
 func discordReplicaEnv(dir, name, dbURL, redisURL, key, apiURL, modelURL string, extra ...string) []string {
 	var env []string
@@ -57,13 +70,7 @@ func TestReplicasAnswerEachDiscordMessageOnceThroughKills(t *testing.T) {
 	t.Parallel()
 	dbURL := testpg.New(t)
 	rs := testredis.StartServer(t)
-	dc := discordfake.New(discordfake.Config{
-		Token: "discord-replicas", EchoPosts: true, MultiSession: true,
-		Guilds: []discordfake.Guild{{ID: drGuild, OwnerID: drCarol.ID, Channels: []discordfake.Channel{
-			{ID: drGeneral, Name: "general"}, {ID: drOps, Name: "ops"},
-		}}},
-	})
-	t.Cleanup(dc.Close)
+	dc := newDiscordReplicaFake(t)
 	model, modelURL := slowModelFake(t, 300*time.Millisecond)
 	bin := buildCrashBot(t)
 	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)
