@@ -105,7 +105,7 @@ func slashOf(i *discordgo.Interaction) (cmd slashCmd, refuse string) {
 	if cmd.by.Bot {
 		return cmd, "I take commands from people only."
 	}
-	data := i.ApplicationCommandData()
+	data, _ := commandData(i)
 	if len(data.Options) != 1 || data.Options[0].Type != discordgo.ApplicationCommandOptionSubCommand {
 		return cmd, "Use `/marlowe ask`, `/marlowe inbox`, `/marlowe routines` or `/marlowe status`."
 	}
@@ -130,8 +130,16 @@ func slashOf(i *discordgo.Interaction) (cmd slashCmd, refuse string) {
 	return cmd, ""
 }
 
+// commandData is i's command data, without discordgo's
+// ApplicationCommandData, which panics when Data is not command data.
+func commandData(i *discordgo.Interaction) (discordgo.ApplicationCommandInteractionData, bool) {
+	d, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
+	return d, ok && i.Type == discordgo.InteractionApplicationCommand
+}
+
 func isSlash(i *discordgo.Interaction) bool {
-	return i.Type == discordgo.InteractionApplicationCommand && i.ApplicationCommandData().Name == CommandName
+	d, ok := commandData(i)
+	return ok && d.Name == CommandName
 }
 
 // handleSlash defers the interaction first, before anything that may wait
