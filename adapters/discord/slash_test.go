@@ -319,6 +319,23 @@ func TestSlashAnsweredByAnotherReplicaAfterTheDeferringOneDied(t *testing.T) {
 	if cbs := f.Callbacks(); len(cbs) != 1 {
 		t.Errorf("%d initial responses, want 1", len(cbs))
 	}
+
+	// Without the record (a replica that does not share it, or a Redis
+	// that lost it) a public ask's next answer goes to the thread on the
+	// response: not lost, and the response keeps its answer.
+	c := startAdapter(t, f, newRecorder().deliver)
+	if !f.Wait(10*time.Second, func() bool { return len(f.IdentifiesLocked()) == 3 && f.ConnectedLocked() }) {
+		t.Fatal("replica C never connected")
+	}
+	if _, err := c.Post(context.Background(), answerOf(ev, "notice", "A later notice.")); err != nil {
+		t.Fatal(err)
+	}
+	if p := f.Posts(); len(p) != 1 || f.ChannelOf(p[0].ID) != ev.MessageID {
+		t.Errorf("posts %+v, want the notice in the thread on the response %s", p, ev.MessageID)
+	}
+	if got := f.Original(id).Content; got != "Here is the summary." {
+		t.Errorf("response now reads %q", got)
+	}
 }
 
 // TestSlashSubcommandsAreTheChatCommands: each subcommand reaches the
@@ -428,5 +445,18 @@ func TestSlashLongAnswerContinuesInTheThread(t *testing.T) {
 	}
 	if got := strings.Count(orig.Content+" "+posts[0].Content, "word"); got != 500 || utf16Len(orig.Content) > 2000 {
 		t.Errorf("response (%d chars) and rest carry %d words, want all 500 once", utf16Len(orig.Content), got)
+	}
+
+	// An ephemeral response has no thread to continue in: it is cut.
+	eid := f.Slash(discordfake.Slash{Channel: general, User: alice, Sub: SubInbox})
+	rec.waitFor(t, "the inbox", func() bool { return len(rec.events()) == 2 })
+	if _, err := a.Post(context.Background(), answerOf(rec.events()[1], "long-inbox", long)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Original(eid).Content; utf16Len(got) > 2000 || !strings.HasPrefix(got, "word ") {
+		t.Errorf("ephemeral response holds %d chars, want the first part only", utf16Len(got))
+	}
+	if n := len(f.Posts()); n != 1 {
+		t.Errorf("%d channel posts, want still 1: the ephemeral answer's rest goes nowhere public", n)
 	}
 }
