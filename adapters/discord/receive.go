@@ -225,7 +225,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 	if err := send(rctx, i, resp); err != nil {
 		// Another replica's session may have got the same click and
 		// answered first; one answer is all Discord takes.
-		a.ackRefused(err, click.Scope.Channel)
+		a.ackStands(err, click.Scope.Channel)
 	}
 }
 

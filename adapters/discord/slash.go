@@ -157,7 +157,7 @@ func (a *Adapter) handleSlash(ctx context.Context, i *discordgo.Interaction, sen
 	if cmd.ephemeral {
 		resp.Data = &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral}
 	}
-	if err := send(rctx, i, resp); err != nil && !a.ackRefused(err, i.ChannelID) {
+	if err := send(rctx, i, resp); err != nil && !a.ackStands(err, i.ChannelID) {
 		return
 	}
 	// Every session that got it goes on: the dedupe claim below lets one
@@ -167,10 +167,10 @@ func (a *Adapter) handleSlash(ctx context.Context, i *discordgo.Interaction, sen
 	a.background(func(ctx context.Context) { a.followSlash(ctx, &it, guild, channel, cmd) })
 }
 
-// ackRefused logs a failed initial response and says whether the
+// ackStands logs a failed initial response and reports whether the
 // interaction still stands: it does when another session acknowledged it
 // first (one answer is all Discord takes); it does not when it expired.
-func (a *Adapter) ackRefused(err error, channel string) bool {
+func (a *Adapter) ackStands(err error, channel string) bool {
 	if isStatus(err, http.StatusNotFound) {
 		a.log.Warn("discord: interaction expired before it was acknowledged", "channel", channel)
 		return false
