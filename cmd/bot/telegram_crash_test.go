@@ -10,6 +10,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/telegram/telegramfake"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 	"github.com/marlowe-bot/marlowe/internal/testredis"
+	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
 // The real binary answers a mention in a Telegram group; the Bot API
@@ -83,5 +84,78 @@ func TestTelegramLostSendThenKillResendsMarked(t *testing.T) {
 			texts = append(texts, s.Text)
 		}
 		t.Fatalf("%d unmarked copies of the answer, want at most one; sent %q", unmarked, texts)
+	}
+}
+
+// The real binary is SIGKILLed while the model is still working on a
+// Telegram mention, before the answer's sendMessage was ever attempted.
+// After a restart the resumed run finds no message.attempted for the
+// answer's key, so it sends it plain: one copy, without the "(resent after
+// a restart)" marker, since no earlier copy can exist. (Before the attempt
+// record, every post of a resumed run was marked.)
+func TestTelegramKillBeforeSendResendsUnmarked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bot and SIGKILLs it (-short skips it)")
+	}
+	t.Parallel()
+	dbURL := testpg.New(t)
+	rs := testredis.StartServer(t)
+	tg := telegramfake.New(telegramfake.Config{})
+	t.Cleanup(tg.Close)
+	model, modelURL := slowModelFake(t, 50*time.Millisecond)
+	bin := buildCrashBot(t)
+	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)
+	r := &replicaProc{t: t, bin: bin, name: "r0", logs: &syncBuffer{},
+		env: telegramReplicaEnv(t.TempDir(), "r0", dbURL, rs.URL(), key, tg, modelURL)}
+	r.start()
+	t.Cleanup(r.kill)
+	wait := func(what string, d time.Duration, cond func() bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		defer cancel()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %s\n%s", what, r.logs.String())
+			case <-tick.C:
+			}
+		}
+	}
+	polling := func() int { return strings.Count(r.logs.String(), trPolls) }
+	wait("the bot polling", qaStartTimeout, func() bool { return polling() >= 1 })
+
+	const word = "unsentzq2"
+	isAnswer := func(s telegramfake.Sent) bool {
+		return strings.Contains(s.Text, "You said:") && strings.Contains(s.Text, word)
+	}
+	model.Enqueue(llmtest.Hang()) // the first model call never returns
+	tg.Inject(telegramfake.Incoming{Chat: trGroup, From: tgAlice, Text: "@" + tg.Config().Username + " please echo " + word})
+	wait("the model asked about the mention", 60*time.Second, func() bool {
+		for _, q := range model.Requests() {
+			if strings.Contains(string(q.Body), word) {
+				return true
+			}
+		}
+		return false
+	})
+	r.kill()
+	if n := countSent(tg, isAnswer); n != 0 {
+		t.Fatalf("%d answers sent before the kill, want none (the model was still working)", n)
+	}
+
+	r.start()
+	wait("the restarted bot polling", qaStartTimeout, func() bool { return polling() >= 2 })
+	wait("the answer after the restart", 120*time.Second, func() bool { return countSent(tg, isAnswer) >= 1 })
+	waitRunsEnded(t, dbURL, r.logs.String)
+	var texts []string
+	for _, s := range tg.Sent() {
+		if isAnswer(s) {
+			texts = append(texts, s.Text)
+		}
+	}
+	if len(texts) != 1 || strings.Contains(texts[0], telegram.ResentMarker) {
+		t.Fatalf("answers sent %q, want exactly one, unmarked (it was never sent before)", texts)
 	}
 }
