@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -100,5 +101,56 @@ func TestUnrecordedAttemptIsNotSent(t *testing.T) {
 	}
 	if n := len(f.Sent()); n != 0 {
 		t.Fatalf("%d messages sent without a recorded attempt", n)
+	}
+}
+
+// A post still waiting for its turn in the chat's paced queue has not been
+// attempted: when its caller goes away (the process dies) nothing is on
+// record and nothing was sent, so the resumed post will go out plain. The
+// attempt is recorded only in the queue's slot, just before sendMessage.
+// Here flood control holds the chat's queue for an hour: the refused post
+// was attempted (Telegram saw it), the one queued behind it was not.
+func TestQueuedPostIsNotYetAttempted(t *testing.T) {
+	f := newFake(t)
+	f.RateLimit("sendMessage", 1, time.Hour)
+	a, _ := newAdapter(t, testConfig(f, ModePolling))
+	att := &attempts{made: map[string]bool{}, sent: func() int { return len(f.Sent()) }}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 2)
+	post := func(key string) {
+		_, err := a.PostAttempted(ctx, core.Outbound{Key: key, Scope: scope("-1001", ""), Text: key, Priority: core.PriorityNormal}, att)
+		done <- err
+	}
+	go post("fxq1")
+	queued := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(wait)
+		for {
+			calls, _ := a.pacer.q.Queued(-1001, core.PriorityNormal)
+			if calls == n && a.pacer.q.RateLimited() >= 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("never %d queued behind flood control", n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	queued(1)
+	go post("fxq2")
+	queued(2)
+	cancel() // the process dies while both wait
+	for range 2 {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v, want the caller's cancellation", err)
+		}
+	}
+	att.mu.Lock()
+	defer att.mu.Unlock()
+	if strings.Join(att.recorded, ",") != "fxq1" {
+		t.Fatalf("attempts recorded %q, want only the refused post's", att.recorded)
+	}
+	if n := len(f.Sent()); n != 0 {
+		t.Fatalf("%d sent, want none", n)
 	}
 }
