@@ -26,13 +26,7 @@ func TestDiscordRestartAnswersWhatWasPostedWhileDown(t *testing.T) {
 	t.Parallel()
 	dbURL := testpg.New(t)
 	rs := testredis.StartServer(t)
-	dc := discordfake.New(discordfake.Config{
-		Token: "discord-replicas", EchoPosts: true,
-		Guilds: []discordfake.Guild{{ID: drGuild, OwnerID: drCarol.ID, Channels: []discordfake.Channel{
-			{ID: drGeneral, Name: "general"}, {ID: drOps, Name: "ops"},
-		}}},
-	})
-	t.Cleanup(dc.Close)
+	dc := newDiscordReplicaFake(t, false)
 	_, modelURL := slowModelFake(t, 50*time.Millisecond)
 	bin := buildCrashBot(t)
 	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)

@@ -41,6 +41,19 @@ func discordReplicaEnv(dir, name, dbURL, redisURL, key, apiURL, modelURL string,
 	return append(env, "DISCORD_BOT_TOKEN=discord-replicas", "MARLOWE_DISCORD_API_URL="+apiURL)
 }
 
+// newDiscordReplicaFake is a fake Discord with one guild (#general, #ops)
+// that echoes the bot's posts; multi keeps a gateway session per replica.
+func newDiscordReplicaFake(t *testing.T, multi bool) *discordfake.Server {
+	dc := discordfake.New(discordfake.Config{
+		Token: "discord-replicas", EchoPosts: true, MultiSession: multi,
+		Guilds: []discordfake.Guild{{ID: drGuild, OwnerID: drCarol.ID, Channels: []discordfake.Channel{
+			{ID: drGeneral, Name: "general"}, {ID: drOps, Name: "ops"},
+		}}},
+	})
+	t.Cleanup(dc.Close)
+	return dc
+}
+
 // TestReplicasAnswerEachDiscordMessageOnceThroughKills: two replicas, each
 // holding its own gateway session, so both receive every MESSAGE_CREATE.
 // 20 mentions over two channels, untagged follow-ups in the bot's threads
@@ -57,13 +70,7 @@ func TestReplicasAnswerEachDiscordMessageOnceThroughKills(t *testing.T) {
 	t.Parallel()
 	dbURL := testpg.New(t)
 	rs := testredis.StartServer(t)
-	dc := discordfake.New(discordfake.Config{
-		Token: "discord-replicas", EchoPosts: true, MultiSession: true,
-		Guilds: []discordfake.Guild{{ID: drGuild, OwnerID: drCarol.ID, Channels: []discordfake.Channel{
-			{ID: drGeneral, Name: "general"}, {ID: drOps, Name: "ops"},
-		}}},
-	})
-	t.Cleanup(dc.Close)
+	dc := newDiscordReplicaFake(t, true)
 	model, modelURL := slowModelFake(t, 300*time.Millisecond)
 	bin := buildCrashBot(t)
 	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)
