@@ -37,6 +37,7 @@ const (
 	KindReportDismissed
 	KindErasureRequested
 	KindErasureResolved
+	KindMessageAttempted
 	kindEnd
 )
 
@@ -70,6 +71,7 @@ var kindNames = [kindEnd]string{
 	KindReportDismissed:   "report.dismissed",
 	KindErasureRequested:  "erasure.requested",
 	KindErasureResolved:   "erasure.resolved",
+	KindMessageAttempted:  "message.attempted",
 }
 
 // Kinds returns every valid kind, in declaration order.

@@ -78,6 +78,8 @@ func newPayload(k Kind) (Payload, bool) {
 		return &ErasureRequested{}, true
 	case KindErasureResolved:
 		return &ErasureResolved{}, true
+	case KindMessageAttempted:
+		return &MessageAttempted{}, true
 	}
 	return nil, false
 }
@@ -278,6 +280,15 @@ type MessagePosted struct {
 	Text          string `json:"text,omitempty"`
 }
 
+// MessageAttempted: a surface that cannot find its posts again after a
+// crash (core.AttemptedPoster) is about to send part EffectID (a
+// postledger part key: the post's effect id, "#i" for a later part). It is
+// journaled immediately before the platform call, so a resumed post whose
+// part has no such record was never sent, and one that has it may have been.
+type MessageAttempted struct {
+	EffectID string `json:"effect_id"`
+}
+
 type MessageUpdated struct {
 	EffectID  string `json:"effect_id"`
 	MessageID string `json:"message_id"`
@@ -435,6 +446,7 @@ func (*ReportFiled) Kind() Kind       { return KindReportFiled }
 func (*ReportDismissed) Kind() Kind   { return KindReportDismissed }
 func (*ErasureRequested) Kind() Kind  { return KindErasureRequested }
 func (*ErasureResolved) Kind() Kind   { return KindErasureResolved }
+func (*MessageAttempted) Kind() Kind  { return KindMessageAttempted }
 
 func (*MessageReceived) sealed()   {}
 func (*CardClicked) sealed()       {}
@@ -464,3 +476,4 @@ func (*ReportFiled) sealed()       {}
 func (*ReportDismissed) sealed()   {}
 func (*ErasureRequested) sealed()  {}
 func (*ErasureResolved) sealed()   {}
+func (*MessageAttempted) sealed()  {}

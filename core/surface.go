@@ -101,6 +101,28 @@ type Surface interface {
 	History(ctx context.Context, thread Scope, limit int) ([]Event, error)
 }
 
+// AttemptedPoster is an optional Surface capability of a platform that
+// cannot find a post again after a crash (Telegram: no history read, no
+// message metadata). The engine then journals each send attempt
+// (message.attempted) through att, so a resumed post knows exactly whether
+// an earlier process may have sent a part. Surfaces that can look a post
+// up (Slack metadata, the Discord nonce) do not implement it and pay no
+// journal write per post.
+type AttemptedPoster interface {
+	// PostAttempted posts like Post, calling att.Record with a part's key
+	// immediately before that part's platform send and not sending when it
+	// fails. att.Made says whether an earlier attempt of a part was
+	// recorded: only such a part, posted again, may be a second copy.
+	PostAttempted(ctx context.Context, out Outbound, att PostAttempts) (MessageRef, error)
+}
+
+// PostAttempts is the engine's durable record of send attempts, by part
+// key (postledger.PartKey of the post's effect id).
+type PostAttempts interface {
+	Made(ctx context.Context, key string) bool
+	Record(ctx context.Context, key string) error
+}
+
 // Administrators is an optional Surface capability: the platform says who
 // administers a channel (Slack workspace admins and owners, Discord members
 // with Administrator or the guild owner, Telegram chat administrators).

@@ -64,7 +64,12 @@ func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out co
 	if err := e.mayAct(ctx); err != nil {
 		return core.MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
 	}
-	ref, err := s.Post(e.guardActs(ctx), out)
+	var ref core.MessageRef
+	if ap, ok := s.(core.AttemptedPoster); ok && out.Key != "" {
+		ref, err = ap.PostAttempted(e.guardActs(ctx), out, postAttempts{e: e, v: v, scope: out.Scope, rec: rec})
+	} else {
+		ref, err = s.Post(e.guardActs(ctx), out)
+	}
 	if err != nil {
 		return core.MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
 	}
@@ -104,6 +109,40 @@ func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out co
 		}
 	}
 	return ref, nil
+}
+
+// postAttempts journals a surface's send attempts in the channel posted to
+// (message.attempted, under the run when there is one: the run's lease
+// fences it) and answers from the channel's fold whether one was recorded.
+type postAttempts struct {
+	e     *Engine
+	v     *chanView
+	scope core.Scope
+	rec   postRecord
+}
+
+func (a postAttempts) Made(ctx context.Context, key string) bool {
+	made := true // unknown counts as attempted: the marker is the safe side
+	_ = a.v.with(ctx, func() { made = a.v.fold.Attempted(key) })
+	return made
+}
+
+func (a postAttempts) Record(ctx context.Context, key string) error {
+	p := &core.MessageAttempted{EffectID: key}
+	var d core.Draft
+	var err error
+	if a.rec.run != "" {
+		d, err = a.e.b.Agent(a.rec.run, a.scope, core.Meta{Cause: a.rec.cause}, p)
+	} else {
+		d, err = a.e.b.System("engine", a.scope, core.Meta{Cause: a.rec.cause}, p)
+	}
+	if err == nil {
+		_, err = a.v.append(ctx, nil, d)
+	}
+	if err != nil {
+		return fmt.Errorf("record send attempt %s: %w", key, err)
+	}
+	return nil
 }
 
 // edit journals message.updated for the message posted as effect, then

@@ -70,9 +70,13 @@ type Adapter struct {
 	seen     *lookalikes
 	retry    retrier
 	gaps     *gaps // what gap fill reads after a re-IDENTIFY
-	gapFills atomic.Int64
+	// gapSource, when set, names the channels to read after every
+	// IDENTIFY from the journal (WithGapSource).
+	gapSource GapSource
+	gapFills  atomic.Int64
 	// identified is set at the first READY (gateway goroutine only): a
-	// later READY is a re-IDENTIFY, followed by a gap fill.
+	// later READY is a re-IDENTIFY, followed by a gap fill (every READY is,
+	// with a gapSource).
 	identified bool
 
 	// run state

@@ -22,6 +22,33 @@ import (
 // delivered, and the engine's filter and windows decide the rest. A message
 // older than Config.GapMaxAge is not delivered: it would be answered too
 // late to be an answer.
+//
+// A process restart loses what this process saw, so a GapSource (the
+// journal, wired by the composition root) names the channels that had a
+// live intent window or an unfinished run, with the newest message id
+// journaled in each. With a source the fill runs after every IDENTIFY,
+// the first of a restarted process included; without one only after a
+// re-IDENTIFY, from what this process saw.
+
+// GapSource names, from durable state, the channels a new session should
+// read what was posted in while no session existed.
+type GapSource interface {
+	// GapChannels lists Discord channel ids (a thread is its own channel)
+	// with a message id journaled there; for a channel listed more than
+	// once the newest id counts. It must be a bounded read.
+	GapChannels(ctx context.Context) ([]GapChannel, error)
+}
+
+// GapChannel is one channel to read after message id After.
+type GapChannel struct {
+	Channel, After string
+}
+
+// WithGapSource makes every IDENTIFY read, besides what this process saw,
+// the channels src names (see GapSource).
+func WithGapSource(src GapSource) Option {
+	return func(a *Adapter) { a.gapSource = src }
+}
 
 // Bounds of one gap fill.
 const (
@@ -89,17 +116,13 @@ func (g *gaps) evictLocked() {
 	}
 }
 
-type gapChannel struct {
-	channel, after string
-}
-
 // due lists the channels active since since (newest first, at most n) with
 // the newest message id seen in each.
-func (g *gaps) due(since time.Time, n int) []gapChannel {
+func (g *gaps) due(since time.Time, n int) []GapChannel {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	type kv struct {
-		gapChannel
+		GapChannel
 		at time.Time
 	}
 	var all []kv
@@ -107,14 +130,27 @@ func (g *gaps) due(since time.Time, n int) []gapChannel {
 		if at.Before(since) || g.last[ch] == "" {
 			continue
 		}
-		all = append(all, kv{gapChannel{ch, g.last[ch]}, at})
+		all = append(all, kv{GapChannel{ch, g.last[ch]}, at})
 	}
 	slices.SortFunc(all, func(a, b kv) int { return b.at.Compare(a.at) })
-	out := make([]gapChannel, 0, min(len(all), n))
+	out := make([]GapChannel, 0, min(len(all), n))
 	for i := 0; i < len(all) && i < n; i++ {
-		out = append(out, all[i].gapChannel)
+		out = append(out, all[i].GapChannel)
 	}
 	return out
+}
+
+// isSnowflake reports whether s looks like a Discord id (decimal digits).
+func isSnowflake(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // snowflakeLess orders message ids ("" first).
@@ -144,14 +180,22 @@ func (a *Adapter) notePosted(channel, id string) {
 func (a *Adapter) fillGaps(ctx context.Context) {
 	now := a.now()
 	chans := a.gaps.due(now.Add(-a.cfg.GapHorizon), gapMaxChannels)
+	if a.gapSource != nil {
+		more, err := a.gapSource.GapChannels(ctx)
+		if err != nil {
+			// What this process saw is still read.
+			a.log.Warn("discord: gap fill: the journal's channels are unreadable", "err", err)
+		}
+		chans = mergeGaps(chans, more, gapMaxChannels)
+	}
 	var queued, stale int
 	for _, c := range chans {
-		msgs, err := a.messagesAfter(ctx, c.channel, c.after)
+		msgs, err := a.messagesAfter(ctx, c.Channel, c.After)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			a.log.Warn("discord: gap fill: reading a channel failed", "channel", c.channel, "err", err)
+			a.log.Warn("discord: gap fill: reading a channel failed", "channel", c.Channel, "err", err)
 			continue
 		}
 		for _, m := range msgs {
@@ -159,7 +203,7 @@ func (a *Adapter) fillGaps(ctx context.Context) {
 				continue
 			}
 			if m.ChannelID == "" {
-				m.ChannelID = c.channel
+				m.ChannelID = c.Channel
 			}
 			at := m.Timestamp
 			if at.IsZero() {
@@ -177,6 +221,29 @@ func (a *Adapter) fillGaps(ctx context.Context) {
 	}
 	a.gapFills.Add(1)
 	a.log.Info("discord: gap fill after a new session", "channels", len(chans), "queued", queued, "too_old", stale)
+}
+
+// mergeGaps adds more to chans (this process's, most active first): a
+// channel in both is read after the newer id; the result holds at most n.
+func mergeGaps(chans, more []GapChannel, n int) []GapChannel {
+	at := make(map[string]int, len(chans))
+	for i, c := range chans {
+		at[c.Channel] = i
+	}
+	for _, c := range more {
+		if !isSnowflake(c.Channel) || !isSnowflake(c.After) {
+			continue // e.g. a routine's id as a run's trigger
+		}
+		if i, ok := at[c.Channel]; ok {
+			if snowflakeLess(chans[i].After, c.After) {
+				chans[i].After = c.After
+			}
+			continue
+		}
+		at[c.Channel] = len(chans)
+		chans = append(chans, c)
+	}
+	return chans[:min(len(chans), n)]
 }
 
 // messagesAfter reads up to gapPages pages of channel's messages after id,

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -101,5 +102,54 @@ func TestGapFillSkipsMessagesOlderThanTheWindow(t *testing.T) {
 	}
 	if !read {
 		t.Fatal("general was not read after the re-IDENTIFY")
+	}
+}
+
+// staticGaps is a GapSource with fixed answers, standing in for the
+// journal.
+type staticGaps []GapChannel
+
+func (s staticGaps) GapChannels(context.Context) ([]GapChannel, error) { return s, nil }
+
+// A restarted process saw nothing, so only its GapSource (the journal) can
+// say where the bot was talking. Its first IDENTIFY reads those channels
+// after the journaled id and delivers what was posted meanwhile, once, in
+// order; a message at or before that id is not delivered again; a channel
+// the source does not name, or names with an id that is no Discord id (a
+// routine's trigger), is not read. (Before GapSource the first IDENTIFY
+// read nothing.)
+func TestFirstIdentifyFillsTheJournaledChannels(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	bot := f.Bot().ID
+	// Posted before this process existed: no session receives them.
+	seen := f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "<@" + bot + "> before the crash"})
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "down 1"})
+	f.Say(discordfake.Msg{Channel: general, Author: bob, Content: "down 2"})
+	f.Say(discordfake.Msg{Channel: ops, Author: bob, Content: "down in ops"})
+	rec := newRecorder()
+	a := startAdapter(t, f, rec.deliver, WithGapSource(staticGaps{
+		{Channel: general, After: "1"}, {Channel: general, After: seen}, // the newest id counts
+		{Channel: ops, After: "01JROUTINE0000000000000000"},
+	}))
+	rec.waitFor(t, "the messages posted while the bot was down", func() bool {
+		_, ok := rec.eventByText("down 2")
+		return ok
+	})
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "live"})
+	rec.waitFor(t, "live", func() bool { _, ok := rec.eventByText("live"); return ok })
+	var got []string
+	for _, e := range rec.events() {
+		got = append(got, e.Text)
+	}
+	if want := []string{"down 1", "down 2", "live"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("delivered %q, want %q exactly once each", got, want)
+	}
+	for _, c := range f.Calls() {
+		if c.Method == "GET" && strings.HasPrefix(c.Path, "channels/"+ops+"/messages") {
+			t.Errorf("read %s: the source named ops with no message id", c.Path)
+		}
+	}
+	if a.gapFills.Load() != 1 {
+		t.Errorf("%d gap fills, want 1 (after the first IDENTIFY)", a.gapFills.Load())
 	}
 }

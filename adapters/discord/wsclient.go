@@ -317,8 +317,9 @@ func (a *Adapter) connect(ctx context.Context, target string, sess *session, res
 				}
 				a.readyUser(r.User)
 				a.log.Info("discord: session ready", "guilds", len(r.Guilds), "resume_url", sess.resumeURL)
-				if a.identified {
-					// A new session replays nothing of the old one's.
+				if a.identified || a.gapSource != nil {
+					// A new session replays nothing of the old one's, nor
+					// of a previous process's (the journal names those).
 					a.background(a.fillGaps)
 				}
 				a.identified = true

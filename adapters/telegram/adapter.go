@@ -76,6 +76,7 @@ var (
 	_ core.Surface           = (*Adapter)(nil)
 	_ core.Administrators    = (*Adapter)(nil)
 	_ core.MembershipChecker = (*Adapter)(nil)
+	_ core.AttemptedPoster   = (*Adapter)(nil)
 )
 
 type identity struct {

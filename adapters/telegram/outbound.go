@@ -64,11 +64,26 @@ func marked(text string) string { return text + resentSuffix }
 // every post's intent (its step, and so its key) before asking for it and
 // message.posted after, so a post whose outcome is unknown is asked for
 // again with out.Resumed (a resumed run, after a crash or a failed drive).
-// The Bot API cannot read a chat's history or find a message by a key, so
-// when this process has no record of the key the part is sent again with
-// ResentMarker: it may be the second copy, and says so, rather than
-// leaving a gap.
+// The Bot API cannot read a chat's history or find a message by a key.
+// Without a record of attempts (Post, not PostAttempted) every part of a
+// resumed post this process has no record of is sent with ResentMarker: it
+// may be the second copy, and says so, rather than leaving a gap.
 func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
+	return a.post(ctx, out, nil)
+}
+
+// PostAttempted implements core.AttemptedPoster, which the engine uses: each
+// part's send attempt is journaled (att.Record) in the pacer's slot,
+// immediately before sendMessage, and a part of a resumed post carries
+// ResentMarker only when an earlier attempt of it was recorded (it may have
+// landed). A part never attempted (the process died before its turn in the
+// queue, or before the post was asked for) is sent plain: it never left.
+func (a *Adapter) PostAttempted(ctx context.Context, out core.Outbound, att core.PostAttempts) (core.MessageRef, error) {
+	return a.post(ctx, out, att)
+}
+
+// post is Post, with att (nil: no record of attempts) deciding the marker.
+func (a *Adapter) post(ctx context.Context, out core.Outbound, att core.PostAttempts) (core.MessageRef, error) {
 	if err := checkScope(out.Scope); err != nil {
 		return core.MessageRef{}, err
 	}
@@ -92,11 +107,11 @@ func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef,
 	}
 	scope := out.Scope
 	scope.Platform = Platform
-	return a.ledger.posts.PostParts("telegram", out.Key, len(parts), func(i int, _ string) (core.MessageRef, error) {
+	return a.ledger.posts.PostParts("telegram", out.Key, len(parts), func(i int, partKey string) (core.MessageRef, error) {
 		part := parts[i]
-		if out.Resumed && out.Key != "" {
-			// Not in the ledger (PostParts skips the parts it holds): an
-			// earlier process may have sent it.
+		// Not in the ledger (PostParts skips the parts it holds): an
+		// earlier process may have sent it.
+		if out.Resumed && out.Key != "" && (att == nil || att.Made(ctx, partKey)) {
 			if part.keyboard == nil {
 				part.text = marked(part.text)
 			} else {
@@ -113,8 +128,17 @@ func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef,
 		if part.keyboard != nil {
 			p["reply_markup"] = mustJSON(part.keyboard)
 		}
+		recorded := att == nil || partKey == ""
 		var sent sentMessage
 		err := a.pacer.do(ctx, chat, out.Priority, "", func(ctx context.Context) error {
+			if !recorded {
+				// In the queue's slot, so a post still waiting for its
+				// turn when the process dies has no attempt on record.
+				if err := att.Record(ctx, partKey); err != nil {
+					return err
+				}
+				recorded = true
+			}
 			return a.callInto(ctx, "sendMessage", p, &sent)
 		})
 		if err != nil {

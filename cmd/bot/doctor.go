@@ -322,7 +322,7 @@ func probeCheck(r llm.ProbeResult) core.Check {
 // doctorPlatforms builds the surfaces serve would run and asks each that
 // can check itself (core.Doctor) to do so.
 func doctorPlatforms(ctx context.Context, d *doctor, cfg config) {
-	set, err := newPlatforms(cfg, nil, nil, nil, slog.New(slog.DiscardHandler))
+	set, err := newPlatforms(cfg, nil, nil, nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		d.add(platformFailure(err))
 		return

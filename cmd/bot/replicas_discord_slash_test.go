@@ -31,7 +31,7 @@ func TestReplicasAnswerDiscordSlashCommandsOnceThroughAKill(t *testing.T) {
 	t.Parallel()
 	dbURL := testpg.New(t)
 	rs := testredis.StartServer(t)
-	dc := newDiscordReplicaFake(t)
+	dc := newDiscordReplicaFake(t, true)
 	modelURL := slowModel(t, 3500*time.Millisecond)
 	bin := buildCrashBot(t)
 	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)

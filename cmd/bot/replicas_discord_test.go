@@ -30,19 +30,6 @@ var (
 	drCarol = discordfake.User{ID: "220000000000000003", Username: "carol"}
 )
 
-// newDiscordReplicaFake is the fake Discord the replicas share: one
-// session per replica, each getting every dispatch.
-func newDiscordReplicaFake(t *testing.T) *discordfake.Server {
-	dc := discordfake.New(discordfake.Config{
-		Token: "discord-replicas", EchoPosts: true, MultiSession: true,
-		Guilds: []discordfake.Guild{{ID: drGuild, OwnerID: drCarol.ID, Channels: []discordfake.Channel{
-			{ID: drGeneral, Name: "general"}, {ID: drOps, Name: "ops"},
-		}}},
-	})
-	t.Cleanup(dc.Close)
-	return dc
-}
-
 // discordReplicaEnv is replicaEnv with Discord in place of Slack.
 func discordReplicaEnv(dir, name, dbURL, redisURL, key, apiURL, modelURL string, extra ...string) []string {
 	var env []string
@@ -52,6 +39,19 @@ func discordReplicaEnv(dir, name, dbURL, redisURL, key, apiURL, modelURL string,
 		}
 	}
 	return append(env, "DISCORD_BOT_TOKEN=discord-replicas", "MARLOWE_DISCORD_API_URL="+apiURL)
+}
+
+// newDiscordReplicaFake is a fake Discord with one guild (#general, #ops)
+// that echoes the bot's posts; multi keeps a gateway session per replica.
+func newDiscordReplicaFake(t *testing.T, multi bool) *discordfake.Server {
+	dc := discordfake.New(discordfake.Config{
+		Token: "discord-replicas", EchoPosts: true, MultiSession: multi,
+		Guilds: []discordfake.Guild{{ID: drGuild, OwnerID: drCarol.ID, Channels: []discordfake.Channel{
+			{ID: drGeneral, Name: "general"}, {ID: drOps, Name: "ops"},
+		}}},
+	})
+	t.Cleanup(dc.Close)
+	return dc
 }
 
 // TestReplicasAnswerEachDiscordMessageOnceThroughKills: two replicas, each
@@ -70,7 +70,7 @@ func TestReplicasAnswerEachDiscordMessageOnceThroughKills(t *testing.T) {
 	t.Parallel()
 	dbURL := testpg.New(t)
 	rs := testredis.StartServer(t)
-	dc := newDiscordReplicaFake(t)
+	dc := newDiscordReplicaFake(t, true)
 	model, modelURL := slowModelFake(t, 300*time.Millisecond)
 	bin := buildCrashBot(t)
 	key := "MARLOWE_SIGNING_KEY=" + testSigningKey(t)

@@ -141,8 +141,9 @@ func TestReplicasAnswerEachTelegramMessageOnceThroughKills(t *testing.T) {
 		return strings.Contains(s.Text, "You said:") && strings.Contains(s.Text, word)
 	}
 	// answered counts an answer's copies, and its unmarked ones. A resumed
-	// run's posts carry telegram.ResentMarker: the Bot API cannot tell
-	// whether a send whose message.posted never committed went out (the
+	// run's post whose send was attempted (message.attempted) carries
+	// telegram.ResentMarker: the Bot API cannot tell whether a send whose
+	// message.posted never committed went out (the
 	// stalled poller's transaction, ended by the server while it was
 	// frozen, can be one). docs/telegram.md promises no gap and never an
 	// unmarked second copy.

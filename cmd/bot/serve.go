@@ -101,7 +101,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return fmt.Errorf("tool registry: %w", err)
 	}
 
-	surfaces, err := newSurfaces(cfg, rdb, elect, st.Deliveries, log)
+	surfaces, err := newSurfaces(cfg, rdb, elect, st.Deliveries, st.Journal, log)
 	if err != nil {
 		return err
 	}
@@ -287,8 +287,8 @@ type surfaceSet struct {
 
 // newSurfaces starts the configured platforms, and the sandbox when no
 // platform is configured or MARLOWE_SANDBOX=1.
-func newSurfaces(cfg config, rdb *goredis.Client, elect elector, queue core.DeliveryQueue, log *slog.Logger) (surfaceSet, error) {
-	set, err := newPlatforms(cfg, rdb, elect, queue, log)
+func newSurfaces(cfg config, rdb *goredis.Client, elect elector, queue core.DeliveryQueue, j core.Journal, log *slog.Logger) (surfaceSet, error) {
+	set, err := newPlatforms(cfg, rdb, elect, queue, j, log)
 	if err != nil {
 		return set, err
 	}
@@ -313,8 +313,9 @@ func newSurfaces(cfg config, rdb *goredis.Client, elect elector, queue core.Deli
 
 // newPlatforms builds each platform whose settings are given: Slack when any
 // of its settings is (so a missing token is reported, not silently replaced
-// by the sandbox). It connects to nothing; bot doctor uses it too.
-func newPlatforms(cfg config, rdb *goredis.Client, elect elector, queue core.DeliveryQueue, log *slog.Logger) (surfaceSet, error) {
+// by the sandbox). It connects to nothing; bot doctor uses it too. j, when
+// set, tells Discord's gap fill where the conversations were.
+func newPlatforms(cfg config, rdb *goredis.Client, elect elector, queue core.DeliveryQueue, j core.Journal, log *slog.Logger) (surfaceSet, error) {
 	set := surfaceSet{byName: map[string]core.Surface{}}
 	if slackConfigured(cfg.Getenv) {
 		scfg, err := slack.ConfigFromEnv(cfg.Getenv)
@@ -335,7 +336,7 @@ func newPlatforms(cfg config, rdb *goredis.Client, elect elector, queue core.Del
 		}
 		log.Info("slack configured", "mode", scfg.Mode)
 	}
-	if err := addDiscord(&set, cfg, rdb, queue, log); err != nil {
+	if err := addDiscord(&set, cfg, rdb, queue, j, log); err != nil {
 		return set, err
 	}
 	if err := addTelegram(&set, cfg, rdb, elect, log); err != nil {

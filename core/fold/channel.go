@@ -51,6 +51,9 @@ type Channel struct {
 	erasures     map[string]*Erasure // `forget me` requests asked in this DM (erasure.go)
 	posted       int
 	redacted     []uint64 // seqs named by command.redacted, in journal order
+	// attempted holds the part keys of recent message.attempted records: a
+	// resumed post of one of them may be a second copy (core.AttemptedPoster).
+	attempted fifoMap
 }
 
 func NewChannel(ch core.ChannelKey) Channel {
@@ -63,7 +66,19 @@ func NewChannel(ch core.ChannelKey) Channel {
 		firingRuns: map[string]*Firing{},
 		reports:    newReportFold(),
 		erasures:   map[string]*Erasure{},
+		attempted:  newFIFOMap(attemptedKeys),
 	}
+}
+
+// attemptedKeys bounds the send attempts a channel remembers. A post's
+// attempts matter only until its message.posted, normally moments later;
+// the bound covers every post a crash can leave unrecorded.
+const attemptedKeys = 4096
+
+// Attempted reports whether a send of part key was recorded as attempted.
+func (f *Channel) Attempted(key string) bool {
+	_, ok := f.attempted.M[key]
+	return ok
 }
 
 // Run is a run as the channel sees it.
@@ -224,6 +239,8 @@ func (f *Channel) Apply(c core.Command) error {
 		}
 		f.answered(c, p)
 		f.routinePosted(c, p)
+	case *core.MessageAttempted:
+		f.attempted.set(p.EffectID, "")
 	case *core.MemoryWritten:
 		f.memories[p.MemoryID] = &MemoryState{ID: p.MemoryID, Text: p.Text}
 	case *core.MemoryForgotten:

@@ -132,8 +132,9 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		MsgConv      fifoMap
 		Top          topExchange
 		Routines     map[string]*Routine
+		Attempted    fifoMap
 	}{f.policySet, f.consents, f.revokedConsents, f.approvals, runs, f.threads, seen, f.dayTokens, f.history, f.historyOrder,
-		f.threadConv, f.msgConv, f.top, f.routines})
+		f.threadConv, f.msgConv, f.top, f.routines, f.attempted})
 	if err != nil {
 		return "", "", fmt.Errorf("dump internal fields: %w", err)
 	}
