@@ -19,7 +19,7 @@ import (
 // expired; grants made and revoked; policies naming approvers and admins;
 // redactions) in item channels, people's chatter in as many channels
 // again, and reports filed and dismissed in people's DMs.
-func inboxWorld(t *testing.T, ctx context.Context, j core.Journal, seed uint64) (*clock, *core.Boundary) {
+func inboxWorld(t testing.TB, ctx context.Context, j core.Journal, seed uint64) (*clock, *core.Boundary) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
 	b := core.NewBoundary(clk.Now)
@@ -177,5 +177,61 @@ func TestInboxReadsOnlyChannelsWithItems(t *testing.T) {
 	}
 	if len(log.read) == 0 {
 		t.Fatal("the inbox read no channel at all")
+	}
+}
+
+// BenchmarkInbox measures one person's inbox on PostgreSQL over a platform
+// of 1,000 channels of people's messages and the item channels of
+// inboxWorld, from the item index (index) and by folding every channel
+// (every-channel, what Inbox did before), with the engine's channel cache
+// warm: what each `inbox` or App Home publish costs.
+//
+//	go test -run '^$' -bench Inbox -benchtime 20x ./engine/
+func BenchmarkInbox(b *testing.B) {
+	url := testpg.New(b)
+	j, err := postgres.Open(b.Context(), url, coretest.NewSigner(b))
+	if err != nil {
+		b.Fatalf("open journal: %v", err)
+	}
+	b.Cleanup(j.Close)
+	ctx := b.Context()
+	clk, bd := inboxWorld(b, ctx, j, 1)
+	for i := range 1000 {
+		sc := chanScope(fmt.Sprintf("B%04d", i))
+		var drafts []core.Draft
+		for k := range 3 {
+			d, err := bd.Human(alice, sc, core.Meta{}, &core.MessageReceived{MessageID: fmt.Sprintf("B%04d-%d", i, k), Author: alice, Visibility: core.Public, Text: "chatter"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			drafts = append(drafts, d)
+		}
+		if _, err := j.Append(ctx, drafts...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	e := newFoldEngine(b, foldWorld{j: j, b: bd, clk: clk})
+	items, err := j.ItemChannels(ctx, platform)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d item channels", len(items))
+	for _, c := range []struct {
+		name  string
+		inbox func() ([]core.InboxItem, error)
+	}{
+		{"index", func() ([]core.InboxItem, error) { return e.Inbox(ctx, platform, alice.ID) }},
+		{"every-channel", func() ([]core.InboxItem, error) { return e.InboxOfEveryChannel(ctx, platform, alice.ID) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := c.inbox(); err != nil { // warm the channel cache
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := c.inbox(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,106 @@
+package engine_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
+)
+
+// unfencedLog records the appends made without a lease fence: on
+// PostgreSQL each sends a NOTIFY (TestOnlyUnfencedAppendsNotify in
+// store/postgres), which serialises commits server-wide.
+type unfencedLog struct {
+	core.Journal
+	mu    sync.Mutex
+	kinds []core.Kind
+}
+
+func (j *unfencedLog) Append(ctx context.Context, d ...core.Draft) ([]core.Command, error) {
+	cmds, err := j.Journal.Append(ctx, d...)
+	j.record(cmds)
+	return cmds, err
+}
+
+func (j *unfencedLog) AppendAt(ctx context.Context, exp core.Expect, d ...core.Draft) ([]core.Command, error) {
+	cmds, err := j.Journal.AppendAt(ctx, exp, d...)
+	if exp.Fence == nil {
+		j.record(cmds)
+	}
+	return cmds, err
+}
+
+func (j *unfencedLog) record(cmds []core.Command) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, c := range cmds {
+		j.kinds = append(j.kinds, c.Kind())
+	}
+}
+
+func (j *unfencedLog) unfenced() []core.Kind {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]core.Kind(nil), j.kinds...)
+}
+
+// A lone replica sends no NOTIFY: the messages it receives on a channel it
+// owns are journaled under the channel's lease fence, like its runs' steps,
+// so nothing it journals for a conversation is an unfenced append. (Before,
+// every message received was journaled unfenced and notified nobody who
+// listened.) Another replica's ingress on the channel still notifies:
+// TestOnlyTheOwnerDrivesAChannel.
+func TestLoneReplicaJournalsEveryMessageFenced(t *testing.T) {
+	mem := coretest.NewMemJournal(coretest.NewSigner(t))
+	j := &unfencedLog{Journal: mem}
+	s := coretest.NewFakeSurface(platform, botID)
+	m := coretest.NewScriptedModel(coretest.Text("an answer"))
+	e, err := engine.New(engine.Config{
+		Journal: j, Boundary: core.NewBoundary(time.Now), Model: m,
+		Surfaces: map[string]core.Surface{platform: s},
+		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) {
+			return ev.MentionsBot || ev.Scope.Thread != "", "test", nil
+		}),
+		Logger: slog.New(slog.DiscardHandler), CardKey: cardKey, ChecklistDelay: time.Hour,
+		Leases: mem, Replica: "solo", LeaseTTL: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	root := core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
+		Text: "<@" + botID + "> first", MentionsBot: true, At: time.Now()}
+	if err := e.Deliver(t.Context(), core.Inbound{Event: &root}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first answer", func() bool { return len(s.Posts()) == 1 })
+	sc := chanScope("C1")
+	sc.Thread = "M1"
+	if err := e.Deliver(t.Context(), core.Inbound{Event: &core.Event{Scope: sc, Visibility: core.Public, MessageID: "M2", Author: bob, Text: "and this", At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second answer", func() bool { return len(s.Posts()) == 2 })
+	if err := e.WaitIdle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	received := 0
+	for _, c := range mem.All(chanScope("C1").Key()) {
+		if c.Kind() == core.KindMessageReceived {
+			received++
+		}
+	}
+	if received != 2 {
+		t.Fatalf("%d messages journaled, want 2", received)
+	}
+	if u := j.unfenced(); len(u) != 0 {
+		t.Fatalf("a lone replica journaled %d commands unfenced (each a NOTIFY on PostgreSQL): %v", len(u), u)
+	}
+}
