@@ -74,17 +74,23 @@ func inboxWorld(t testing.TB, ctx context.Context, j core.Journal, seed uint64) 
 	return clk, b
 }
 
+// openJournalPG opens a journal in a fresh PostgreSQL database.
+func openJournalPG(tb testing.TB) *postgres.Store {
+	tb.Helper()
+	j, err := postgres.Open(tb.Context(), testpg.New(tb), coretest.NewSigner(tb))
+	if err != nil {
+		tb.Fatalf("open journal: %v", err)
+	}
+	tb.Cleanup(j.Close)
+	return j
+}
+
 // Inbox, App Home and `consents` read only the channels the store's item
 // index names, and what they list is what folding every channel of the
 // platform lists, for every person at several moments of random journals
 // on PostgreSQL (the index is the store's SQL).
 func TestInboxFromTheItemIndexEqualsEveryChannel(t *testing.T) {
-	url := testpg.New(t)
-	j, err := postgres.Open(t.Context(), url, coretest.NewSigner(t))
-	if err != nil {
-		t.Fatalf("open journal: %v", err)
-	}
-	t.Cleanup(j.Close)
+	j := openJournalPG(t)
 	ctx := t.Context()
 	for seed := uint64(1); seed <= 3; seed++ {
 		clk, b := inboxWorld(t, ctx, j, seed)
@@ -188,12 +194,7 @@ func TestInboxReadsOnlyChannelsWithItems(t *testing.T) {
 //
 //	go test -run '^$' -bench Inbox -benchtime 20x ./engine/
 func BenchmarkInbox(b *testing.B) {
-	url := testpg.New(b)
-	j, err := postgres.Open(b.Context(), url, coretest.NewSigner(b))
-	if err != nil {
-		b.Fatalf("open journal: %v", err)
-	}
-	b.Cleanup(j.Close)
+	j := openJournalPG(b)
 	ctx := b.Context()
 	clk, bd := inboxWorld(b, ctx, j, 1)
 	for i := range 1000 {
