@@ -26,3 +26,6 @@ func (e *Engine) GrantIDs(ctx context.Context, platform, person string, everyCha
 	}
 	return out, err
 }
+
+// Owns reports whether this replica's books hold ch's lease.
+func (e *Engine) Owns(ch core.ChannelKey) (*core.Fence, bool) { return e.owns(ch) }

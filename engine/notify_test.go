@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,5 +103,39 @@ func TestLoneReplicaJournalsEveryMessageFenced(t *testing.T) {
 	}
 	if u := j.unfenced(); len(u) != 0 {
 		t.Fatalf("a lone replica journaled %d commands unfenced (each a NOTIFY on PostgreSQL): %v", len(u), u)
+	}
+}
+
+// Attack (a deposed receiver): a replica whose books still say it owns a
+// channel (it cannot renew; another replica took the lapsed lease over)
+// receives a mention there. Its fenced append of the message is refused,
+// so it journals the message unfenced instead (notifying the new owner),
+// and the new owner answers it: the message is neither lost nor answered
+// by the deposed one.
+func TestDeposedReceiverJournalsTheMessageForTheNewOwner(t *testing.T) {
+	c := newCluster(t)
+	ma := coretest.NewScriptedModel(coretest.Text("answer from a"), coretest.Text("answer from a"))
+	a := c.add("a", ma, func(l core.Leases) core.Leases { return renewFails{l} })
+	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
+		Text: "<@" + botID + "> first", MentionsBot: true, At: time.Now()})
+	waitFor(t, "a's answer", func() bool { return answers(a.s, "answer from a") == 1 })
+	mb := coretest.NewScriptedModel(coretest.Text("answer from b"))
+	b := c.add("b", mb, nil)
+	waitFor(t, "b to take the lapsed channel over", func() bool {
+		return strings.Contains(b.logs.String(), `msg="took over a lapsed channel" channel=`+string(chanScope("C1").Key()))
+	})
+	if _, owns := a.e.Owns(chanScope("C1").Key()); !owns {
+		t.Fatal("a's books no longer hold C1: the attack needs a replica that thinks it still owns the channel")
+	}
+	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M2", Author: bob,
+		Text: "<@" + botID + "> second", MentionsBot: true, At: time.Now()})
+	waitFor(t, "b's answer to the message a received", func() bool { return answers(b.s, "answer from b") == 1 })
+	_ = a.e.WaitIdle(t.Context())
+	_ = b.e.WaitIdle(t.Context())
+	if n := answers(a.s, "answer from a"); n != 1 {
+		t.Errorf("the deposed replica posted %d answers, want only its first", n)
+	}
+	if n := c.count("C1", core.KindMessageReceived); n != 2 {
+		t.Errorf("%d messages journaled, want 2", n)
 	}
 }
