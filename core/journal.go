@@ -64,6 +64,11 @@ type Journal interface {
 	// commands of their channels and the message.received commands of
 	// their runs (the messages they answer).
 	PostsSince(ctx context.Context, since time.Time) ([]Command, error)
+	// ItemChannels returns, in order, the channels of platform holding an
+	// approval.requested, consent.granted or report.filed: the only
+	// channels where a person's inbox, App Home or `consents` can find
+	// anything, so those read these channels and not every channel.
+	ItemChannels(ctx context.Context, platform string) ([]ChannelKey, error)
 }
 
 // Expect is what an AppendAt requires of the journal.

@@ -32,8 +32,13 @@ type grantRow struct {
 
 // grantsOf lists the standing grants person owns on platform, oldest first.
 func (e *Engine) grantsOf(ctx context.Context, platform, person string) ([]grantRow, error) {
+	return e.grantsIn(ctx, platform, person, e.eachItemChannel)
+}
+
+// grantsIn is grantsOf over the channels each visits.
+func (e *Engine) grantsIn(ctx context.Context, platform, person string, each func(context.Context, string, func(*chanView)) error) ([]grantRow, error) {
 	var out []grantRow
-	err := e.eachChannel(ctx, platform, func(v *chanView) {
+	err := each(ctx, platform, func(v *chanView) {
 		for _, g := range v.fold.Grants() {
 			if g.Owner == person {
 				out = append(out, grantRow{v.key, *g})
@@ -79,7 +84,8 @@ func (e *Engine) revokeConsentCmd(ctx context.Context, platform string, by core.
 	}
 	var found *grantRow
 	var revoked bool
-	err := e.eachChannel(ctx, platform, func(v *chanView) {
+	// A revocation is journaled in its grant's channel: one with an item.
+	err := e.eachItemChannel(ctx, platform, func(v *chanView) {
 		if g := v.fold.Grant(id); g != nil && found == nil {
 			found = &grantRow{v.key, *g}
 		}

@@ -31,10 +31,35 @@ func (e *Engine) eachChannel(ctx context.Context, platform string, fn func(v *ch
 	if err != nil {
 		return fmt.Errorf("list channels: %w", err)
 	}
+	return e.foldEach(ctx, platformChannels(chs, platform), fn)
+}
+
+// eachItemChannel is eachChannel over the channels of platform that hold
+// an approval, a consent grant or a report (Journal.ItemChannels, an index
+// kept by the store in the append's transaction): every other channel has
+// nothing for an inbox, a home page or `consents`, so none is read.
+func (e *Engine) eachItemChannel(ctx context.Context, platform string, fn func(v *chanView)) error {
+	chs, err := e.j.ItemChannels(ctx, platform)
+	if err != nil {
+		return fmt.Errorf("list channels with inbox items: %w", err)
+	}
+	return e.foldEach(ctx, chs, fn)
+}
+
+// platformChannels keeps the channels of platform.
+func platformChannels(chs []core.ChannelKey, platform string) []core.ChannelKey {
+	var out []core.ChannelKey
 	for _, ch := range chs {
-		if !strings.HasPrefix(string(ch), platform+"/") {
-			continue
+		if strings.HasPrefix(string(ch), platform+"/") {
+			out = append(out, ch)
 		}
+	}
+	return out
+}
+
+// foldEach calls fn on each of chs, under its lock, caught up.
+func (e *Engine) foldEach(ctx context.Context, chs []core.ChannelKey, fn func(v *chanView)) error {
+	for _, ch := range chs {
 		v, err := e.channel(ctx, ch)
 		if err != nil {
 			return err
@@ -260,11 +285,17 @@ func (d *driver) noApprover(ctx context.Context, cs *callState, tool core.Tool, 
 // admin of its channel now), consent requests of runs done on their
 // behalf, questions put to them, and the open reports of their routines
 // (report.go: the newest maxInboxReports of the last reportHorizon). It is
-// folded from the journal, so every replica and restart shows the same inbox.
+// folded from the journal, so every replica and restart shows the same
+// inbox; only the channels holding items are read (eachItemChannel).
 func (e *Engine) Inbox(ctx context.Context, platform, userID string) ([]core.InboxItem, error) {
+	return e.inboxOf(ctx, platform, userID, e.eachItemChannel)
+}
+
+// inboxOf is Inbox over the channels each visits.
+func (e *Engine) inboxOf(ctx context.Context, platform, userID string, each func(context.Context, string, func(*chanView)) error) ([]core.InboxItem, error) {
 	var out, reports []core.InboxItem
 	now := e.now()
-	err := e.eachChannel(ctx, platform, func(v *chanView) {
+	err := each(ctx, platform, func(v *chanView) {
 		reports = append(reports, reportItems(v, userID, now)...)
 		pol := e.policyLocked(v)
 		for _, a := range v.fold.Approvals() {

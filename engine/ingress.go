@@ -10,6 +10,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
+	"github.com/marlowe-bot/marlowe/replica"
 )
 
 // Deliver is what surfaces call for every inbound item. For an event it
@@ -84,7 +85,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 	var wake string
 	var started, steered, cancelled, superseded bool
 	var refusal *notice
-	_, err = v.appendPlan(ctx, func() ([]core.Draft, error) {
+	plan := func() ([]core.Draft, error) {
 		superseded = false // this pass's plan decides (a retried plan may differ)
 		if dup := v.fold.Delivered(ev.MessageID); dup {
 			return nil, nil // a redelivery (or Slack's app_mention + message pair)
@@ -145,7 +146,22 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 		}
 		wake, started = runID, true
 		return append(drafts, mr, rsd), nil
-	})
+	}
+	// On a channel this replica owns, the message is journaled under the
+	// lease's fence, and a fenced append notifies nobody (only the holder,
+	// this replica, acts on a notification): a lone replica sends no NOTIFY
+	// at all. Elsewhere (another replica owns the channel, or nobody yet) it
+	// is journaled unfenced, and the owner is notified.
+	actx := ctx
+	if f, held := e.owns(ch); held && f != nil {
+		actx = replica.WithFence(ctx, f)
+	}
+	_, err = v.appendPlan(actx, plan)
+	if errors.Is(err, replica.ErrLeaseLost) && actx != ctx {
+		// The lease passed on since the claim: journal it for the new
+		// owner, notified.
+		_, err = v.appendPlan(ctx, plan)
+	}
 	if err != nil {
 		return fmt.Errorf("deliver event in %s: %w", ch, err)
 	}

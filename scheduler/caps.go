@@ -39,27 +39,14 @@ func (s *Scheduler) underCaps(ctx context.Context, sc core.Scope, here map[strin
 		if ch == sc.Key() || owned >= s.cfg.MaxPerOwner {
 			continue
 		}
-		if seen, ok := s.quiet[ch]; ok {
-			newer, err := s.cfg.Journal.Read(ctx, ch, seen+1, 0)
-			if err != nil {
-				return fmt.Errorf("routine: read %s: %w", ch, err)
-			}
-			if !hasRoutine(newer) {
-				continue // no routine there
-			}
-		}
-		cmds, err := s.cfg.Journal.Read(ctx, ch, 0, 0)
-		if err != nil {
-			return fmt.Errorf("routine: read %s: %w", ch, err)
-		}
-		if !hasRoutine(cmds) {
-			continue
-		}
-		rs, err := Fold(cmds)
+		t, err := s.catchUp(ctx, ch)
 		if err != nil {
 			return fmt.Errorf("routine: %w", err)
 		}
-		for _, r := range rs {
+		if t.fold == nil {
+			continue // no routine there
+		}
+		for _, r := range t.fold.RoutinesByID() {
 			if !r.Deleted && r.Owner == owner && r.Scope.Platform == sc.Platform {
 				owned++
 			}

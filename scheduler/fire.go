@@ -78,17 +78,13 @@ func (s *Scheduler) appendAt(ctx context.Context, head uint64, d core.Draft) ([]
 // the channel moved on between its fold and its fenced append.
 const maxReplans = 16
 
-// slotJournaled re-reads the channel: is r's slot fired now?
+// slotJournaled catches up with the channel: is r's slot fired now?
 func (s *Scheduler) slotJournaled(ctx context.Context, r *Routine, slot time.Time) bool {
-	cmds, err := s.cfg.Journal.Read(ctx, r.Scope.Key(), r.CreatedSeq, 0)
-	if err != nil {
+	t, err := s.catchUp(ctx, r.Scope.Key())
+	if err != nil || t.fold == nil {
 		return false
 	}
-	rs, err := Fold(cmds)
-	if err != nil {
-		return false
-	}
-	now := rs[r.ID]
+	now := t.fold.Routine(r.ID)
 	return now != nil && now.Fired(slot)
 }
 
@@ -98,12 +94,13 @@ func (s *Scheduler) retryAfter() time.Duration { return 3 * s.cfg.Tick }
 
 // perform does f's work: with a model, starts its unattended run (keyed by
 // the firing: a second start is a no-op); without one, posts the digest.
-// retry says an earlier attempt may have posted already.
-func (s *Scheduler) perform(ctx context.Context, r *Routine, f *Firing, cmds []core.Command, retry bool) error {
+// digest is compiled from the journal before the firing only, so a retry
+// posts (or seeds) the same text under the same key. retry says an earlier
+// attempt may have posted already.
+func (s *Scheduler) perform(ctx context.Context, r *Routine, f *Firing, digest string, retry bool) error {
 	if s.eng == nil {
 		return errors.New("scheduler: no engine bound")
 	}
-	before, digest := s.digestFor(r, f, cmds)
 	if !s.eng.HasModel() {
 		if _, err := s.eng.PostRoutine(ctx, core.DigestPost{Scope: r.Scope, Key: "routine:" + r.ID + ":" + f.CmdID,
 			Cause: f.CmdID, Text: digest, Retry: retry}); err != nil {
@@ -112,7 +109,6 @@ func (s *Scheduler) perform(ctx context.Context, r *Routine, f *Firing, cmds []c
 		f.Delivered = true
 		return nil
 	}
-	_ = before
 	owner := core.Person{ID: r.Owner}
 	if _, err := s.eng.StartUnattended(ctx, core.UnattendedRun{Scope: r.Scope, Owner: owner,
 		Instruction: r.Instruction, Context: seed(r, f, digest), Trigger: "routine:" + r.ID, RunID: f.RunID}); err != nil {
@@ -122,26 +118,16 @@ func (s *Scheduler) perform(ctx context.Context, r *Routine, f *Firing, cmds []c
 	return nil
 }
 
-// digestFor compiles f's digest from the journal before the firing only,
-// so a retry posts (or seeds) the same text under the same key.
-func (s *Scheduler) digestFor(r *Routine, f *Firing, cmds []core.Command) ([]core.Command, string) {
-	since, sinceAt := r.CreatedSeq, r.CreatedAt
-	for _, g := range r.Firings {
-		if g.Seq < f.Seq && g.Succeeded() {
-			since, sinceAt = g.Seq, g.At
-		}
-	}
+// digestFor compiles f's digest from cmds, the whole channel (a manual
+// run's): only the commands before the firing count.
+func digestFor(r *Routine, f *Firing, cmds []core.Command) string {
 	var before []core.Command
 	for _, c := range cmds {
 		if c.Seq() < f.Seq {
 			before = append(before, c)
 		}
 	}
-	text := Digest(r, before, since, sinceAt, f.At)
-	if f.Missed > 0 {
-		text += fmt.Sprintf("\n_(%d earlier slot(s) were missed while the bot was down.)_", f.Missed)
-	}
-	return before, text
+	return digestText(r, f, before)
 }
 
 // maxHistoryChars bounds what the run-history block quotes of the last
@@ -204,7 +190,7 @@ func (s *Scheduler) overBudget(ctx context.Context, r *Routine) string {
 // tend looks after r's earlier firings: an undelivered one is performed
 // again (after retryAfter, within the grace window) and reported to the
 // owner once it is past it; skipped slots are reported; drift is checked.
-func (s *Scheduler) tend(ctx context.Context, r *Routine, cmds []core.Command, now time.Time) error {
+func (s *Scheduler) tend(ctx context.Context, tail *chanTail, r *Routine, now time.Time) error {
 	var errs []error
 	for _, f := range r.Firings {
 		switch {
@@ -221,7 +207,11 @@ func (s *Scheduler) tend(ctx context.Context, r *Routine, cmds []core.Command, n
 			// The run ended without its post: nothing to retry here; past
 			// the grace window the owner is told.
 		default:
-			if err := s.perform(ctx, r, f, cmds, true); err != nil {
+			digest, err := s.tailDigest(ctx, tail, r, f)
+			if err == nil {
+				err = s.perform(ctx, r, f, digest, true)
+			}
+			if err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -90,10 +90,9 @@ type Scheduler struct {
 	// decides a slot twice.
 	mu  sync.Mutex
 	eng Engine
-	// quiet holds, for each channel found without routines, the seq it was
-	// read up to: later passes read only what came after it, not the whole
-	// journal again. Guarded by mu.
-	quiet map[core.ChannelKey]uint64
+	// tails holds what each channel's passes have folded (tail.go): a pass
+	// reads only the commands after it. Guarded by mu.
+	tails map[core.ChannelKey]*chanTail
 	// noticed holds the owner notices this process has sent (NotifyOwner
 	// itself dedups across processes by the DM's journal). Guarded by mu.
 	noticed map[string]bool
@@ -125,7 +124,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{cfg: cfg, quiet: map[core.ChannelKey]uint64{}, noticed: map[string]bool{}}, nil
+	return &Scheduler{cfg: cfg, tails: map[core.ChannelKey]*chanTail{}, noticed: map[string]bool{}}, nil
 }
 
 // Bind gives the scheduler the engine it posts through. The engine is built
@@ -199,40 +198,21 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 }
 
 func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
-	if seen, ok := s.quiet[ch]; ok {
-		newer, err := s.cfg.Journal.Read(ctx, ch, seen+1, 0)
-		if err != nil {
-			return fmt.Errorf("routine pass %s: %w", ch, err)
-		}
-		if !hasRoutine(newer) {
-			if len(newer) > 0 {
-				s.quiet[ch] = newer[len(newer)-1].Seq()
-			}
-			return nil
-		}
-		delete(s.quiet, ch)
-	}
-	cmds, err := s.cfg.Journal.Read(ctx, ch, 0, 0)
+	tail, err := s.catchUp(ctx, ch)
 	if err != nil {
-		return fmt.Errorf("routine pass %s: %w", ch, err)
+		return err
 	}
-	if !hasRoutine(cmds) {
-		if len(cmds) > 0 {
-			s.quiet[ch] = cmds[len(cmds)-1].Seq()
-		}
-		return nil
+	if tail.fold == nil {
+		return nil // no routine here
 	}
-	routines, err := Fold(cmds)
-	if err != nil {
-		return fmt.Errorf("routine pass %s: %w", ch, err)
-	}
+	routines := tail.routinesOf()
 	now := s.cfg.Clock().UTC()
 	var errs []error
 	for _, r := range sorted(routines) {
 		if r.Deleted {
 			continue
 		}
-		if err := s.tend(ctx, r, cmds, now); err != nil {
+		if err := s.tend(ctx, tail, r, now); err != nil {
 			errs = append(errs, err)
 		}
 		if !r.Armed {
@@ -305,28 +285,17 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 			}
 			continue
 		}
-		// Re-read: the digest covers the journal up to the firing.
-		cmds, err = s.cfg.Journal.Read(ctx, ch, 0, 0)
+		// The digest covers the journal up to the firing.
+		digest, err := s.tailDigest(ctx, tail, r, f)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if err := s.perform(ctx, r, f, cmds, false); err != nil {
+		if err := s.perform(ctx, r, f, digest, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// hasRoutine reports whether cmds hold a routine.created: a channel without
-// one has nothing to fire.
-func hasRoutine(cmds []core.Command) bool {
-	for _, c := range cmds {
-		if c.Kind() == core.KindRoutineCreated {
-			return true
-		}
-	}
-	return false
 }
 
 // lastScheduled is r's latest scheduled slot that fired (not skipped, not

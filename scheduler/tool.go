@@ -254,7 +254,7 @@ func (s *Scheduler) runNow(ctx context.Context, sc core.Scope, by core.Person, r
 	if err != nil {
 		return "", err
 	}
-	if err := s.perform(ctx, r, f, all, false); err != nil {
+	if err := s.perform(ctx, r, f, digestFor(r, f, all), false); err != nil {
 		return "", err
 	}
 	if s.eng.HasModel() {

@@ -175,28 +175,38 @@ func countLoaded(b *testing.B, j core.Journal) int {
 // still working and four with one waiting for approval; ten set a policy.
 // It returns the number of commands written.
 func seedLarge(b *testing.B, url string, signer *core.Signer, n, channels int) int {
+	end := time.Now().Add(-time.Minute)
+	span := 30 * 24 * time.Hour
+	perChannel := n / channels
+	text := strings.Repeat("Lorem ipsum dolor sit amet, consectetur adipiscing elit. ", 3)
+	return copyChannels(b, url, channels, func(ci int) (seededHead, []core.Record, error) {
+		return seedChannel(signer, ci, perChannel, end.Add(-span), span, text)
+	})
+}
+
+// seededHead is a seeded channel's head.
+type seededHead = struct {
+	ch   core.ChannelKey
+	seq  uint64
+	hash core.Hash
+}
+
+// copyChannels writes the sealed commands build returns for channels
+// 0..channels-1 straight into the commands table (COPY), on every core,
+// then their heads, and returns the number of commands written.
+func copyChannels(b *testing.B, url string, channels int, build func(ci int) (seededHead, []core.Record, error)) int {
 	ctx := b.Context()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	end := time.Now().Add(-time.Minute)
-	span := 30 * 24 * time.Hour
-	perChannel := n / channels
-	text := strings.Repeat("Lorem ipsum dolor sit amet, consectetur adipiscing elit. ", 3)
-
 	cols := []string{"channel", "seq", "id", "kind", "v", "actor_type", "actor_id", "actor_platform",
 		"platform", "workspace", "channel_id", "thread", "run", "cause", "at", "payload", "redacted",
 		"payload_hash", "prev", "key_id", "sig"}
-	type head struct {
-		ch   core.ChannelKey
-		seq  uint64
-		hash core.Hash
-	}
 	var (
 		mu    sync.Mutex
-		heads []head
+		heads []seededHead
 		total int
 		errs  []error
 	)
@@ -216,7 +226,7 @@ func seedLarge(b *testing.B, url string, signer *core.Signer, n, channels int) i
 				return err
 			}
 			for ci := range work {
-				h, rows, err := seedChannel(signer, ci, perChannel, end.Add(-span), span, text)
+				h, rows, err := build(ci)
 				if err == nil {
 					for _, r := range rows {
 						batch = append(batch, []any{string(h.ch), int64(r.Seq), r.ID, r.Kind, r.V, string(r.Actor.Type), r.Actor.ID,
@@ -231,7 +241,7 @@ func seedLarge(b *testing.B, url string, signer *core.Signer, n, channels int) i
 				if err != nil {
 					errs = append(errs, err)
 				} else {
-					heads = append(heads, head{h.ch, h.seq, h.hash})
+					heads = append(heads, h)
 					total += len(rows)
 				}
 				mu.Unlock()
@@ -267,11 +277,7 @@ func seedLarge(b *testing.B, url string, signer *core.Signer, n, channels int) i
 }
 
 // seedChannel builds one channel's sealed commands.
-func seedChannel(signer *core.Signer, ci, rows int, from time.Time, span time.Duration, text string) (struct {
-	ch   core.ChannelKey
-	seq  uint64
-	hash core.Hash
-}, []core.Record, error) {
+func seedChannel(signer *core.Signer, ci, rows int, from time.Time, span time.Duration, text string) (seededHead, []core.Record, error) {
 	var at time.Time
 	bd := core.NewBoundary(func() time.Time { return at })
 	sc := core.Scope{Platform: "slack", Workspace: "T1", Channel: fmt.Sprintf("C%04d", ci)}
@@ -280,11 +286,7 @@ func seedChannel(signer *core.Signer, ci, rows int, from time.Time, span time.Du
 	var out []core.Record
 	var prev core.Hash
 	seq := uint64(0)
-	res := struct {
-		ch   core.ChannelKey
-		seq  uint64
-		hash core.Hash
-	}{ch: sc.Key()}
+	res := seededHead{ch: sc.Key()}
 	add := func(d core.Draft, err error) error {
 		if err != nil {
 			return err

@@ -63,3 +63,12 @@ func (j *MemJournal) PostsSince(ctx context.Context, since time.Time) ([]core.Co
 	}
 	return journaltest.PostsSince(all, since), nil
 }
+
+// ItemChannels implements core.Journal.
+func (j *MemJournal) ItemChannels(ctx context.Context, platform string) ([]core.ChannelKey, error) {
+	all, err := j.everything(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return journaltest.ItemChannels(all, platform), nil
+}

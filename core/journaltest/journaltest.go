@@ -108,6 +108,7 @@ func Run(t *testing.T, open func(t *testing.T, signer *core.Signer) Harness) {
 		{"AppendAtFence", testAppendAtFence},
 		{"Leases", testLeases},
 		{"Tail", testTail},
+		{"ItemChannels", testItemChannels},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

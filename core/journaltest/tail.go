@@ -116,3 +116,22 @@ func PostsSince(all []core.Command, since time.Time) []core.Command {
 	}
 	return out
 }
+
+// ItemChannels is the reference for core.Journal.ItemChannels.
+func ItemChannels(all []core.Command, platform string) []core.ChannelKey {
+	var out []core.ChannelKey
+	for _, c := range all {
+		switch c.Kind() {
+		case core.KindApprovalRequested, core.KindConsentGranted, core.KindReportFiled:
+		default:
+			continue
+		}
+		if c.Redacted() || c.Scope().Platform != platform {
+			continue
+		}
+		if n := len(out); n == 0 || out[n-1] != c.Channel() {
+			out = append(out, c.Channel())
+		}
+	}
+	return out
+}

@@ -251,3 +251,54 @@ func testTail(t *testing.T, f *fixture) {
 	}
 	checkTail(t, "PostsSince(+1ns)", got, PostsSince(all, since.Add(time.Nanosecond)), tj.posts[len(tj.posts)-1:], tj.posts[1:3])
 }
+
+// testItemChannels: ItemChannels lists, in order, the channels of a
+// platform holding an approval.requested, consent.granted or report.filed
+// that is not redacted, as the reference over the whole journal does, and
+// none of another platform or with only other commands.
+func testItemChannels(t *testing.T, f *fixture) {
+	ctx := t.Context()
+	if got, err := f.j.ItemChannels(ctx, "test"); err != nil || len(got) != 0 {
+		t.Fatalf("ItemChannels of an empty journal: %v %v", got, err)
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	bd := core.NewBoundary(func() time.Time { return now })
+	ann := core.Person{ID: "U1", Name: "Ann"}
+	draft := func(sc core.Scope, p core.Payload) core.Draft {
+		t.Helper()
+		d, err := bd.Agent("run-"+sc.Channel, sc, core.Meta{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	other := core.Scope{Platform: "other", Workspace: "w", Channel: "c-approval"}
+	f.append(f.msgs("c-chatter", 3)...)
+	f.append(draft(scope("c-approval"), &core.ApprovalRequested{ApprovalID: "a1", Tool: "t", Consequence: "write", ExpiresAt: now.Add(time.Hour)}))
+	f.append(draft(scope("c-approval"), &core.ApprovalResolved{ApprovalID: "a1", Decision: "approved"}))
+	f.append(draft(scope("b-grant"), &core.ConsentGranted{ConsentID: "g1", Tool: "t", Owner: ann.ID}))
+	f.append(draft(scope("d-report"), &core.ReportFiled{ReportID: "rp1", Owner: ann.ID, Title: "report"}))
+	f.append(draft(other, &core.ApprovalRequested{ApprovalID: "a2", Tool: "t", Consequence: "write", ExpiresAt: now.Add(time.Hour)}))
+	gone := f.append(draft(scope("e-redacted"), &core.ApprovalRequested{ApprovalID: "a3", Tool: "t", Consequence: "write", ExpiresAt: now.Add(time.Hour)}))[0]
+	rec, err := bd.System("engine", scope("e-redacted"), core.Meta{}, &core.CommandRedacted{Seq: gone.Seq(), ID: gone.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.j.Redact(ctx, gone.Seq(), rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.j.ItemChannels(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.ChannelKey{key("b-grant"), key("c-approval"), key("d-report")}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ItemChannels(test) = %v, want %v", got, want)
+	}
+	if ref := ItemChannels(f.everything(), "test"); !slices.Equal(ref, want) {
+		t.Fatalf("the reference gives %v, want %v", ref, want)
+	}
+	if got, err := f.j.ItemChannels(ctx, "other"); err != nil || !slices.Equal(got, []core.ChannelKey{other.Key()}) {
+		t.Fatalf("ItemChannels(other) = %v %v", got, err)
+	}
+}

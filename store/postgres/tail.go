@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/marlowe-bot/marlowe/core"
 )
 
@@ -73,6 +75,13 @@ const postsSinceSQL = `
 const policiesSQL = `
 	SELECT channel, seq FROM commands WHERE kind = 'policy.changed' AND NOT redacted`
 
+// itemChannelsSQL lists the channels of a platform holding an item
+// command (Journal.ItemChannels); the kinds are the index's literals.
+const itemChannelsSQL = `
+	SELECT DISTINCT channel FROM commands
+	 WHERE kind IN ('approval.requested', 'consent.granted', 'report.filed') AND NOT redacted
+	   AND platform = $1 ORDER BY channel`
+
 // tail reads the commands whose (channel, seq) picked selects.
 func (s *Store) tail(ctx context.Context, what, picked string, args ...any) ([]core.Command, error) {
 	rows, err := s.pool.Query(ctx, `WITH picked AS (`+picked+`) `+selectCommand+
@@ -110,4 +119,22 @@ func ceilMicro(since time.Time) time.Time {
 		t = t.Add(time.Microsecond)
 	}
 	return t
+}
+
+// ItemChannels implements core.Journal, from commands_items_idx (migration
+// 00008): it reads the item commands' index entries, never the journal.
+func (s *Store) ItemChannels(ctx context.Context, platform string) ([]core.ChannelKey, error) {
+	rows, err := s.pool.Query(ctx, itemChannelsSQL, platform)
+	if err != nil {
+		return nil, fmt.Errorf("list item channels of %s: %w", platform, err)
+	}
+	chs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (core.ChannelKey, error) {
+		var ch string
+		err := r.Scan(&ch)
+		return core.ChannelKey(ch), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list item channels of %s: %w", platform, err)
+	}
+	return chs, nil
 }

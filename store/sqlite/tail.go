@@ -55,6 +55,13 @@ const postsSinceSQL = `
 const policiesSQL = `
 	SELECT channel, seq FROM commands WHERE kind = 'policy.changed' AND NOT redacted`
 
+// itemChannelsSQL lists the channels of a platform holding an item
+// command (Journal.ItemChannels); the kinds are the index's literals.
+const itemChannelsSQL = `
+	SELECT DISTINCT channel FROM commands
+	 WHERE kind IN ('approval.requested', 'consent.granted', 'report.filed') AND NOT redacted
+	   AND platform = ?1 ORDER BY channel`
+
 // tail reads the commands whose (channel, seq) picked selects.
 func (s *Store) tail(ctx context.Context, what, picked string, args ...any) ([]core.Command, error) {
 	cmds, err := query(ctx, s.r, `WITH picked AS (`+picked+`) `+selectCommand+
@@ -88,4 +95,26 @@ func ceilMicro(since time.Time) time.Time {
 		t = t.Add(time.Microsecond)
 	}
 	return t
+}
+
+// ItemChannels implements core.Journal, from commands_items_idx (migration
+// 00008).
+func (s *Store) ItemChannels(ctx context.Context, platform string) ([]core.ChannelKey, error) {
+	rows, err := s.r.QueryContext(ctx, itemChannelsSQL, platform)
+	if err != nil {
+		return nil, fmt.Errorf("list item channels of %s: %w", platform, err)
+	}
+	defer rows.Close()
+	var out []core.ChannelKey
+	for rows.Next() {
+		var ch string
+		if err := rows.Scan(&ch); err != nil {
+			return nil, fmt.Errorf("list item channels of %s: %w", platform, err)
+		}
+		out = append(out, core.ChannelKey(ch))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list item channels of %s: %w", platform, err)
+	}
+	return out, nil
 }
