@@ -78,8 +78,8 @@ func testRetention(t *testing.T, j core.Journal, ix memory.Index, signer *core.S
 	surface := coretest.NewFakeSurface("test", "UBOT")
 	e, err := engine.New(engine.Config{
 		Journal: j, Boundary: b, Tools: reg, Surfaces: map[string]core.Surface{"test": surface},
-		Router:  core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) { return ev.MentionsBot, "mention", nil }),
-		Memory:  svc.Memory, CardKey: []byte("0123456789abcdef0123456789abcdef"), Clock: clock.now,
+		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) { return ev.MentionsBot, "mention", nil }),
+		Memory: svc.Memory, CardKey: []byte("0123456789abcdef0123456789abcdef"), Clock: clock.now,
 	})
 	if err != nil {
 		t.Fatal(err)
