@@ -81,7 +81,9 @@ func TestQAForgetMePostgres(t *testing.T) {
 		t.Helper()
 		before := len(b.slack.Files())
 		b.slack.Say(dm, "", user, "export my data")
-		b.waitPost("the export's reply in "+dm, func(p slackfake.Post) bool { return p.Channel == dm && strings.Contains(p.Text, "Here is everything I keep about you") })
+		b.waitPost("the export's reply in "+dm, func(p slackfake.Post) bool {
+			return p.Channel == dm && strings.Contains(p.Text, "Here is everything I keep about you")
+		})
 		files := b.slack.Files()
 		if len(files) != before+1 || files[before].Channel != dm || !strings.HasSuffix(files[before].Name, ".json") {
 			t.Fatalf("export for %s: files %+v", user, files[before:])
@@ -118,7 +120,9 @@ func TestQAForgetMePostgres(t *testing.T) {
 
 	// Attacks: Bob asks to forget Alice; Bob clicks her card.
 	b.slack.Say(qaBobDM, "", qaBob, "forget <@"+qaAlice+">")
-	b.waitPost("Bob's refusal", func(p slackfake.Post) bool { return p.Channel == qaBobDM && strings.Contains(p.Text, "Only an operator") })
+	b.waitPost("Bob's refusal", func(p slackfake.Post) bool {
+		return p.Channel == qaBobDM && strings.Contains(p.Text, "Only an operator")
+	})
 	b.slack.Say(qaAliceDM, "", qaAlice, "forget me")
 	card := b.waitPost("the forget card", func(p slackfake.Post) bool {
 		return p.Channel == qaAliceDM && strings.Contains(string(p.Blocks), "erase")
