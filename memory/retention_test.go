@@ -11,13 +11,10 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
-	"github.com/marlowe-bot/marlowe/core/gate"
-	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 	"github.com/marlowe-bot/marlowe/memory"
 	"github.com/marlowe-bot/marlowe/store/postgres"
 	"github.com/marlowe-bot/marlowe/store/sqlite"
-	"github.com/marlowe-bot/marlowe/tools"
 )
 
 // fakeClock is the engine's and the boundary's clock: tests move it.
@@ -67,27 +64,7 @@ func TestEngineRetention(t *testing.T) {
 func testRetention(t *testing.T, j core.Journal, ix memory.Index, signer *core.Signer) {
 	clock := &fakeClock{t: time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)}
 	b := core.NewBoundary(clock.now)
-	svc, err := memory.New(memory.Config{Journal: j, Boundary: b, Index: ix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := gate.NewRegistry(tools.Remember(), tools.Recall(), tools.Forget())
-	if err != nil {
-		t.Fatal(err)
-	}
-	surface := coretest.NewFakeSurface("test", "UBOT")
-	e, err := engine.New(engine.Config{
-		Journal: j, Boundary: b, Tools: reg, Surfaces: map[string]core.Surface{"test": surface},
-		Router: core.RouterFunc(func(ctx context.Context, ev core.Event) (bool, string, error) { return ev.MentionsBot, "mention", nil }),
-		Memory: svc.Memory, CardKey: []byte("0123456789abcdef0123456789abcdef"), Clock: clock.now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	svc, e, _ := startChatEngineAt(t, j, b, ix, nil, clock.now)
 	n := 0
 	say := func(ch, who, text string) {
 		t.Helper()
