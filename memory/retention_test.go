@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 	"github.com/marlowe-bot/marlowe/memory"
 	"github.com/marlowe-bot/marlowe/store/postgres"
@@ -196,4 +198,108 @@ func total(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// gatedJournal holds its next Read, once armed, until released: a replica
+// that read a page before another redacted it.
+type gatedJournal struct {
+	core.Journal
+	armed    atomic.Bool
+	read     chan struct{} // closed when the held Read has its page
+	release  chan struct{}
+	holdOnce sync.Once
+}
+
+func (g *gatedJournal) Read(ctx context.Context, ch core.ChannelKey, from uint64, limit int) ([]core.Command, error) {
+	cmds, err := g.Journal.Read(ctx, ch, from, limit)
+	if g.armed.Load() {
+		g.holdOnce.Do(func() {
+			close(g.read)
+			<-g.release
+		})
+	}
+	return cmds, err
+}
+
+// Two replicas' retention passes over one PostgreSQL journal, the second
+// working from a page it read before the first redacted it (as without
+// the lease): each old command is redacted once, with one marker, neither
+// pass fails, and the chains verify.
+func TestEngineRetentionTwoReplicas(t *testing.T) {
+	url := testpg.New(t)
+	signer := coretest.NewSigner(t)
+	open := func() (*postgres.Store, *postgres.MemoryIndex) {
+		st, err := postgres.Open(t.Context(), url, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		ix, err := postgres.OpenMemoryIndex(t.Context(), url, postgres.MemoryOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ix.Close)
+		return st, ix
+	}
+	clock := &fakeClock{t: time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)}
+	b := core.NewBoundary(clock.now)
+	stA, ixA := open()
+	stB, ixB := open()
+	gated := &gatedJournal{Journal: stB, read: make(chan struct{}), release: make(chan struct{})}
+	_, a, _ := startChatEngineAt(t, stA, b, ixA, nil, clock.now)
+	_, bEng, _ := startChatEngineAt(t, gated, b, ixB, nil, clock.now)
+	for i, text := range []string{"how is the albatross survey going", "remember the harbour gate code is 4417", "what about the narwhal plan"} {
+		ev := core.Event{Scope: core.Scope{Platform: "test", Workspace: "W", Channel: "C1"}, Visibility: core.Public,
+			MessageID: fmt.Sprintf("M%d", i), Author: core.Person{ID: "UALICE"}, Text: "<@UBOT> " + text, MentionsBot: true, At: clock.now()}
+		if err := a.Deliver(context.Background(), core.Inbound{Event: &ev}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.WaitIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	clock.add(91 * 24 * time.Hour)
+	const limit = 90 * 24 * time.Hour
+
+	gated.armed.Store(true)
+	errB := make(chan error, 1)
+	var passB engine.RetentionPass
+	go func() {
+		var err error
+		passB, err = bEng.Retain(t.Context(), limit, 0)
+		errB <- err
+	}()
+	<-gated.read // B holds its page of C1, read before A's pass
+	passA, err := a.Retain(t.Context(), limit, 0)
+	if err != nil || total(passA.Redacted) < 4 {
+		t.Fatalf("replica A's pass: %+v %v", passA, err)
+	}
+	close(gated.release)
+	if err := <-errB; err != nil {
+		t.Fatalf("replica B's pass, on a page read before A's: %v", err)
+	}
+	if total(passB.Redacted) != 0 {
+		t.Errorf("replica B redacted %v again", passB.Redacted)
+	}
+	cmds, err := stA.Read(t.Context(), "test/W/C1", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redacted, markers := 0, 0
+	for _, c := range cmds {
+		if c.Redacted() {
+			redacted++
+		}
+		if c.Kind() == core.KindCommandRedacted {
+			markers++
+		}
+	}
+	if redacted != total(passA.Redacted) || markers != redacted {
+		t.Errorf("%d redacted commands, %d markers, A counted %d", redacted, markers, total(passA.Redacted))
+	}
+	if _, err := core.VerifyChannel(t.Context(), stA, signer.Verifier(), "test/W/C1"); err != nil {
+		t.Errorf("verify: %v", err)
+	}
 }
