@@ -47,20 +47,42 @@ func TestEngineRetention(t *testing.T) {
 		testRetention(t, st, sqlite.NewMemoryIndex(st), signer)
 	})
 	t.Run("Postgres", func(t *testing.T) {
-		url := testpg.New(t)
 		signer := coretest.NewSigner(t)
-		st, err := postgres.Open(t.Context(), url, signer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		ix, err := postgres.OpenMemoryIndex(t.Context(), url, postgres.MemoryOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ix.Close)
+		st, ix := openPG(t, testpg.New(t), signer)
 		testRetention(t, st, ix, signer)
 	})
+}
+
+// openPG opens the journal and the memory index of the database at url.
+func openPG(t *testing.T, url string, signer *core.Signer) (*postgres.Store, *postgres.MemoryIndex) {
+	t.Helper()
+	st, err := postgres.Open(t.Context(), url, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	ix, err := postgres.OpenMemoryIndex(t.Context(), url, postgres.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ix.Close)
+	return st, ix
+}
+
+// tell delivers who's mention in channel ch at the time at, and waits for
+// the engine to be idle.
+func tell(t *testing.T, e *engine.Engine, ch, msgID, who, text string, at time.Time) {
+	t.Helper()
+	ev := core.Event{Scope: core.Scope{Platform: "test", Workspace: "W", Channel: ch}, Visibility: core.Public,
+		MessageID: msgID, Author: core.Person{ID: who}, Text: "<@UBOT> " + text, MentionsBot: true, At: at}
+	if err := e.Deliver(context.Background(), core.Inbound{Event: &ev}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func testRetention(t *testing.T, j core.Journal, ix memory.Index, signer *core.Signer) {
@@ -71,16 +93,7 @@ func testRetention(t *testing.T, j core.Journal, ix memory.Index, signer *core.S
 	say := func(ch, who, text string) {
 		t.Helper()
 		n++
-		ev := core.Event{Scope: core.Scope{Platform: "test", Workspace: "W", Channel: ch}, Visibility: core.Public,
-			MessageID: fmt.Sprintf("M%03d", n), Author: core.Person{ID: who}, Text: "<@UBOT> " + text, MentionsBot: true, At: clock.now()}
-		if err := e.Deliver(context.Background(), core.Inbound{Event: &ev}); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := e.WaitIdle(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tell(t, e, ch, fmt.Sprintf("M%03d", n), who, text, clock.now())
 	}
 	holding := func(words ...string) []string {
 		t.Helper()
@@ -228,37 +241,15 @@ func (g *gatedJournal) Read(ctx context.Context, ch core.ChannelKey, from uint64
 func TestEngineRetentionTwoReplicas(t *testing.T) {
 	url := testpg.New(t)
 	signer := coretest.NewSigner(t)
-	open := func() (*postgres.Store, *postgres.MemoryIndex) {
-		st, err := postgres.Open(t.Context(), url, signer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		ix, err := postgres.OpenMemoryIndex(t.Context(), url, postgres.MemoryOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ix.Close)
-		return st, ix
-	}
 	clock := &fakeClock{t: time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)}
 	b := core.NewBoundary(clock.now)
-	stA, ixA := open()
-	stB, ixB := open()
+	stA, ixA := openPG(t, url, signer)
+	stB, ixB := openPG(t, url, signer)
 	gated := &gatedJournal{Journal: stB, read: make(chan struct{}), release: make(chan struct{})}
 	_, a, _ := startChatEngineAt(t, stA, b, ixA, nil, clock.now)
 	_, bEng, _ := startChatEngineAt(t, gated, b, ixB, nil, clock.now)
 	for i, text := range []string{"how is the albatross survey going", "remember the harbour gate code is 4417", "what about the narwhal plan"} {
-		ev := core.Event{Scope: core.Scope{Platform: "test", Workspace: "W", Channel: "C1"}, Visibility: core.Public,
-			MessageID: fmt.Sprintf("M%d", i), Author: core.Person{ID: "UALICE"}, Text: "<@UBOT> " + text, MentionsBot: true, At: clock.now()}
-		if err := a.Deliver(context.Background(), core.Inbound{Event: &ev}); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := a.WaitIdle(ctx); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
+		tell(t, a, "C1", fmt.Sprintf("M%d", i), "UALICE", text, clock.now())
 	}
 	clock.add(91 * 24 * time.Hour)
 	const limit = 90 * 24 * time.Hour
