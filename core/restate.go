@@ -138,3 +138,26 @@ func (c Command) WithRestatement(payload []byte) Command {
 	c.payload, c.restated = slices.Clone(payload), true
 	return c
 }
+
+// RestateIn restates c without texts through j, when c's kind is
+// restatable, it carries one of texts, and j is a Restater; record builds
+// the command.redacted naming the restatement's hash. It reports whether c
+// was restated (false: kept as it is).
+func RestateIn(ctx context.Context, j Journal, c Command, texts []string, record func(restated string) (Draft, error)) (bool, error) {
+	rs, ok := j.(Restater)
+	if !ok || !Restatable(c.Kind()) {
+		return false, nil
+	}
+	payload, changed, err := Restate(c, texts)
+	if err != nil || !changed {
+		return false, err
+	}
+	rd, err := record(RestatementHash(payload))
+	if err != nil {
+		return false, err
+	}
+	if _, err := rs.Restate(ctx, c.Seq(), payload, rd); err != nil {
+		return false, fmt.Errorf("restate %s: %w", c, err)
+	}
+	return true, nil
+}

@@ -435,26 +435,13 @@ func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person stri
 }
 
 // restate replaces c, a decision record carrying one of texts, with its
-// restatement without them (core.Restate), when its kind is restatable and
-// the journal can: its ids and decision stay for the audit, the text goes.
+// restatement without them (core.RestateIn): its ids and decision stay for
+// the audit, the text goes.
 func (e *Engine) restate(ctx context.Context, sc core.Scope, c core.Command, texts []string, by core.Person, reason string) (bool, error) {
-	rs, ok := e.j.(core.Restater)
-	if !ok || !core.Restatable(c.Kind()) {
-		return false, nil
-	}
-	payload, changed, err := core.Restate(c, texts)
-	if err != nil || !changed {
-		return false, err
-	}
-	rd, err := e.b.Human(by, sc, core.Meta{Cause: c.ID()}, &core.CommandRedacted{
-		Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String(), Restated: core.RestatementHash(payload)})
-	if err != nil {
-		return false, err
-	}
-	if _, err := rs.Restate(ctx, c.Seq(), payload, rd); err != nil {
-		return false, fmt.Errorf("restate %s seq %d: %w", sc.Key(), c.Seq(), err)
-	}
-	return true, nil
+	return core.RestateIn(ctx, e.j, c, texts, func(restated string) (core.Draft, error) {
+		return e.b.Human(by, sc, core.Meta{Cause: c.ID()}, &core.CommandRedacted{
+			Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String(), Restated: restated})
+	})
 }
 
 // readAll calls fn on every command of ch up to head.

@@ -80,3 +80,54 @@ func TestEngineForgetMeStripsDecisionRecords(t *testing.T) {
 	}
 	r.verify()
 }
+
+// `delete memory` restates the approval records that quote the note, as
+// `forget me` does: no row holds it afterwards, the approval keeps its
+// requester and decision, the chain verifies, and the reply says so.
+func TestEngineDeleteMemoryStripsDecisionRecords(t *testing.T) {
+	r := newForgetRig(t)
+	const note = "the heliotrope launch date is march third"
+	r.say("C1", "UALICE", "remember "+note)
+	got, err := r.svc.For("test/W/C1").ListMemories(t.Context(), 0, 10)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("memories: %+v %v", got, err)
+	}
+	sc := core.Scope{Platform: "test", Workspace: "W", Channel: "C1"}
+	req, err := r.b.Agent("run-ap", sc, core.Meta{}, &core.ApprovalRequested{ApprovalID: "ap-2", CallID: "c9", Tool: "post_message",
+		Summary: "post_message: " + note, Requester: "UALICE", ExpiresAt: time.Now().Add(time.Hour).UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.b.Human(core.Person{ID: "UBOB"}, sc, core.Meta{Run: "run-ap"}, &core.ApprovalResolved{ApprovalID: "ap-2", Decision: "approved", By: core.Person{ID: "UBOB"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := r.b.Agent("run-ap", sc, core.Meta{}, &core.RunCompleted{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Append(t.Context(), req, res, done); err != nil {
+		t.Fatal(err)
+	}
+	reply := r.say("C1", "UALICE", "delete memory "+got[0].ID)
+	if !strings.Contains(reply, "Approval and audit records that quoted it") || !strings.Contains(reply, "1 approval.requested") || strings.Contains(reply, "Still holding") {
+		t.Errorf("the delete's reply:\n%s", reply)
+	}
+	if hits := r.sqlHolding("heliotrope"); len(hits) > 0 {
+		t.Errorf("after delete memory, rows still hold the note:\n%s", strings.Join(hits, "\n"))
+	}
+	cmds, err := r.store.Read(t.Context(), sc.Key(), 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cmds {
+		if c.Kind() != core.KindApprovalRequested {
+			continue
+		}
+		p, err := core.Decode[*core.ApprovalRequested](c)
+		if err != nil || !c.Restated() || p.Requester != "UALICE" || p.ApprovalID != "ap-2" || p.Summary != core.ErasedText {
+			t.Errorf("approval.requested after delete memory: restated %v %+v %v", c.Restated(), p, err)
+		}
+	}
+	r.verify()
+}
