@@ -49,6 +49,7 @@ type Command struct {
 	at          time.Time
 	payload     json.RawMessage
 	redacted    bool
+	restated    bool // redacted, with a restatement in place of the payload (restate.go)
 	payloadHash Hash
 	prev        Hash
 	key         string // id of the signing key; "" on rows written before key ids
@@ -66,6 +67,7 @@ func (c Command) Run() string         { return c.run }
 func (c Command) Cause() string       { return c.cause }
 func (c Command) At() time.Time       { return c.at }
 func (c Command) Redacted() bool      { return c.redacted }
+func (c Command) Restated() bool      { return c.restated }
 func (c Command) PayloadHash() Hash   { return c.payloadHash }
 func (c Command) Prev() Hash          { return c.prev }
 func (c Command) Key() string         { return c.key }
@@ -129,7 +131,7 @@ type Record struct {
 	Run         string
 	Cause       string
 	At          time.Time
-	Payload     []byte // nil when Redacted
+	Payload     []byte // nil when Redacted, unless restated (restate.go)
 	Redacted    bool
 	PayloadHash []byte
 	Prev        []byte
@@ -144,7 +146,7 @@ func (c Command) Record() Record {
 		Run: c.run, Cause: c.cause, At: c.at, Redacted: c.redacted, Key: c.key,
 		PayloadHash: bytes.Clone(c.payloadHash[:]), Prev: bytes.Clone(c.prev[:]), Sig: bytes.Clone(c.sig),
 	}
-	if !c.redacted {
+	if !c.redacted || c.restated {
 		r.Payload = bytes.Clone(c.payload)
 	}
 	return r
@@ -166,9 +168,12 @@ func FromRecord(r Record) (Command, error) {
 	}
 	copy(c.payloadHash[:], r.PayloadHash)
 	copy(c.prev[:], r.Prev)
-	if r.Redacted {
+	switch {
+	case r.Redacted && r.Payload != nil:
+		c.payload, c.restated = bytes.Clone(r.Payload), true
+	case r.Redacted:
 		c.payload = redactedMarker
-	} else {
+	default:
 		c.payload = bytes.Clone(r.Payload)
 	}
 	return c, nil

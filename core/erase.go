@@ -39,8 +39,11 @@ type Erasure struct {
 	Removed map[string]int
 	// Markers is the number of command.redacted records appended.
 	Markers int
-	// Kept counts commands that still carry the text and are not erasable
-	// (decision records, by kind).
+	// Restated counts decision records that carried the text and now hold
+	// a restatement without it (restate.go), by kind; each has a marker.
+	Restated map[string]int
+	// Kept counts commands that still carry the text and are neither
+	// erasable nor restatable (routines, policy, memories), by kind.
 	Kept map[string]int
 	// OtherMemories are other live memories whose text contains the erased
 	// text: they are not deleted by it.
@@ -53,6 +56,15 @@ func (e *Erasure) Add(k Kind) {
 		e.Removed = map[string]int{}
 	}
 	e.Removed[k.String()]++
+	e.Markers++
+}
+
+// Restate counts one command of kind k restated without the text.
+func (e *Erasure) Restate(k Kind) {
+	if e.Restated == nil {
+		e.Restated = map[string]int{}
+	}
+	e.Restated[k.String()]++
 	e.Markers++
 }
 

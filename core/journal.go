@@ -160,11 +160,14 @@ type ChainVerifier struct {
 	// later command.redacted has named yet. The redacted flag is not signed:
 	// only such a signed record makes a missing payload valid.
 	unredeemed map[uint64]string
+	// restated holds, for the unredeemed rows that carry a restatement, the
+	// hash of its bytes: the redeeming record must name that hash (signed).
+	restated map[uint64]string
 }
 
 // NewChainVerifier starts verifying ch from its first command.
 func NewChainVerifier(v *Verifier, ch ChannelKey) *ChainVerifier {
-	return &ChainVerifier{v: v, ch: ch, nextSeq: 1, unredeemed: map[uint64]string{}}
+	return &ChainVerifier{v: v, ch: ch, nextSeq: 1, unredeemed: map[uint64]string{}, restated: map[uint64]string{}}
 }
 
 // Next checks c against the chain so far.
@@ -192,6 +195,9 @@ func (cv *ChainVerifier) next(c Command, sigErr error) error {
 	switch {
 	case c.Redacted():
 		cv.unredeemed[c.Seq()] = c.ID()
+		if c.Restated() {
+			cv.restated[c.Seq()] = restatementHash(c.payload)
+		}
 	case c.Kind() == KindCommandRedacted:
 		// The payload hash was checked with the signature, so these are the
 		// signed seq and id.
@@ -199,8 +205,9 @@ func (cv *ChainVerifier) next(c Command, sigErr error) error {
 		if err != nil {
 			return fail(c.Seq(), "unreadable %s record: %v", KindCommandRedacted, err)
 		}
-		if id, ok := cv.unredeemed[p.Seq]; ok && id == p.ID {
+		if id, ok := cv.unredeemed[p.Seq]; ok && id == p.ID && cv.restated[p.Seq] == p.Restated {
 			delete(cv.unredeemed, p.Seq)
+			delete(cv.restated, p.Seq)
 		}
 	}
 	cv.prev = c.Hash()

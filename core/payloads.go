@@ -379,6 +379,10 @@ type CommandRedacted struct {
 	// TargetKind is the redacted command's kind ("" in records written before
 	// it), so the marker says what was removed without its payload.
 	TargetKind string `json:"target_kind,omitempty"`
+	// Restated, when set, is the hex sha256 of the restatement that stands
+	// in the target's place: its payload with the erased free text removed
+	// (restate.go), so a decision record keeps who decided what.
+	Restated string `json:"restated,omitempty"`
 }
 
 // ReportFiled: a report for a routine's owner (a skipped slot, a post that

@@ -30,7 +30,7 @@ func upcast(k Kind, v int, raw json.RawMessage) (json.RawMessage, error) {
 // Payload decodes c's payload into its current typed form, upcasting old
 // versions on the way.
 func (c Command) Payload() (Payload, error) {
-	if c.redacted {
+	if c.redacted && !c.restated {
 		return nil, ErrRedacted
 	}
 	p, ok := newPayload(c.kind)

@@ -196,6 +196,9 @@ func erasureReply(id string, got core.Erasure, platform string) string {
 		}
 		fmt.Fprintf(&b, "\nStill holding this text: other memories %s (say `delete memory <id>` for each).", strings.Join(ids, ", "))
 	}
+	if len(got.Restated) > 0 {
+		fmt.Fprintf(&b, "\nApproval and audit records that quoted it keep their ids, decisions and who decided, with the text replaced by `%s`: %s.", core.ErasedText, kindCounts(got.Restated))
+	}
 	if len(got.Kept) > 0 {
 		fmt.Fprintf(&b, "\nStill holding this text, kept because the journal needs them to know what was decided or finished: %s.", kindCounts(got.Kept))
 	}

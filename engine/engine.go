@@ -140,6 +140,8 @@ type Engine struct {
 	channels map[core.ChannelKey]*chanView
 	evicting bool // the eviction goroutine runs (guarded by mu)
 
+	retainCursors // retention passes' per-channel cursors (retention.go)
+
 	// own is the channel leases this replica holds.
 	own *replica.Ownership // nil in embedded mode: the engine owns every channel
 	// unrun holds the tool calls mayAct kept from running (actable.go).

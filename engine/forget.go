@@ -120,7 +120,7 @@ func forgetCard(key []byte, er *fold.Erasure) (*core.Card, error) {
 		Title: "🧹 Erase " + whose + " messages and notes everywhere?",
 		Fields: []core.CardField{
 			{Label: "Erases", Value: "in every channel I am in: the text of every message " + who + " wrote to me, every model step, tool call, tool result and post of mine that carries it, and the notes " + who + " added; " + whose + " standing consents are revoked"},
-			{Label: "Keeps", Value: "a signed redaction marker for each erased record (ids, no text), approval and consent decisions (who decided what), and messages on the chat platform itself"},
+			{Label: "Keeps", Value: "a signed redaction marker for each erased record (ids, no text), approval and consent decisions (who decided what; text quoting " + who + " is removed from them), and messages on the chat platform itself"},
 			{Label: "Deadline", Value: er.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC") + "; only " + core.MentionOf(er.By.ID) + " can confirm"},
 		},
 		Actions: []core.CardAction{
@@ -269,7 +269,7 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 		if err := e.revokeConsentsOf(ctx, v, sc, person, by, pc); err != nil {
 			return out, err
 		}
-		if pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || pc.consents > 0 || pc.others > 0 || pc.mention > 0 || len(pc.erasure.Kept) > 0 {
+		if pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || pc.consents > 0 || pc.others > 0 || pc.mention > 0 || len(pc.erasure.Kept) > 0 || len(pc.erasure.Restated) > 0 {
 			out.channels = append(out.channels, pc)
 		}
 	}
@@ -330,6 +330,12 @@ func mergeErasure(dst *core.Erasure, src core.Erasure) {
 		dst.Removed[k] += n
 	}
 	dst.Markers += src.Markers
+	for k, n := range src.Restated {
+		if dst.Restated == nil {
+			dst.Restated = map[string]int{}
+		}
+		dst.Restated[k] += n
+	}
 	for k, n := range src.Kept {
 		if dst.Kept == nil {
 			dst.Kept = map[string]int{}
@@ -412,10 +418,29 @@ func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person stri
 		case core.Erasable(c.Kind()):
 			return redact(c)
 		default:
-			// decision records, and other people's memories carrying their words
-			pc.erasure.Keep(c.Kind())
+			// decision records lose the text (restated); routines, policy
+			// and other people's memories carrying their words are kept
+			done, err := e.restate(ctx, sc, c, texts, by, reason)
+			if err != nil {
+				return err
+			}
+			if done {
+				pc.erasure.Restate(c.Kind())
+			} else {
+				pc.erasure.Keep(c.Kind())
+			}
 		}
 		return nil
+	})
+}
+
+// restate replaces c, a decision record carrying one of texts, with its
+// restatement without them (core.RestateIn): its ids and decision stay for
+// the audit, the text goes.
+func (e *Engine) restate(ctx context.Context, sc core.Scope, c core.Command, texts []string, by core.Person, reason string) (bool, error) {
+	return core.RestateIn(ctx, e.j, c, texts, func(restated string) (core.Draft, error) {
+		return e.b.Human(by, sc, core.Meta{Cause: c.ID()}, &core.CommandRedacted{
+			Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String(), Restated: restated})
 	})
 }
 
@@ -479,7 +504,7 @@ func (pe personErasure) text(person, by, platform string) string {
 	} else {
 		fmt.Fprintf(&b, "🧹 Erased %s messages and notes:", whose)
 	}
-	markers, kept, others, mention := 0, map[string]int{}, 0, 0
+	markers, kept, restated, others, mention := 0, map[string]int{}, map[string]int{}, 0, 0
 	for _, pc := range pe.channels {
 		fmt.Fprintf(&b, "\n• %s: %s", channelRef(pc.sc), kindCounts(pc.erasure.Removed))
 		if pc.memories > 0 {
@@ -492,17 +517,23 @@ func (pe personErasure) text(person, by, platform string) string {
 		for k, n := range pc.erasure.Kept {
 			kept[k] += n
 		}
+		for k, n := range pc.erasure.Restated {
+			restated[k] += n
+		}
 		others += pc.others
 		mention += pc.mention
 	}
 	b.WriteString("\n*What remains:*")
-	fmt.Fprintf(&b, "\n• %d signed `command.redacted` markers, one per erased record: its id, kind and who asked, no text (so the journal still verifies)", markers)
+	fmt.Fprintf(&b, "\n• %d signed `command.redacted` markers, one per erased or restated record: its id, kind and who asked, no text (so the journal still verifies)", markers)
 	b.WriteString("\n• " + who + ", as a user id, on the records of decisions and clicks (approvals, consents, this request), without text")
+	if len(restated) > 0 {
+		fmt.Fprintf(&b, "\n• approval and audit records that quoted one of %s texts: their ids, tools, decisions and who decided stay, the quoting text is now `%s` (%s)", whose, core.ErasedText, kindCounts(restated))
+	}
 	if len(kept) > 0 {
-		fmt.Fprintf(&b, "\n• decision records that quote a text of %s, kept because the journal needs them: %s", whose, kindCounts(kept))
+		fmt.Fprintf(&b, "\n• other records that quote one of %s texts, kept because the journal needs them (routines, policy, notes by other people): %s", whose, kindCounts(kept))
 	}
 	if others > 0 {
-		fmt.Fprintf(&b, "\n• %d messages by other people that quote a text of %s (theirs, not erased)", others, whose)
+		fmt.Fprintf(&b, "\n• %d messages by other people that quote one of %s texts (theirs, not erased)", others, whose)
 	}
 	if mention > 0 {
 		fmt.Fprintf(&b, "\n• %d notes added by other people that mention %s (theirs; `delete memory <id>` in their channel)", mention, who)

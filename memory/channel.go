@@ -329,8 +329,8 @@ func (c *Channel) Delete(ctx context.Context, by core.Actor, id, reason string) 
 // the chain still verifies. memory.redacted is journaled last and the index
 // drops the text, provenance and vectors, keeping only a tombstone. Other
 // memories whose text contains this one are not touched (the report names
-// them), nor are decision records (approvals, consents, policy, routines:
-// counted in Kept). It is resumable: an Erase interrupted halfway completes
+// them); approval and audit records quoting it are restated without it
+// (Restated), and routines and policy are kept (counted in Kept). It is resumable: an Erase interrupted halfway completes
 // when called again (the memory.written payload is redacted only after the
 // sweep), and erasing a deleted memory is a no-op with an empty report.
 func (c *Channel) Erase(ctx context.Context, by core.Actor, id, reason string) (core.Erasure, error) {
@@ -382,7 +382,7 @@ func (c *Channel) Erase(ctx context.Context, by core.Actor, id, reason string) (
 		if p.MemoryID != id {
 			return out, fmt.Errorf("delete %s: seq %d wrote memory %s (rebuild the index)", id, e.Seq, p.MemoryID)
 		}
-		if err := c.sweep(ctx, p.Text, written.Seq(), redact, &out); err != nil {
+		if err := c.sweep(ctx, by, reason, p.Text, written.Seq(), redact, &out); err != nil {
 			return out, fmt.Errorf("delete %s: erase its text from the journal (say it again to finish): %w", id, err)
 		}
 		if err := redact(written); err != nil {
@@ -407,10 +407,11 @@ func (c *Channel) Erase(ctx context.Context, by core.Actor, id, reason string) (
 }
 
 // sweep redacts every erasable command of the channel (but the memory's own
-// memory.written at skip) whose payload carries text, and counts what
-// still carries it: other memories' memory.written (by memory id) and
-// decision records.
-func (c *Channel) sweep(ctx context.Context, text string, skip uint64, redact func(core.Command) error, out *core.Erasure) error {
+// memory.written at skip) whose payload carries text, restates the decision
+// records that carry it (core.RestateIn, in by's name), and counts what
+// still carries it: other memories' memory.written (by memory id) and the
+// records that are not restated.
+func (c *Channel) sweep(ctx context.Context, by core.Actor, reason, text string, skip uint64, redact func(core.Command) error, out *core.Erasure) error {
 	const page = 1024
 	// The head is read first: what the sweep's own redactions append
 	// (command.redacted records) is past it and carries no text.
@@ -440,7 +441,20 @@ func (c *Channel) sweep(ctx context.Context, text string, skip uint64, redact fu
 					out.OtherMemories = append(out.OtherMemories, p.MemoryID)
 				}
 			default:
-				out.Keep(cmd.Kind())
+				// decision records lose the text (restated) where they
+				// can; routines and policy keep it
+				done, err := core.RestateIn(ctx, c.s.j, cmd, []string{text}, func(restated string) (core.Draft, error) {
+					return c.s.draft(by, c.scope, core.Meta{Cause: cmd.ID()}, &core.CommandRedacted{
+						Seq: cmd.Seq(), ID: cmd.ID(), Reason: reason, TargetKind: cmd.Kind().String(), Restated: restated})
+				})
+				if err != nil {
+					return err
+				}
+				if done {
+					out.Restate(cmd.Kind())
+				} else {
+					out.Keep(cmd.Kind())
+				}
 			}
 		}
 		if len(cmds) < page {

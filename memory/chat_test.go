@@ -31,6 +31,12 @@ func chatEngine(t *testing.T) (*core.Signer, *coretest.MemJournal, *memory.Servi
 // index ix, the remember/recall/forget tools and a fake surface "test".
 func startChatEngine(t *testing.T, j core.Journal, b *core.Boundary, ix memory.Index, ops []core.Operator) (*memory.Service, *engine.Engine, *coretest.FakeSurface) {
 	t.Helper()
+	return startChatEngineAt(t, j, b, ix, ops, nil)
+}
+
+// startChatEngineAt is startChatEngine with the engine on clock (nil: the wall clock).
+func startChatEngineAt(t *testing.T, j core.Journal, b *core.Boundary, ix memory.Index, ops []core.Operator, clock func() time.Time) (*memory.Service, *engine.Engine, *coretest.FakeSurface) {
+	t.Helper()
 	svc, err := memory.New(memory.Config{Journal: j, Boundary: b, Index: ix})
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +52,7 @@ func startChatEngine(t *testing.T, j core.Journal, b *core.Boundary, ix memory.I
 		Memory:    svc.Memory,
 		CardKey:   []byte("0123456789abcdef0123456789abcdef"),
 		Operators: ops,
+		Clock:     clock,
 	})
 	if err != nil {
 		t.Fatal(err)

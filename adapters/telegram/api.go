@@ -74,17 +74,23 @@ func (a *Adapter) call(ctx context.Context, method string, params tgbotapi.Param
 	bot.Client = ctxClient{ctx: ctx, c: a.httpClient}
 	resp, err := bot.MakeRequest(method, params)
 	if err != nil {
-		var te *tgbotapi.Error
-		if errors.As(err, &te) {
-			ae := &APIError{Method: method, Code: te.Code, Description: te.Message, MigrateTo: te.MigrateToChatID}
-			if te.RetryAfter > 0 {
-				ae.RetryAfter = time.Duration(te.RetryAfter) * time.Second
-			}
-			return nil, ae
-		}
-		return nil, fmt.Errorf("telegram: %s: %s", method, a.scrub(err.Error()))
+		return nil, a.callErr(method, err)
 	}
 	return resp.Result, nil
+}
+
+// callErr is the error of a failed Bot API call: an *APIError when
+// Telegram answered, else the transport error with the token scrubbed.
+func (a *Adapter) callErr(method string, err error) error {
+	var te *tgbotapi.Error
+	if errors.As(err, &te) {
+		ae := &APIError{Method: method, Code: te.Code, Description: te.Message, MigrateTo: te.MigrateToChatID}
+		if te.RetryAfter > 0 {
+			ae.RetryAfter = time.Duration(te.RetryAfter) * time.Second
+		}
+		return ae
+	}
+	return fmt.Errorf("telegram: %s: %s", method, a.scrub(err.Error()))
 }
 
 // callInto decodes the result into out.

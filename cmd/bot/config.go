@@ -42,6 +42,10 @@ type config struct {
 	// DrainTimeout is how long serve, told to stop, lets in-flight runs
 	// finish or park before it closes (MARLOWE_DRAIN_TIMEOUT, default 20s).
 	DrainTimeout time.Duration
+	// Retention is how old a message text or tool payload may grow before
+	// it is redacted (MARLOWE_RETENTION: 90d or a Go duration, at least 1h;
+	// default off: 0).
+	Retention time.Duration
 
 	// Getenv reads the merged configuration (environment over file) for the
 	// packages that read their own keys (model providers, platforms).
@@ -123,6 +127,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("config: MARLOWE_DRAIN_TIMEOUT=%q: want a Go duration (20s, 1m) or seconds; 0 closes at once", v)
 		}
 		c.DrainTimeout = d
+	}
+	if c.Retention, err = parseRetention(get("MARLOWE_RETENTION")); err != nil {
+		return config{}, fmt.Errorf("config: %w", err)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -241,7 +241,7 @@ func TestDoctor(t *testing.T) {
 		wantLines(t, out, `^✓ configuration`, `^✓ signing key: key \w+ from MARLOWE_SIGNING_KEY`, `^✓ store: postgres .*pgvector \d.*migrations up to date`,
 			`^✓ journal: empty`, `^✓ redis: redis://127\.0\.0\.1:\d+/0 answers`, `^✓ model: openai qwen at http://127\.0\.0\.1:\d+/v1 answered`,
 			`^✓ embeddings: openai nomic at .* a \d+-dimensional vector`, `^✓ slack bot token: connected as @marlowe-fake`,
-			`^✓ slack token scopes: all 12 scopes`, `^✓ slack app token \(socket mode\)`, `^✓ slack look-alike handles`)
+			`^✓ slack token scopes: all 13 scopes`, `^✓ slack app token \(socket mode\)`, `^✓ slack look-alike handles`)
 		if strings.Contains(out, "✗") || strings.Contains(out, "sandbox") {
 			t.Errorf("unexpected lines:\n%s", out)
 		}

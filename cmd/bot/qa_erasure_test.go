@@ -185,6 +185,14 @@ func scanSQLite(t *testing.T, path string) {
 
 func scanPostgres(t *testing.T, dbURL string) {
 	t.Helper()
+	for _, hit := range pgHolding(t, dbURL, holds) {
+		t.Errorf("%s still holds the note", hit)
+	}
+}
+
+// pgHolding lists the rows of every table of the database that match.
+func pgHolding(t *testing.T, dbURL string, match func(string) bool) []string {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -208,6 +216,7 @@ func scanPostgres(t *testing.T, dbURL string) {
 	if len(tables) < 4 {
 		t.Fatalf("only tables %v", tables)
 	}
+	var hits []string
 	for _, tbl := range tables {
 		r, err := conn.Query(ctx, `SELECT t::text FROM `+tbl+` t`)
 		if err != nil {
@@ -218,15 +227,19 @@ func scanPostgres(t *testing.T, dbURL string) {
 			if err := r.Scan(&s); err != nil {
 				t.Fatal(err)
 			}
-			if holds(s) {
-				t.Errorf("table %s still holds the note: %.300s", tbl, s)
+			if match(s) {
+				hits = append(hits, fmt.Sprintf("table %s: %.300s", tbl, s))
 			}
 		}
 		r.Close()
 	}
+	return hits
 }
 
-func scanRedis(t *testing.T, url string) {
+func scanRedis(t *testing.T, url string) { t.Helper(); scanRedisFor(t, url, holds) }
+
+// scanRedisFor fails on any Redis key or value that matches.
+func scanRedisFor(t *testing.T, url string, holds func(string) bool) {
 	t.Helper()
 	opt, err := goredis.ParseURL(url)
 	if err != nil {

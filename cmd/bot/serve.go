@@ -227,6 +227,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	wg.Add(1)
 	go func() { defer wg.Done(); runScheduler(intake, sched, eng, log) }()
+	if cfg.Retention > 0 {
+		wg.Go(func() { runRetention(intake, eng, elect, cfg.Retention, log) })
+	}
 
 	if rdb != nil {
 		bg.Go(func() {

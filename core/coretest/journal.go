@@ -5,6 +5,7 @@
 package coretest
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -227,6 +228,18 @@ func (j *MemJournal) Head(ctx context.Context, ch core.ChannelKey) (uint64, core
 // Redact implements core.Journal: the payload is destroyed and the record
 // appended in one critical section (the store's transaction).
 func (j *MemJournal) Redact(ctx context.Context, seq uint64, record core.Draft) (core.Command, error) {
+	return j.redact(ctx, seq, nil, record)
+}
+
+// Restate implements core.Restater: Redact, with payload kept in place.
+func (j *MemJournal) Restate(ctx context.Context, seq uint64, payload []byte, record core.Draft) (core.Command, error) {
+	if payload == nil {
+		return core.Command{}, fmt.Errorf("restate seq %d: no payload", seq)
+	}
+	return j.redact(ctx, seq, payload, record)
+}
+
+func (j *MemJournal) redact(ctx context.Context, seq uint64, payload []byte, record core.Draft) (core.Command, error) {
 	if err := ctx.Err(); err != nil {
 		return core.Command{}, err
 	}
@@ -247,14 +260,18 @@ func (j *MemJournal) Redact(ctx context.Context, seq uint64, record core.Draft) 
 	if err != nil {
 		return core.Command{}, err
 	}
-	if err := core.CheckRedaction(target, record); err != nil {
-		return core.Command{}, err
+	check := core.CheckRedaction(target, record)
+	if payload != nil {
+		check = core.CheckRestatement(target, payload, record)
+	}
+	if check != nil {
+		return core.Command{}, check
 	}
 	cmds, err := j.appendLocked([]core.Draft{record})
 	if err != nil {
 		return core.Command{}, err
 	}
-	j.st.rows[ch][i].Payload, j.st.rows[ch][i].Redacted = nil, true
+	j.st.rows[ch][i].Payload, j.st.rows[ch][i].Redacted = bytes.Clone(payload), true
 	return cmds[0], nil
 }
 

@@ -153,7 +153,7 @@ func (f *Channel) Apply(c core.Command) error {
 	}
 	f.last, f.head = c.Seq(), c.Hash()
 	f.counts[c.Kind().String()]++
-	if c.Redacted() {
+	if c.Redacted() && !c.Restated() {
 		return nil // a privacy deletion: the envelope counts, the content is gone
 	}
 	p, err := c.Payload()

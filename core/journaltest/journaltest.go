@@ -91,6 +91,7 @@ func Run(t *testing.T, open func(t *testing.T, signer *core.Signer) Harness) {
 		{"TwoInstances", testTwoInstances},
 		{"Tamper", testTamper},
 		{"Redact", testRedact},
+		{"Restate", testRestate},
 		{"RedactRejects", testRedactRejects},
 		{"ReadRun", testReadRun},
 		{"Channels", testChannels},

@@ -389,6 +389,9 @@ func (s *Store) Read(ctx context.Context, ch core.ChannelKey, from uint64, limit
 		return nil, fmt.Errorf("read %s from %d: %w", ch, from, err)
 	}
 	cmds, err := collect(rows)
+	if err == nil {
+		cmds, err = s.withRestated(ctx, cmds)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s from %d: %w", ch, from, err)
 	}
@@ -406,6 +409,9 @@ func (s *Store) ReadRun(ctx context.Context, run string) ([]core.Command, error)
 		return nil, fmt.Errorf("read run %s: %w", run, err)
 	}
 	cmds, err := collect(rows)
+	if err == nil {
+		cmds, err = s.withRestated(ctx, cmds)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read run %s: %w", run, err)
 	}
@@ -454,38 +460,7 @@ func (s *Store) Head(ctx context.Context, ch core.ChannelKey) (uint64, core.Hash
 // The row's old version stays in PostgreSQL's dead tuples and WAL until
 // vacuum and WAL recycling remove it.
 func (s *Store) Redact(ctx context.Context, seq uint64, record core.Draft) (core.Command, error) {
-	ch, err := core.CheckBatch([]core.Draft{record})
-	if err != nil {
-		return core.Command{}, fmt.Errorf("redact: %w", err)
-	}
-	if s.signer == nil {
-		return core.Command{}, fmt.Errorf("redact %s seq %d: %w", ch, seq, core.ErrReadOnly)
-	}
-	if seq == 0 {
-		return core.Command{}, fmt.Errorf("redact %s seq 0: %w", ch, core.ErrNotFound)
-	}
-	h := s.heads.get(ch)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.known = false // the redaction record moves the head; re-read it next time
-	out, err := s.appendTx(ctx, ch, seq, nil, func(targets []core.Command) (*pgx.Batch, error) {
-		if len(targets) == 0 {
-			return nil, fmt.Errorf("target seq %d: %w", seq, core.ErrNotFound)
-		}
-		if targets[0].Redacted() {
-			return nil, fmt.Errorf("target seq %d is already redacted", seq)
-		}
-		if err := core.CheckRedaction(targets[0], record); err != nil {
-			return nil, err
-		}
-		b := &pgx.Batch{}
-		b.Queue(`UPDATE commands SET payload = NULL, redacted = true WHERE channel = $1 AND seq = $2`, string(ch), int64(seq))
-		return b, nil
-	}, []core.Draft{record})
-	if err != nil {
-		return core.Command{}, fmt.Errorf("redact %s seq %d: %w", ch, seq, err)
-	}
-	return out[0], nil
+	return s.redact(ctx, seq, nil, record)
 }
 
 // collect loads rows into Commands. It checks shape only: a row whose scope

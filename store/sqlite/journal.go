@@ -200,6 +200,9 @@ func (s *Store) Read(ctx context.Context, ch core.ChannelKey, from uint64, limit
 	}
 	cmds, err := query(ctx, s.r, selectCommand+`WHERE channel = ? AND seq >= ? ORDER BY seq LIMIT ?`,
 		string(ch), clampSeq(from), lim)
+	if err == nil {
+		cmds, err = withRestated(ctx, s.r, cmds)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s from %d: %w", ch, from, err)
 	}
@@ -213,6 +216,9 @@ func (s *Store) ReadRun(ctx context.Context, run string) ([]core.Command, error)
 	}
 	// run <> '' lets SQLite use the partial index.
 	cmds, err := query(ctx, s.r, selectCommand+`WHERE run = ? AND run <> '' ORDER BY channel, seq`, run)
+	if err == nil {
+		cmds, err = withRestated(ctx, s.r, cmds)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read run %s: %w", run, err)
 	}
@@ -255,6 +261,19 @@ func (s *Store) Head(ctx context.Context, ch core.ChannelKey) (uint64, core.Hash
 // dsn) overwrites the freed bytes in the database file; the WAL copy of the
 // old page goes at the next checkpoint.
 func (s *Store) Redact(ctx context.Context, seq uint64, record core.Draft) (core.Command, error) {
+	return s.redact(ctx, seq, nil, record)
+}
+
+// Restate implements core.Restater: Redact, and the restatement is kept in
+// the restated table in the same transaction.
+func (s *Store) Restate(ctx context.Context, seq uint64, payload []byte, record core.Draft) (core.Command, error) {
+	if payload == nil {
+		return core.Command{}, fmt.Errorf("restate seq %d: no payload", seq)
+	}
+	return s.redact(ctx, seq, payload, record)
+}
+
+func (s *Store) redact(ctx context.Context, seq uint64, restated []byte, record core.Draft) (core.Command, error) {
 	ch, err := core.CheckBatch([]core.Draft{record})
 	if err != nil {
 		return core.Command{}, fmt.Errorf("redact: %w", err)
@@ -278,12 +297,22 @@ func (s *Store) Redact(ctx context.Context, seq uint64, record core.Draft) (core
 		if targets[0].Redacted() {
 			return fmt.Errorf("target seq %d is already redacted", seq)
 		}
-		if err := core.CheckRedaction(targets[0], record); err != nil {
-			return err
+		check := core.CheckRedaction(targets[0], record)
+		if restated != nil {
+			check = core.CheckRestatement(targets[0], restated, record)
+		}
+		if check != nil {
+			return check
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE commands SET payload = NULL, redacted = 1 WHERE channel = ? AND seq = ?`,
 			string(ch), int64(seq)); err != nil {
 			return fmt.Errorf("destroy payload: %w", err)
+		}
+		if restated != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO restated (channel, seq, payload) VALUES (?, ?, ?)`,
+				string(ch), int64(seq), restated); err != nil {
+				return fmt.Errorf("keep restatement: %w", err)
+			}
 		}
 		out, err = s.write(ctx, tx, ch, head, prev, []core.Draft{record})
 		return err
@@ -292,6 +321,50 @@ func (s *Store) Redact(ctx context.Context, seq uint64, record core.Draft) (core
 		return core.Command{}, fmt.Errorf("redact %s seq %d: %w", ch, seq, err)
 	}
 	return out[0], nil
+}
+
+// withRestated puts the kept restatement in place of each redacted command
+// of cmds that has one: one range query per channel of the page.
+func withRestated(ctx context.Context, q querier, cmds []core.Command) ([]core.Command, error) {
+	type span struct{ lo, hi uint64 }
+	spans := map[core.ChannelKey]*span{}
+	for _, c := range cmds {
+		if !c.Redacted() {
+			continue
+		}
+		if sp := spans[c.Channel()]; sp == nil {
+			spans[c.Channel()] = &span{c.Seq(), c.Seq()}
+		} else {
+			sp.lo, sp.hi = min(sp.lo, c.Seq()), max(sp.hi, c.Seq())
+		}
+	}
+	for ch, sp := range spans {
+		rows, err := q.QueryContext(ctx, `SELECT seq, payload FROM restated WHERE channel = ? AND seq BETWEEN ? AND ?`,
+			string(ch), clampSeq(sp.lo), clampSeq(sp.hi))
+		if err != nil {
+			return nil, fmt.Errorf("read restatements of %s: %w", ch, err)
+		}
+		kept := map[uint64][]byte{}
+		for rows.Next() {
+			var seq int64
+			var p []byte
+			if err := rows.Scan(&seq, &p); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read restatements of %s: %w", ch, err)
+			}
+			kept[uint64(seq)] = p
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read restatements of %s: %w", ch, err)
+		}
+		for i, c := range cmds {
+			if p, ok := kept[c.Seq()]; ok && c.Channel() == ch && c.Redacted() {
+				cmds[i] = c.WithRestatement(p)
+			}
+		}
+	}
+	return cmds, nil
 }
 
 // query loads rows into Commands. It checks shape only: trust is decided by

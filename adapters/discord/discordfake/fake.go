@@ -186,6 +186,8 @@ type Server struct {
 	cfg Config
 	srv *httptest.Server
 
+	files attachments // files sent with messages (files.go)
+
 	mu        sync.Mutex
 	seq       uint64 // snowflake counter
 	users     map[string]User

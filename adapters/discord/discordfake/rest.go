@@ -29,6 +29,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/api/v10/")
 	body, _ := io.ReadAll(r.Body)
+	body, ups := splitMultipart(r, body) // files.go
 	if tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bot "); !strings.HasPrefix(r.Header.Get("Authorization"), "Bot ") || (s.cfg.Token != "" && tok != s.cfg.Token) {
 		if !strings.HasPrefix(path, "interactions/") {
 			s.record(r.Method, path, http.StatusUnauthorized)
@@ -65,6 +66,9 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, out := s.route(r.Method, path, r.URL.Query(), body)
+	if status == http.StatusOK {
+		s.recordFiles(out, ups)
+	}
 	s.record(r.Method, path, status)
 	if hit != nil && hit.lose {
 		if hj, ok := w.(http.Hijacker); ok {

@@ -144,6 +144,8 @@ type Server struct {
 	srv *httptest.Server
 	up  websocket.Upgrader
 
+	files files // external uploads (files.go)
+
 	mu         sync.Mutex
 	tsSeq      int64
 	tsBase     int64
@@ -253,6 +255,7 @@ func New(cfg Config) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.serveAPI)
 	mux.HandleFunc("/socket", s.serveSocket)
+	mux.HandleFunc("/upload/", s.serveUpload)
 	// socketmode dials with Origin: https://api.slack.com, as Slack expects.
 	s.up = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	s.srv = httptest.NewServer(mux)
@@ -385,6 +388,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			resp = s.viewsPublish(req)
 		case "chat.getPermalink":
 			resp = s.getPermalink(req)
+		case "files.getUploadURLExternal":
+			resp = s.getUploadURL(req)
+		case "files.completeUploadExternal":
+			resp = s.completeUpload(req)
 		default:
 			resp = fail("unknown_method")
 		}

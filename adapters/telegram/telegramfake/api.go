@@ -50,6 +50,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		e = &apiErr{code: 404, desc: "Not Found"}
 	case tok != s.cfg.Token:
 		e = &apiErr{code: 401, desc: "Unauthorized"}
+	case method == "sendDocument":
+		result, e = s.sendDocument(r, form)
 	default:
 		result, e = s.dispatch(r.Context(), method, form)
 	}

@@ -170,6 +170,7 @@ type Server struct {
 	updIDs   []int64
 	msgs     map[[2]int64]*stored
 	sent     []Sent
+	docs     []Document // sendDocument uploads (files.go)
 	edits    []Edit
 	answers  []Answer
 	reacts   []Reaction

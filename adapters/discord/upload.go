@@ -1,0 +1,36 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+var _ core.FileUploader = (*Adapter)(nil)
+
+// UploadFile implements core.FileUploader: one message carrying the file
+// (multipart POST /channels/{id}/messages), in the scope's conversation
+// (its thread when it has one), mentioning nobody.
+func (a *Adapter) UploadFile(ctx context.Context, scope core.Scope, f core.File) error {
+	if err := checkScope(scope); err != nil {
+		return err
+	}
+	scope.Platform = Platform
+	target, err := a.target(ctx, scope, core.PriorityHigh)
+	if err != nil {
+		return err
+	}
+	msg := &discordgo.MessageSend{
+		Content:         f.Title,
+		Files:           []*discordgo.File{{Name: f.Name, ContentType: f.Type, Reader: bytes.NewReader(f.Content)}},
+		AllowedMentions: &discordgo.MessageAllowedMentions{},
+	}
+	if _, err := a.sess.ChannelMessageSendComplex(target, msg, discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("discord upload %s to %s: %w", f.Name, target, err)
+	}
+	return nil
+}

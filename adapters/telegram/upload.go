@@ -1,0 +1,41 @@
+package telegram
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+var _ core.FileUploader = (*Adapter)(nil)
+
+// UploadFile implements core.FileUploader: sendDocument (multipart) into
+// the scope's chat (its forum topic, replying to scope.Thread when set).
+func (a *Adapter) UploadFile(ctx context.Context, scope core.Scope, f core.File) error {
+	if err := checkScope(scope); err != nil {
+		return err
+	}
+	chat, topic, err := parseChannel(scope.Channel)
+	if err != nil {
+		return err
+	}
+	p := params("chat_id", itoa(chat), "caption", f.Title)
+	if topic > 1 {
+		p["message_thread_id"] = itoa(topic)
+	}
+	if scope.Thread != "" {
+		if _, err := strconv.ParseInt(scope.Thread, 10, 64); err != nil {
+			return fmt.Errorf("telegram: reply target %q is not a message id", scope.Thread)
+		}
+		p["reply_parameters"] = `{"message_id":` + scope.Thread + `,"allow_sending_without_reply":true}`
+	}
+	bot := *a.bot // a shallow copy per call: only Client differs
+	bot.Client = ctxClient{ctx: ctx, c: a.httpClient}
+	if _, err := bot.UploadFiles("sendDocument", p, []tgbotapi.RequestFile{{Name: "document", Data: tgbotapi.FileBytes{Name: f.Name, Bytes: f.Content}}}); err != nil {
+		return a.callErr("sendDocument", err)
+	}
+	return nil
+}
