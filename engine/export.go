@@ -109,11 +109,16 @@ func (d *driver) exportCommand(ctx context.Context, h *humanMsg) (core.Reply, er
 			return core.Reply{}, err
 		}
 		f := core.File{Name: "marlowe-export-" + h.author.ID + ".json", Title: "What Marlowe keeps about you", Type: "application/json", Content: data}
-		if err := up.UploadFile(ctx, rs.Scope, f); err != nil {
-			e.log.Warn("export upload failed", "user", h.author.ID, "error", err)
-			return reply("I couldn't upload the file just now; try again in a minute."), nil
+		err = up.UploadFile(ctx, rs.Scope, f)
+		if err == nil {
+			return reply("📦 Here is everything I keep about you, as JSON (" + f.Name + "): the notes you added or that mention you, your kept messages, consents, routines and pending approvals."), nil
 		}
-		return reply("📦 Here is everything I keep about you, as JSON (" + f.Name + "): the notes you added or that mention you, your kept messages, consents, routines and pending approvals."), nil
+		// A refused upload (for example a Slack app installed before it
+		// asked for files:write) falls back to the link when there is one.
+		e.log.Warn("export upload failed", "user", h.author.ID, "error", err)
+		if e.cfg.ExportURL == "" {
+			return reply("I couldn't upload the file here (the bot's log says why), and no download address is configured. `what do you know about me` lists what I keep."), nil
+		}
 	}
 	if e.cfg.ExportURL == "" {
 		return reply("This platform does not take files from me and no download address is configured, so I can't export your data here. `what do you know about me` lists it."), nil

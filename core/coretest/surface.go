@@ -63,6 +63,9 @@ type FakeSurface struct {
 	// FailOpenDM, when set, can refuse to open a person's DM (a Telegram
 	// user who never started the bot).
 	FailOpenDM func(userID string) error
+	// FailUpload, when set, can refuse a file (a Slack app without
+	// files:write).
+	FailUpload func(sc core.Scope, f core.File) error
 }
 
 var _ core.Surface = (*FakeSurface)(nil)
@@ -266,6 +269,11 @@ var _ core.FileUploader = (*FakeSurface)(nil)
 
 // UploadFile records a file uploaded to sc.
 func (s *FakeSurface) UploadFile(_ context.Context, sc core.Scope, f core.File) error {
+	if s.FailUpload != nil {
+		if err := s.FailUpload(sc, f); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.files = append(s.files, Upload{Scope: sc, File: f})
