@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -51,6 +52,12 @@ type Adapter struct {
 
 	histMu   sync.Mutex
 	histLast time.Time
+
+	// agent: the app has Slack's agent surface (agent.go); streams is what
+	// this process knows of its streamed messages.
+	agent       atomic.Bool
+	streams     streamBook
+	streamChunk int
 
 	ready  readiness   // see Ready
 	admins *adminCache // see IsAdmin
@@ -132,15 +139,16 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &Adapter{
-		cfg:        cfg,
-		log:        slog.Default(),
-		now:        time.Now,
-		httpClient: &http.Client{Timeout: 30 * time.Second},
-		lookalike:  true,
-		pace:       paceConfig{interval: time.Second, burst: 4},
-		shards:     8,
-		historyGap: time.Second,
-		ambiguous:  isAmbiguous,
+		cfg:         cfg,
+		log:         slog.Default(),
+		now:         time.Now,
+		httpClient:  &http.Client{Timeout: 30 * time.Second},
+		lookalike:   true,
+		pace:        paceConfig{interval: time.Second, burst: 4},
+		shards:      8,
+		historyGap:  time.Second,
+		ambiguous:   isAmbiguous,
+		streamChunk: DefaultStreamChunkChars,
 	}
 	for _, o := range opts {
 		o(a)
