@@ -181,7 +181,11 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 		out := core.Outbound{Key: core.EffectID(rs.Scope.Key(), st.seq, 0), Scope: rs.Scope, Text: text, Priority: core.PriorityHigh}
 		rec := postRecord{run: rs.ID, role: core.RoleAnswer, answering: rs.latestHuman()}
 		var err error
-		if sr := d.streamer(); sr != nil && !rs.streamDone {
+		sr := d.streamer()
+		if _, shown := rs.Effects[rs.checklistEffect()]; !shown {
+			sr = d.wantsStream() // no checklist: the answer streams on its own
+		}
+		if sr != nil && !rs.streamDone {
 			err = d.streamAnswer(ctx, sr, out, rec)
 		} else {
 			_, err = d.e.post(ctx, d.s, rs, out, rec)

@@ -89,18 +89,32 @@ func streamStops(st core.RunStatus) bool {
 	return st.Terminal() || st == core.RunBlocked || st == core.RunNeedsPermission
 }
 
-// streamAnswer streams the final answer into the checklist's stream and
-// stops it, then records the answer. A stream the platform already closed
+// streamAnswer streams the final answer into the checklist's stream (or,
+// when the run has no checklist, a stream of its own) and stops it, then
+// records the answer. A stream the platform already closed
 // (a pause stopped it, or it timed out) gets the answer as a post instead.
 func (d *driver) streamAnswer(ctx context.Context, st core.Streamer, out core.Outbound, rec postRecord) error {
 	rs := d.rs
-	ref := rs.Effects[rs.checklistEffect()]
+	ref, started := rs.Effects[rs.checklistEffect()]
 	u := streamState(rs, core.RunDone)
+	if !started && len(u.Tasks) == 0 {
+		u.Title = "" // a plain answer: no plan to show
+	}
 	u.Key, u.Text = out.Key, out.Text
 	sent := rec
 	sent.stream = true
 	sent.send = func(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
 		u.Resumed = out.Resumed
+		if !started {
+			start := core.StreamUpdate{Key: out.Key, Resumed: out.Resumed}
+			if rec.answering != nil {
+				start.Recipient = rec.answering.author.ID
+			}
+			var err error
+			if ref, err = st.StartStream(ctx, out, start); err != nil {
+				return core.MessageRef{}, fmt.Errorf("start the answer's stream: %w", err)
+			}
+		}
 		if err := st.AppendStream(ctx, ref, u); err != nil {
 			return core.MessageRef{}, fmt.Errorf("stream the answer: %w", err)
 		}

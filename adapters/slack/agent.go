@@ -77,6 +77,7 @@ type streamState struct {
 	known   bool   // sent is what the message holds (else read it first)
 	sent    string // the text appended so far
 	stopped bool
+	last    time.Time // when text was last appended
 }
 
 type streamBook struct {
@@ -134,10 +135,9 @@ func (a *Adapter) StartStream(ctx context.Context, out core.Outbound, u core.Str
 			return ref, nil
 		}
 	}
-	opts := []slack.MsgOption{
-		slack.MsgOptionTS(scope.Thread),
-		slack.MsgOptionTaskDisplayMode(slack.TaskDisplayModePlan),
-		slack.MsgOptionChunks(planChunks(u)...),
+	opts := []slack.MsgOption{slack.MsgOptionTS(scope.Thread), slack.MsgOptionTaskDisplayMode(slack.TaskDisplayModePlan)}
+	if chunks := planChunks(u); len(chunks) > 0 {
+		opts = append(opts, slack.MsgOptionChunks(chunks...))
 	}
 	if u.Recipient != "" {
 		opts = append(opts, slack.MsgOptionRecipientUserID(u.Recipient), slack.MsgOptionRecipientTeamID(scope.Workspace))
@@ -199,7 +199,7 @@ func (a *Adapter) appendStream(ctx context.Context, ref core.MessageRef, u core.
 		return nil
 	}
 	pieces := splitRunes(rest, a.streamChunk)
-	if tasks || len(pieces) == 0 {
+	if tasks {
 		chunks := planChunks(u)
 		if len(pieces) > 0 {
 			chunks = append(chunks, slack.NewMarkdownTextChunk(pieces[0]))
@@ -209,8 +209,10 @@ func (a *Adapter) appendStream(ctx context.Context, ref core.MessageRef, u core.
 		if len(pieces) > 0 {
 			coalesce, prio = "", core.PriorityHigh
 		}
-		if err := a.streamCall(ctx, ref, ss, prio, coalesce, firstOr(pieces), chunks); err != nil {
-			return err
+		if len(chunks) > 0 {
+			if err := a.streamCall(ctx, ref, ss, prio, coalesce, firstOr(pieces), chunks); err != nil {
+				return err
+			}
 		}
 		if len(pieces) > 0 {
 			pieces = pieces[1:]
@@ -228,6 +230,18 @@ func (a *Adapter) appendStream(ctx context.Context, ref core.MessageRef, u core.
 // chunks. An answer lost on the way leaves the text in doubt: the next
 // call reads the message first.
 func (a *Adapter) streamCall(ctx context.Context, ref core.MessageRef, ss *streamState, prio core.Priority, coalesce, text string, chunks []slack.StreamChunk) error {
+	if text != "" {
+		// One piece of text per pace interval: the channel's queue spaces
+		// only calls that wait in it together, and these come one by one.
+		a.streams.mu.Lock()
+		wait := ss.last.Add(a.pace.interval).Sub(a.now())
+		a.streams.mu.Unlock()
+		if wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
+				return fmt.Errorf("slack: chat.appendStream: %w", err)
+			}
+		}
+	}
 	err := a.pacer.do(ctx, ref.Scope.Channel, prio, coalesce, func(ctx context.Context) error {
 		_, _, err := a.api.AppendStreamContext(ctx, ref.Scope.Channel, ref.ID, slack.MsgOptionChunks(chunks...))
 		return err
@@ -237,6 +251,9 @@ func (a *Adapter) streamCall(ctx context.Context, ref core.MessageRef, ss *strea
 	switch {
 	case err == nil:
 		ss.sent += text
+		if text != "" {
+			ss.last = a.now()
+		}
 		return nil
 	case streamGone(err):
 		ss.stopped = true
@@ -259,7 +276,10 @@ func (a *Adapter) StopStream(ctx context.Context, ref core.MessageRef, u core.St
 	stopped := ss.stopped
 	a.streams.mu.Unlock()
 	if !stopped {
-		opts := []slack.MsgOption{slack.MsgOptionChunks(planChunks(u)...)}
+		var opts []slack.MsgOption
+		if chunks := planChunks(u); len(chunks) > 0 {
+			opts = append(opts, slack.MsgOptionChunks(chunks...))
+		}
 		if u.Key != "" {
 			opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: metaEventType, EventPayload: map[string]any{"key": u.Key}}))
 		}
@@ -352,7 +372,10 @@ func (a *Adapter) threadMessages(ctx context.Context, channel, thread, oldest st
 
 // planChunks renders u's plan: its title, then one task_update per task.
 func planChunks(u core.StreamUpdate) []slack.StreamChunk {
-	chunks := []slack.StreamChunk{slack.NewPlanUpdateChunk(u.Title)}
+	var chunks []slack.StreamChunk
+	if u.Title != "" || len(u.Tasks) > 0 {
+		chunks = append(chunks, slack.NewPlanUpdateChunk(u.Title))
+	}
 	for _, t := range u.Tasks {
 		c := slack.NewTaskUpdateChunk(t.ID, t.Title)
 		c.Status = slack.TaskCardStatus(t.Status)
