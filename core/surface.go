@@ -173,7 +173,7 @@ type Typing interface {
 type Streamer interface {
 	// Streams reports whether scope's conversation takes a stream now (the
 	// app may lack the agent surface): false means the plain checklist.
-	Streams(scope Scope) bool
+	Streams(ctx context.Context, scope Scope) bool
 	// StartStream starts the message in out.Scope.Thread showing u's plan.
 	StartStream(ctx context.Context, out Outbound, u StreamUpdate) (MessageRef, error)
 	// AppendStream shows u's plan and tasks and, when u.Text is longer

@@ -97,7 +97,7 @@ func (d *driver) ensureChecklist(ctx context.Context) error {
 		trigger = rs.latestHuman()
 	}
 	rec := postRecord{run: rs.ID, role: core.RoleChecklist, answering: trigger}
-	if st := d.wantsStream(); st != nil {
+	if st := d.wantsStream(ctx); st != nil {
 		return d.startStream(ctx, st, out, rec)
 	}
 	_, err := d.e.post(ctx, d.s, rs, out, rec)
@@ -183,7 +183,7 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 		var err error
 		sr := d.streamer()
 		if _, shown := rs.Effects[rs.checklistEffect()]; !shown {
-			sr = d.wantsStream() // no checklist: the answer streams on its own
+			sr = d.wantsStream(ctx) // no checklist: the answer streams on its own
 		}
 		if sr != nil && !rs.streamDone {
 			err = d.streamAnswer(ctx, sr, out, rec)

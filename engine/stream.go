@@ -23,9 +23,9 @@ import (
 // surface appends only what the message lacks.
 
 // wantsStream is the streamer to start the checklist with, or nil.
-func (d *driver) wantsStream() core.Streamer {
+func (d *driver) wantsStream(ctx context.Context) core.Streamer {
 	st, ok := d.s.(core.Streamer)
-	if !ok || d.rs.Scope.Thread == "" || !st.Streams(d.rs.Scope) {
+	if !ok || d.rs.Scope.Thread == "" || !st.Streams(ctx, d.rs.Scope) {
 		return nil
 	}
 	return st

@@ -56,6 +56,9 @@ type Adapter struct {
 	// agent: the app has Slack's agent surface (agent.go); streams is what
 	// this process knows of its streamed messages.
 	agent       atomic.Bool
+	agentKnown  atomic.Bool // a detection succeeded
+	agentMu     sync.Mutex  // one detection at a time
+	agentWas    bool        // under agentMu: what was last logged
 	streams     streamBook
 	streamChunk int
 

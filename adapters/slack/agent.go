@@ -48,19 +48,28 @@ func WithStreamChunk(chars int) Option {
 }
 
 // detectAgent reads the token's scopes (auth.test's X-OAuth-Scopes) and
-// turns the agent surface on when assistant:write is among them.
-func (a *Adapter) detectAgent(ctx context.Context) {
+// turns the agent surface on when assistant:write is among them. Run calls
+// it at start; Streams calls it first if no detection has succeeded yet (a
+// run resumed at start-up may post before Run got that far).
+func (a *Adapter) detectAgent(ctx context.Context) bool {
+	a.agentMu.Lock()
+	defer a.agentMu.Unlock()
 	res, scopes, err := a.rawCall(ctx, "auth.test", a.cfg.BotToken)
-	on := err == nil && res.OK && slices.Contains(scopes, AgentScope)
-	a.agent.Store(on)
-	switch {
-	case err != nil || !res.OK:
-		a.log.Warn("slack: could not read the token's scopes; the agent surface is off", "error", err, "code", res.Error)
-	case on:
-		a.log.Info("slack: agent surface on (" + AgentScope + " granted): runs stream their plan and answer")
-	default:
-		a.log.Info("slack: agent surface off (no " + AgentScope + " scope): runs use the checklist message")
+	if err != nil || !res.OK {
+		a.log.Warn("slack: could not read the token's scopes; the agent surface is off for now", "error", err, "code", res.Error)
+		return false
 	}
+	on := slices.Contains(scopes, AgentScope)
+	a.agent.Store(on)
+	if !a.agentKnown.Swap(true) || on != a.agentWas {
+		if on {
+			a.log.Info("slack: agent surface on (" + AgentScope + " granted): runs stream their plan and answer")
+		} else {
+			a.log.Info("slack: agent surface off (no " + AgentScope + " scope): runs use the checklist message")
+		}
+	}
+	a.agentWas = on
+	return on
 }
 
 // AgentSurface reports whether the agent surface is on (see detectAgent).
@@ -68,8 +77,16 @@ func (a *Adapter) AgentSurface() bool { return a.agent.Load() }
 
 // Streams implements core.Streamer: a stream needs the agent surface and a
 // thread to reply in.
-func (a *Adapter) Streams(scope core.Scope) bool {
-	return a.agent.Load() && scope.Thread != ""
+func (a *Adapter) Streams(ctx context.Context, scope core.Scope) bool {
+	if scope.Thread == "" {
+		return false
+	}
+	if !a.agentKnown.Load() {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return a.detectAgent(dctx)
+	}
+	return a.agent.Load()
 }
 
 // streamState is what this process knows of one streamed message.
@@ -388,7 +405,7 @@ func planChunks(u core.StreamUpdate) []slack.StreamChunk {
 // Typing implements core.Typing with the thread's status ("is thinking…")
 // when the agent surface is on; otherwise it does nothing.
 func (a *Adapter) Typing(ctx context.Context, scope core.Scope) error {
-	if !a.Streams(scope) {
+	if !a.Streams(ctx, scope) {
 		return nil
 	}
 	return a.setStatus(ctx, scope, thinkingStatus)
