@@ -91,7 +91,9 @@ func TestSlackAgentSurfaceStreamsPlanTasksAndAnswer(t *testing.T) {
 			}
 		}
 		return false
-	}, func() string { return fmt.Sprintf("no stopped stream in the thread; streams %+v\n%s", slack.Streams(), logs.String()) })
+	}, func() string {
+		return fmt.Sprintf("no stopped stream in the thread; streams %+v\n%s", slack.Streams(), logs.String())
+	})
 
 	if n := len(slack.Streams()); n != 1 {
 		t.Fatalf("%d streams, want 1", n)
@@ -200,7 +202,9 @@ func TestSlackWithoutAgentScopeKeepsTheChecklist(t *testing.T) {
 			checklist = checklist || strings.HasPrefix(u.Text, "✅ Done\n☑ Read the thread")
 		}
 		return checklist
-	}, func() string { return fmt.Sprintf("the checklist never showed the finished plan: %+v", slack.Updates()) })
+	}, func() string {
+		return fmt.Sprintf("the checklist never showed the finished plan: %+v", slack.Updates())
+	})
 	for _, m := range []string{"chat.startStream", "chat.appendStream", "chat.stopStream", "assistant.threads.setStatus"} {
 		if n := slack.CallCount(m); n != 0 {
 			t.Errorf("%d %s calls without the scope", n, m)
