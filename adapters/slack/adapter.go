@@ -62,9 +62,10 @@ type Adapter struct {
 	streams     streamBook
 	streamChunk int
 
-	ready  readiness   // see Ready
-	admins *adminCache // see IsAdmin
-	home   homeHook    // see SetHomeOpened
+	ready  readiness     // see Ready
+	admins *adminCache   // see IsAdmin
+	home   homeHook      // see SetHomeOpened
+	assist assistantHook // see SetInboxCount
 
 	// run state: the deliver func of the active Run (HTTP mode serves
 	// requests through it) and its background work.

@@ -153,3 +153,54 @@ func TestAgentSurfaceDetectedFromScopes(t *testing.T) {
 		t.Fatal("a stream without a thread")
 	}
 }
+
+// Opening the assistant panel titles the thread and suggests prompts, the
+// person's inbox first when items wait there; without the agent surface
+// the event is acknowledged and nothing is called.
+func TestAssistantThreadStartedSuggestsPrompts(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		var scopes []string
+		if on {
+			scopes = []string{AgentScope}
+		}
+		f := agentFake(t, scopes...)
+		a, _ := newAdapter(t, testConfig(f, ModeSocket))
+		a.SetInboxCount(func(_ context.Context, user string) (int, error) {
+			if user != alice {
+				t.Errorf("inbox counted for %s", user)
+			}
+			return 2, nil
+		})
+		rec := &recorder{}
+		run(t, a, rec.deliver)
+		if !f.WaitConnected(5 * time.Second) {
+			t.Fatal("no connection")
+		}
+		id := f.PushEvent(f.AssistantThreadStartedEvent(alice, chDM, "1700000000.000100", chPublic))
+		if !f.WaitEventAcked(id, 5*time.Second) {
+			t.Fatal("assistant_thread_started not acknowledged")
+		}
+		if on {
+			waitUntil(t, 5*time.Second, "suggested prompts", func() bool { return len(f.SuggestedPrompts()) > 0 })
+		}
+		ps := f.SuggestedPrompts()
+		if !on {
+			if len(ps) != 0 || len(f.Titles()) != 0 {
+				t.Fatalf("without the agent surface: prompts %+v, titles %+v", ps, f.Titles())
+			}
+			continue
+		}
+		if len(ps) != 1 || ps[0].ThreadTS != "1700000000.000100" || ps[0].Channel != chDM {
+			t.Fatalf("prompts %+v, want one set in the panel's thread", ps)
+		}
+		if got := ps[0].Prompts[0]; got["message"] != "inbox" || !strings.Contains(got["title"], "2 waiting") {
+			t.Fatalf("first prompt %v, want the inbox with its 2 items", got)
+		}
+		if ts := f.Titles(); len(ts) != 1 || ts[0].Title != assistantTitle {
+			t.Fatalf("titles %+v", ts)
+		}
+		if n := rec.callCount(); n != 0 {
+			t.Fatalf("the panel's opening was delivered to the engine %d times", n)
+		}
+	}
+}
