@@ -106,12 +106,16 @@ func (d *driver) streamAnswer(ctx context.Context, st core.Streamer, out core.Ou
 	sent.send = func(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
 		u.Resumed = out.Resumed
 		if !started {
-			start := core.StreamUpdate{Key: out.Key, Resumed: out.Resumed}
+			// The start has a key of its own: the answer's key stays free
+			// for the post that replaces a stream Slack closed.
+			so := out
+			so.Key += ":stream"
+			start := core.StreamUpdate{Key: so.Key, Resumed: out.Resumed}
 			if rec.answering != nil {
 				start.Recipient = rec.answering.author.ID
 			}
 			var err error
-			if ref, err = st.StartStream(ctx, out, start); err != nil {
+			if ref, err = st.StartStream(ctx, so, start); err != nil {
 				return core.MessageRef{}, fmt.Errorf("start the answer's stream: %w", err)
 			}
 		}

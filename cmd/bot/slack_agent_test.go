@@ -24,12 +24,36 @@ func agentAnswer(token string) string {
 	return b.String()
 }
 
+const agentGeneral, agentRandom, agentOps = "C0GENERAL1", "C0RANDOM01", "C0OPSROOM1"
+
+// agentScript is the default run: plan + read_thread, progress + a note
+// to #random (named in the prompt, so no approval), the long answer.
+func agentScript() []llmtest.Response {
+	return []llmtest.Response{
+		llmtest.Tools(
+			llmtest.Call("call_plan", "update_checklist", `{"items":[{"text":"Read the thread"},{"text":"Post a note to #random"},{"text":"Answer"}]}`),
+			llmtest.Call("call_read", "read_thread", `{}`),
+		),
+		llmtest.Tools(
+			llmtest.Call("call_progress", "update_checklist", `{"items":[{"text":"Read the thread","done":true},{"text":"Post a note to #random"},{"text":"Answer"}]}`),
+			llmtest.Call("call_note", "post_to_channel", `{"channel":"`+agentRandom+`","text":"A note from the thread"}`),
+		),
+		llmtest.Text(agentAnswer("K-agent")),
+	}
+}
+
 // agentServe runs `bot serve` in-process against fake Slack (granting
 // scopes) and a scripted OpenAI model, and says one mention in #general.
 func agentServe(t *testing.T, scopes []string) (*slackfake.Server, string, *syncBuffer) {
+	return agentServeScript(t, scopes, nil, agentScript()...)
+}
+
+// agentServeScript is agentServe with the model's script; prep, when set,
+// scripts the fake before the mention is said.
+func agentServeScript(t *testing.T, scopes []string, prep func(*slackfake.Server), script ...llmtest.Response) (*slackfake.Server, string, *syncBuffer) {
 	t.Helper()
-	const general, random, alice = "C0GENERAL1", "C0RANDOM01", "U0ALICE001"
-	slack := slackfake.New(slackfake.Config{EchoPosts: true, Scopes: scopes, Channels: map[string]string{general: "channel", random: "channel"}})
+	const general, random, alice = agentGeneral, agentRandom, "U0ALICE001"
+	slack := slackfake.New(slackfake.Config{EchoPosts: true, Scopes: scopes, Channels: map[string]string{general: "channel", random: "channel", agentOps: "channel"}})
 	t.Cleanup(slack.Close)
 	model := llmtest.NewOpenAIServer(t)
 	getenv := env(map[string]string{
@@ -60,17 +84,10 @@ func agentServe(t *testing.T, scopes []string) (*slackfake.Server, string, *sync
 	if !slack.WaitConnected(10 * time.Second) {
 		t.Fatalf("no Socket Mode connection:\n%s", logs.String())
 	}
-	model.Enqueue(
-		llmtest.Tools(
-			llmtest.Call("call_plan", "update_checklist", `{"items":[{"text":"Read the thread"},{"text":"Post a note to #random"},{"text":"Answer"}]}`),
-			llmtest.Call("call_read", "read_thread", `{}`),
-		),
-		llmtest.Tools(
-			llmtest.Call("call_progress", "update_checklist", `{"items":[{"text":"Read the thread","done":true},{"text":"Post a note to #random"},{"text":"Answer"}]}`),
-			llmtest.Call("call_note", "post_to_channel", `{"channel":"`+random+`","text":"A note from the thread"}`),
-		),
-		llmtest.Text(agentAnswer("K-agent")),
-	)
+	model.Enqueue(script...)
+	if prep != nil {
+		prep(slack)
+	}
 	root, _ := slack.Say(general, "", alice, "<@"+slack.Config().BotUserID+"> please read this thread, post a note to <#"+random+"> and answer")
 	return slack, root, logs
 }
@@ -238,4 +255,124 @@ func hasTask(chunks []map[string]any, id, status string) bool {
 		}
 	}
 	return false
+}
+
+// agentStream waits for the thread's one stream to satisfy ok.
+func agentStream(t *testing.T, slack *slackfake.Server, root string, logs *syncBuffer, what string, ok func(slackfake.Stream) bool) slackfake.Stream {
+	t.Helper()
+	var st slackfake.Stream
+	waitFor(t, 20*time.Second, func() bool {
+		for _, s := range slack.Streams() {
+			if s.ThreadTS == root && ok(s) {
+				st = s
+				return true
+			}
+		}
+		return false
+	}, func() string {
+		return fmt.Sprintf("no stream %s; streams %+v\n%s", what, slack.Streams(), logs.String())
+	})
+	return st
+}
+
+// A model failure after the stream started stops it with a visible failed
+// plan (the done step complete, the rest not), the failure notice is
+// posted as before, and the thread's status is cleared.
+func TestSlackAgentModelFailureEndsTheStreamFailed(t *testing.T) {
+	slack, root, logs := agentServeScript(t, append(slackad.RequiredScopes(), slackad.AgentScope), nil,
+		agentScript()[0], llmtest.Error(401, "invalid api key"))
+	st := agentStream(t, slack, root, logs, "stopped", func(s slackfake.Stream) bool { return s.Stopped })
+	if !strings.HasPrefix(st.Plan, "❌ Failed") {
+		t.Errorf("the stopped stream's plan says %q, want the failure", st.Plan)
+	}
+	status := map[string]string{}
+	for _, task := range st.Tasks {
+		status[task.ID] = task.Status
+	}
+	if status["call-call_read"] != "complete" || status["plan-0"] != "pending" {
+		t.Errorf("tasks %+v: want the read complete and the plan not done", st.Tasks)
+	}
+	if st.Text != "" {
+		t.Errorf("a failed run streamed text %q", st.Text)
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		for _, p := range slack.Posts() {
+			if p.ThreadTS == root && strings.HasPrefix(p.Text, "❌ I couldn't finish this") {
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("no failure notice; posts %+v", slack.Posts()) })
+	var last string
+	for _, s := range slack.Statuses() {
+		if s.ThreadTS == root {
+			last = s.Status
+		}
+	}
+	if last != "" {
+		t.Errorf("the thread's status was left at %q", last)
+	}
+}
+
+// A tool that needs approval: the card is a Block Kit message, the stream
+// stays open with the tool's task in progress, waiting; once approved the
+// run streams its answer into the same stream and stops it.
+func TestSlackAgentApprovalKeepsTheStreamOpen(t *testing.T) {
+	slack, root, logs := agentServeScript(t, append(slackad.RequiredScopes(), slackad.AgentScope), nil,
+		llmtest.Tools(llmtest.Call("call_ops", "post_to_channel", `{"channel":"`+agentOps+`","text":"Signups report: 412"}`)),
+		llmtest.Text("Shared the report in ops."))
+	var card slackfake.Post
+	waitFor(t, 20*time.Second, func() bool {
+		for _, p := range slack.Posts() {
+			if p.ThreadTS == root && len(p.Blocks) > 0 && strings.Contains(string(p.Blocks), "approve") {
+				card = p
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("no approval card; posts %+v\n%s", slack.Posts(), logs.String()) })
+	st := agentStream(t, slack, root, logs, "waiting for approval", func(s slackfake.Stream) bool {
+		return slices.ContainsFunc(s.Tasks, func(task slackfake.Task) bool {
+			return task.ID == "call-call_ops" && task.Status == "in_progress" && task.Output == "waiting for approval"
+		})
+	})
+	if st.Stopped {
+		t.Fatal("the stream stopped while the run waits for approval")
+	}
+	actionID, value := approveButton(t, card.Blocks)
+	slack.PushInteraction(slack.BlockActionsJSON(slackfake.Click{
+		Channel: agentGeneral, MessageTS: card.TS, ThreadTS: root, User: "U0ALICE001", UserName: "alice",
+		ActionID: actionID, Value: value, Label: "Approve",
+	}))
+	st = agentStream(t, slack, root, logs, "stopped after approval", func(s slackfake.Stream) bool { return s.Stopped })
+	if st.Text != "Shared the report in ops." || st.Plan != "✅ Done" {
+		t.Fatalf("stream text %q plan %q after approval", st.Text, st.Plan)
+	}
+	if n := len(slack.Streams()); n != 1 {
+		t.Fatalf("%d streams, want 1", n)
+	}
+}
+
+// A stream Slack has already closed (message_not_in_streaming_state) does
+// not lose the answer: it is posted as an ordinary message, once.
+func TestSlackAgentClosedStreamPostsTheAnswer(t *testing.T) {
+	slack, root, logs := agentServeScript(t, append(slackad.RequiredScopes(), slackad.AgentScope), func(f *slackfake.Server) {
+		f.FailCalls("chat.appendStream", 100, "message_not_in_streaming_state")
+	}, llmtest.Text("Signups: 412."))
+	waitFor(t, 20*time.Second, func() bool {
+		for _, p := range slack.Posts() {
+			if p.ThreadTS == root && p.Text == "Signups: 412." {
+				return true
+			}
+		}
+		return false
+	}, func() string {
+		return fmt.Sprintf("the answer was not posted; posts %+v calls %+v streams %+v\n%s", slack.Posts(), slack.Calls(), slack.Streams(), logs.String())
+	})
+	if n := slack.CallCount("chat.startStream"); n != 1 {
+		t.Errorf("%d chat.startStream calls, want 1", n)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("errors logged:\n%s", logs.String())
+	}
 }
