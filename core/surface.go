@@ -196,7 +196,6 @@ type StreamUpdate struct {
 	Tasks []StreamTask
 	// Text is the whole answer so far (not a delta).
 	Text    string
-	Failed  bool // the run ended without finishing: the stream shows it
 	Resumed bool // see Outbound.Resumed
 	// Recipient is the person the stream answers (Slack needs it to
 	// stream outside a DM); "" when none.

@@ -165,7 +165,8 @@ func streamState(rs *RunReplay, st core.RunStatus) core.StreamUpdate {
 	saved := rs.Status
 	rs.Status = st
 	defer func() { rs.Status = saved }()
-	u := core.StreamUpdate{Title: checklistHeader(rs), Failed: st == core.RunBroken || st == core.RunCancelled}
+	u := core.StreamUpdate{Title: checklistHeader(rs)}
+	failed := st == core.RunBroken || st == core.RunCancelled
 	for i, it := range rs.plan {
 		s := core.TaskPending
 		if it.Done || st == core.RunDone {
@@ -193,7 +194,7 @@ func streamState(rs *RunReplay, st core.RunStatus) core.StreamUpdate {
 			}
 			task := core.StreamTask{ID: taskID(c.call.ID, -1), Title: toolLabel(c.call.Name), Status: core.TaskInProgress}
 			switch {
-			case u.Failed:
+			case failed:
 				task.Status = core.TaskError
 			case c.approval != "" && st == core.RunWaitingApproval:
 				task.Output = "waiting for approval"

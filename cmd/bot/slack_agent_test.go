@@ -33,6 +33,7 @@ func agentScript() []llmtest.Response {
 		llmtest.Tools(
 			llmtest.Call("call_plan", "update_checklist", `{"items":[{"text":"Read the thread"},{"text":"Post a note to #random"},{"text":"Answer"}]}`),
 			llmtest.Call("call_read", "read_thread", `{}`),
+			llmtest.Call("call_bogus", "no_such_tool", `{}`),
 		),
 		llmtest.Tools(
 			llmtest.Call("call_progress", "update_checklist", `{"items":[{"text":"Read the thread","done":true},{"text":"Post a note to #random"},{"text":"Answer"}]}`),
@@ -144,7 +145,8 @@ func TestSlackAgentSurfaceStreamsPlanTasksAndAnswer(t *testing.T) {
 	if !sawPending || !sawReadBeforeNote {
 		t.Errorf("tasks did not follow the steps (pending plan item seen %v, read before note %v): %+v", sawPending, sawReadBeforeNote, st.Calls)
 	}
-	wantTasks := map[string]string{"plan-0": "complete", "plan-1": "complete", "plan-2": "complete", "call-call_read": "complete", "call-call_note": "complete"}
+	wantTasks := map[string]string{"plan-0": "complete", "plan-1": "complete", "plan-2": "complete",
+		"call-call_read": "complete", "call-call_bogus": "error", "call-call_note": "complete"}
 	got := map[string]string{}
 	for _, task := range st.Tasks {
 		got[task.ID] = task.Status

@@ -24,7 +24,8 @@ import (
 // journaled then). Restarted on the same data dir, the bot must finish
 // the run with exactly one message in the thread — one stream, stopped,
 // holding the whole answer once, its plan done — and no chat.postMessage
-// of the answer, the journal as in an uninterrupted run.
+// of the answer, the journal as in an uninterrupted run. The same again
+// for a plain run (no tool steps), whose answer streams on its own.
 func TestSlackStreamKillAtEveryStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bot binary and SIGKILLs it at every step of a streamed run (-short skips it)")
@@ -33,7 +34,15 @@ func TestSlackStreamKillAtEveryStep(t *testing.T) {
 	bin := buildCrashBot(t)
 	model := newStreamModel(t)
 
-	clean := newStreamBot(t, bin, model.URL, "clean")
+	for _, plain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plan", true: "plain"}[plain], func(t *testing.T) { streamKillLoop(t, bin, model.URL, plain) })
+	}
+	t.Logf("took %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+func streamKillLoop(t *testing.T, bin, modelURL string, plain bool) {
+	clean := newStreamBot(t, bin, modelURL, "clean")
+	clean.plain = plain
 	clean.b.start()
 	clean.say()
 	clean.b.waitRunEnd(30 * time.Second)
@@ -66,7 +75,8 @@ func TestSlackStreamKillAtEveryStep(t *testing.T) {
 	}
 	var midStream int
 	for i, k := range kills {
-		sb := newStreamBot(t, bin, model.URL, fmt.Sprintf("k%d", i))
+		sb := newStreamBot(t, bin, modelURL, fmt.Sprintf("k%d", i))
+		sb.plain = plain
 		sb.b.start()
 		at, text := sb.killAt(k.n, k.delay)
 		if text != "" && text != agentAnswer(sb.b.token) {
@@ -89,7 +99,7 @@ func TestSlackStreamKillAtEveryStep(t *testing.T) {
 		sb.b.close()
 		sb.slack.Close()
 	}
-	t.Logf("%d kills, %d of them with the answer part-streamed; took %s", len(kills), midStream, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("%d kills, %d of them with the answer part-streamed", len(kills), midStream)
 	if midStream == 0 {
 		t.Error("no kill landed while the answer was streaming")
 	}
@@ -100,6 +110,7 @@ type streamBot struct {
 	b     *crashBot
 	slack *slackfake.Server
 	root  string
+	plain bool // a run without tool steps: the answer streams on its own
 }
 
 const streamChannel, streamAlice = "C0GENERAL1", "U0ALICE001"
@@ -120,7 +131,11 @@ func newStreamBot(t *testing.T, bin, modelURL, name string) *streamBot {
 }
 
 func (s *streamBot) say() {
-	s.root, _ = s.slack.Say(streamChannel, "", streamAlice, "<@"+s.slack.Config().BotUserID+"> read this thread and answer with the code "+s.b.token)
+	ask := "read this thread and answer with the code "
+	if s.plain {
+		ask = "just answer with the code "
+	}
+	s.root, _ = s.slack.Say(streamChannel, "", streamAlice, "<@"+s.slack.Config().BotUserID+"> "+ask+s.b.token)
 }
 
 // killAt SIGKILLs the bot once the journal holds n commands (n = 0: as
@@ -181,8 +196,8 @@ func (s *streamBot) check() map[string]int {
 	if want := agentAnswer(s.b.token); st.Text != want {
 		t.Errorf("the stream holds %q, want the answer once: %q", st.Text, want)
 	}
-	if st.Plan != "✅ Done" {
-		t.Errorf("the stream's plan says %q, want ✅ Done", st.Plan)
+	if want := map[bool]string{false: "✅ Done", true: ""}[s.plain]; st.Plan != want {
+		t.Errorf("the stream's plan says %q, want %q", st.Plan, want)
 	}
 	for _, task := range st.Tasks {
 		if task.Status != "complete" {
@@ -198,7 +213,11 @@ func (s *streamBot) check() map[string]int {
 	for _, k := range s.b.kinds() {
 		counts[k]++
 	}
-	for kind, n := range map[string]int{"message.received": 1, "run.started": 1, "run.completed": 1, "model.step": 3, "message.posted": 2} {
+	want := map[string]int{"message.received": 1, "run.started": 1, "run.completed": 1, "model.step": 3, "message.posted": 2}
+	if s.plain {
+		want["model.step"], want["message.posted"] = 1, 1
+	}
+	for kind, n := range want {
 		if counts[kind] != n {
 			t.Errorf("journal has %d %s, want %d (all: %v)", counts[kind], kind, n, counts)
 		}
@@ -216,39 +235,30 @@ func newStreamModel(t *testing.T) *httptest.Server {
 			http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
 			return
 		}
-		token, results := "", 0
-		for _, m := range req.Messages {
-			switch m.Role {
-			case "user":
-				if token == "" {
-					token = crashTokenRe.FindString(m.Text())
-				}
-			case "tool":
-				results++
-			}
-		}
+		token, results := crashRequest(req)
 		msg := map[string]any{"role": "assistant", "content": nil}
 		finish := "tool_calls"
 		call := func(id, name, args string) map[string]any {
 			return map[string]any{"id": id, "type": "function", "function": map[string]any{"name": name, "arguments": args}}
 		}
-		switch results {
-		case 0:
+		plain := false
+		for _, m := range req.Messages {
+			plain = plain || m.Role == "user" && strings.Contains(m.Text(), "just answer")
+		}
+		switch {
+		case plain:
+			msg["content"], finish = agentAnswer(token), "stop"
+		case results == 0:
 			msg["tool_calls"] = []map[string]any{
 				call("call_plan", "update_checklist", `{"items":[{"text":"Read the thread"},{"text":"Answer"}]}`),
 				call("call_read", "read_thread", `{}`),
 			}
-		case 2:
+		case results == 2:
 			msg["tool_calls"] = []map[string]any{call("call_progress", "update_checklist", `{"items":[{"text":"Read the thread","done":true},{"text":"Answer"}]}`)}
 		default:
 			msg["content"], finish = agentAnswer(token), "stop"
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-stream", "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
-			"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish}},
-			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-		})
+		writeCompletion(w, req.Model, msg, finish)
 	}))
 	t.Cleanup(srv.Close)
 	srv.URL += "/v1"
