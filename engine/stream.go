@@ -152,7 +152,7 @@ func (d *driver) reissueStream(ctx context.Context) error {
 		return fmt.Errorf("re-issue stream update: %w", err)
 	}
 	err := d.performStream(ctx, st, ref, rs.Status, core.EffectID(u.ch, u.seq, 0))
-	if errors.Is(err, core.ErrStreamEnded) {
+	if err == nil || errors.Is(err, core.ErrStreamEnded) {
 		return nil
 	}
 	return d.e.cosmetic(ctx, &editError{effect: rs.checklistEffect(), err: err})
