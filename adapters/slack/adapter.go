@@ -62,9 +62,10 @@ type Adapter struct {
 	streams     streamBook
 	streamChunk int
 
-	ready  readiness     // see Ready
-	admins *adminCache   // see IsAdmin
-	home   homeHook      // see SetHomeOpened
+	ready  readiness   // see Ready
+	admins *adminCache // see IsAdmin
+	home   homeHook    // see SetHomeOpened
+
 	assist assistantHook // see SetInboxCount
 
 	// run state: the deliver func of the active Run (HTTP mode serves
@@ -143,17 +144,17 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &Adapter{
-		cfg:         cfg,
-		log:         slog.Default(),
-		now:         time.Now,
-		httpClient:  &http.Client{Timeout: 30 * time.Second},
-		lookalike:   true,
-		pace:        paceConfig{interval: time.Second, burst: 4},
-		shards:      8,
-		historyGap:  time.Second,
-		ambiguous:   isAmbiguous,
-		streamChunk: DefaultStreamChunkChars,
+		cfg:        cfg,
+		log:        slog.Default(),
+		now:        time.Now,
+		httpClient: &http.Client{Timeout: 30 * time.Second},
+		lookalike:  true,
+		pace:       paceConfig{interval: time.Second, burst: 4},
+		shards:     8,
+		historyGap: time.Second,
+		ambiguous:  isAmbiguous,
 	}
+	a.streamChunk = DefaultStreamChunkChars
 	for _, o := range opts {
 		o(a)
 	}
