@@ -131,19 +131,17 @@ func TestSlackAgentSurfaceStreamsPlanTasksAndAnswer(t *testing.T) {
 	if last.Method != "chat.stopStream" || !hasChunk(last.Chunks, "plan_update", "title", "✅ Done") {
 		t.Errorf("last call %s %v, want chat.stopStream with the done plan", last.Method, last.Chunks)
 	}
-	// Tasks followed the steps: plan items pending, then done; the tool
-	// steps appeared as they completed.
-	var sawPending, sawReadBeforeNote bool
-	for _, c := range st.Calls {
-		if hasTask(c.Chunks, "plan-1", "pending") {
-			sawPending = true
-		}
-		if hasTask(c.Chunks, "call-call_read", "complete") && !hasTask(c.Chunks, "call-call_note", "") {
-			sawReadBeforeNote = true
-		}
+	// Tasks followed the steps: while the run worked (before the stop) a
+	// plan item was still pending and the read already complete. (Queued
+	// task updates of one stream coalesce, so which intermediate states
+	// went out depends on the pace; the latest always does.)
+	var sawPending, sawReadEarly bool
+	for _, c := range st.Calls[:len(st.Calls)-1] {
+		sawPending = sawPending || hasTask(c.Chunks, "plan-1", "pending")
+		sawReadEarly = sawReadEarly || hasTask(c.Chunks, "call-call_read", "complete")
 	}
-	if !sawPending || !sawReadBeforeNote {
-		t.Errorf("tasks did not follow the steps (pending plan item seen %v, read before note %v): %+v", sawPending, sawReadBeforeNote, st.Calls)
+	if !sawPending || !sawReadEarly {
+		t.Errorf("tasks did not follow the steps (pending plan item seen %v, read complete before the end %v): %+v", sawPending, sawReadEarly, st.Calls)
 	}
 	wantTasks := map[string]string{"plan-0": "complete", "plan-1": "complete", "plan-2": "complete",
 		"call-call_read": "complete", "call-call_bogus": "error", "call-call_note": "complete"}
@@ -190,15 +188,27 @@ func TestSlackAgentSurfaceStreamsPlanTasksAndAnswer(t *testing.T) {
 	if n := slack.CallCount("chat.update"); n != 0 {
 		t.Errorf("%d chat.update calls, want none", n)
 	}
-	// Status: thinking while it worked, cleared at the end.
+	// Status: thinking while it worked, cleared once the stream stopped.
+	waitCleared(t, slack, root, true)
+}
+
+// waitCleared waits until the thread's last status is the cleared one
+// (it is set right after the stop), having been "is thinking…" before
+// when thought is set.
+func waitCleared(t *testing.T, slack *slackfake.Server, root string, thought bool) {
+	t.Helper()
 	var statuses []string
-	for _, s := range slack.Statuses() {
-		if s.ThreadTS == root {
-			statuses = append(statuses, s.Status)
+	waitFor(t, 10*time.Second, func() bool {
+		statuses = nil
+		for _, s := range slack.Statuses() {
+			if s.ThreadTS == root {
+				statuses = append(statuses, s.Status)
+			}
 		}
-	}
-	if !slices.Contains(statuses, "is thinking…") || len(statuses) == 0 || statuses[len(statuses)-1] != "" {
-		t.Errorf("thread statuses %q: want \"is thinking…\" and cleared last", statuses)
+		return len(statuses) > 0 && statuses[len(statuses)-1] == ""
+	}, func() string { return fmt.Sprintf("thread statuses %q: want cleared last", statuses) })
+	if thought && !slices.Contains(statuses, "is thinking…") {
+		t.Errorf("thread statuses %q: never \"is thinking…\"", statuses)
 	}
 }
 
@@ -305,15 +315,7 @@ func TestSlackAgentModelFailureEndsTheStreamFailed(t *testing.T) {
 		}
 		return false
 	}, func() string { return fmt.Sprintf("no failure notice; posts %+v", slack.Posts()) })
-	var last string
-	for _, s := range slack.Statuses() {
-		if s.ThreadTS == root {
-			last = s.Status
-		}
-	}
-	if last != "" {
-		t.Errorf("the thread's status was left at %q", last)
-	}
+	waitCleared(t, slack, root, true)
 }
 
 // A tool that needs approval: the card is a Block Kit message, the stream
