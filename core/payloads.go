@@ -278,6 +278,10 @@ type MessagePosted struct {
 	AnsweringTop  bool   `json:"answering_top,omitempty"`  // the answered message was top level
 	Role          string `json:"role,omitempty"`           // answer | checklist | card | digest
 	Text          string `json:"text,omitempty"`
+	// Stream says the message is a stream (core.Streamer): the checklist
+	// started as one, or the answer streamed into it (MessageID is then
+	// the checklist's).
+	Stream bool `json:"stream,omitempty"`
 }
 
 // MessageAttempted: a surface that cannot find its posts again after a

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -187,3 +188,61 @@ type Typing interface {
 	// less than it lasts on the platform.
 	TypingEvery() time.Duration
 }
+
+// Streamer is an optional Surface capability: a run's progress message as
+// a stream (Slack's agent surface: chat.startStream / appendStream /
+// stopStream) instead of a checklist edited in place. Its plan and tasks
+// are state (each update says what every task is now), and its text only
+// grows, so every call is safe to repeat: StartStream and AppendStream
+// with Resumed set look at the platform for what an earlier process
+// already did. The engine streams the run's final answer into the same
+// message and stops it when the run ends.
+type Streamer interface {
+	// Streams reports whether scope's conversation takes a stream now (the
+	// app may lack the agent surface): false means the plain checklist.
+	Streams(ctx context.Context, scope Scope) bool
+	// StartStream starts the message in out.Scope.Thread showing u's plan.
+	StartStream(ctx context.Context, out Outbound, u StreamUpdate) (MessageRef, error)
+	// AppendStream shows u's plan and tasks and, when u.Text is longer
+	// than what the message already holds, appends the rest, paced.
+	AppendStream(ctx context.Context, ref MessageRef, u StreamUpdate) error
+	// StopStream finishes the message with u's plan and tasks (and its
+	// text, like AppendStream). Stopping a stopped stream is not an error.
+	StopStream(ctx context.Context, ref MessageRef, u StreamUpdate) error
+}
+
+// ErrStreamEnded is what a Streamer returns when the platform says the
+// stream is no longer open (stopped elsewhere, or timed out): the caller
+// posts what remains as an ordinary message.
+var ErrStreamEnded = errors.New("the stream is no longer open")
+
+// StreamUpdate is the state of a streamed message.
+type StreamUpdate struct {
+	Key   string // the effect's idempotency key
+	Title string // the plan's title: "Working on it…", "Done", …
+	Tasks []StreamTask
+	// Text is the whole answer so far (not a delta).
+	Text    string
+	Resumed bool // see Outbound.Resumed
+	// Recipient is the person the stream answers (Slack needs it to
+	// stream outside a DM); "" when none.
+	Recipient string
+}
+
+// StreamTask is one task of a stream's plan.
+type StreamTask struct {
+	ID     string
+	Title  string
+	Status TaskStatus
+	Output string // a short result or failure code
+}
+
+// TaskStatus is a task's state, as Slack's task_update names it.
+type TaskStatus string
+
+const (
+	TaskPending    TaskStatus = "pending"
+	TaskInProgress TaskStatus = "in_progress"
+	TaskComplete   TaskStatus = "complete"
+	TaskError      TaskStatus = "error"
+)

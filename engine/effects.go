@@ -27,6 +27,10 @@ type postRecord struct {
 	cause     string
 	role      string
 	answering *humanMsg
+	// send, when set, performs the post instead of Surface.Post (a
+	// stream's start or its answer); stream marks the record as a stream.
+	send   func(context.Context, core.Outbound) (core.MessageRef, error)
+	stream bool
 }
 
 // post performs out (out.Key set) unless rs already records it, then
@@ -65,10 +69,14 @@ func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out co
 		return core.MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
 	}
 	var ref core.MessageRef
-	if ap, ok := s.(core.AttemptedPoster); ok && out.Key != "" {
+	if ap, ok := s.(core.AttemptedPoster); ok && rec.send == nil && out.Key != "" {
 		ref, err = ap.PostAttempted(e.guardActs(ctx), out, postAttempts{e: e, v: v, scope: out.Scope, rec: rec})
 	} else {
-		ref, err = s.Post(e.guardActs(ctx), out)
+		send := s.Post
+		if rec.send != nil {
+			send = rec.send
+		}
+		ref, err = send(e.guardActs(ctx), out)
 	}
 	if err != nil {
 		return core.MessageRef{}, fmt.Errorf("post %s (%s): %w", rec.role, out.Key, err)
@@ -77,7 +85,7 @@ func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out co
 	if out.Card != nil {
 		text = out.Card.Title
 	}
-	mp := &core.MessagePosted{EffectID: out.Key, MessageID: ref.ID, Role: rec.role, Text: core.Truncate(text, maxPostedText)}
+	mp := &core.MessagePosted{EffectID: out.Key, MessageID: ref.ID, Role: rec.role, Text: core.Truncate(text, maxPostedText), Stream: rec.stream}
 	if h := rec.answering; h != nil {
 		mp.Answering, mp.AnsweringUser, mp.AnsweringTop = h.msgID, h.author.ID, h.top
 	}
@@ -152,6 +160,15 @@ func (e *Engine) edit(ctx context.Context, s core.Surface, rs *RunReplay, effect
 	if out.Card != nil {
 		text = out.Card.Resolution
 	}
+	return e.journalEdit(ctx, rs, effect, ref, text, func(ctx context.Context, key string) error {
+		out.Key, out.Scope = key, ref.Scope
+		return s.Update(ctx, ref, out)
+	})
+}
+
+// journalEdit journals message.updated for the message posted as effect,
+// then performs the edit (perform gets the update's own effect id as key).
+func (e *Engine) journalEdit(ctx context.Context, rs *RunReplay, effect string, ref core.MessageRef, text string, perform func(ctx context.Context, key string) error) error {
 	d, err := e.b.Agent(rs.ID, ref.Scope, core.Meta{}, &core.MessageUpdated{EffectID: effect, MessageID: ref.ID, Text: core.Truncate(text, maxPostedText)})
 	if err != nil {
 		return fmt.Errorf("edit %s: %w", effect, err)
@@ -167,12 +184,11 @@ func (e *Engine) edit(ctx context.Context, s core.Surface, rs *RunReplay, effect
 	if err := rs.apply(cmds[0]); err != nil {
 		return err
 	}
-	out.Key = core.EffectID(ref.Scope.Key(), cmds[0].Seq(), 0)
-	out.Scope = ref.Scope
+	key := core.EffectID(ref.Scope.Key(), cmds[0].Seq(), 0)
 	if err := e.mayAct(ctx); err != nil {
 		return fmt.Errorf("edit %s: %w", effect, err) // journaled: reissueEdits performs it
 	}
-	if err := s.Update(e.guardActs(ctx), ref, out); err != nil {
+	if err := perform(e.guardActs(ctx), key); err != nil {
 		return &editError{effect: effect, err: err}
 	}
 	return nil

@@ -63,6 +63,8 @@ type RunReplay struct {
 	toolWork      bool                // a model step asked for tools: the run shows a checklist
 	answeredAt    time.Time           // journal time of the first final model step
 	degraded      bool                // a recall ran on keywords only
+	streamed      bool                // the checklist is a stream (core.Streamer)
+	streamDone    bool                // the answer streamed into it and stopped it
 }
 
 type humanMsg struct {
@@ -117,6 +119,7 @@ type trailItem struct {
 	ok    bool
 	code  string
 	label string // replaces the tool's name on the checklist
+	call  string // the call's id: its task on a streamed checklist
 }
 
 type journaledUpdate struct {
@@ -407,12 +410,16 @@ func (rs *RunReplay) apply(c core.Command) error {
 		if p.Checklist != nil {
 			rs.plan = slices.Clone(p.Checklist)
 		}
-		rs.trail = append(rs.trail, trailItem{tool: p.Tool, ok: p.OK, code: p.Code})
+		rs.trail = append(rs.trail, trailItem{tool: p.Tool, ok: p.OK, code: p.Code, call: p.CallID})
 	case *core.MessagePosted:
 		rs.Effects[p.EffectID] = core.MessageRef{Scope: c.Scope(), ID: p.MessageID, At: c.At()}
 		rs.shown[p.EffectID] = p.Text
 		if p.Role == core.RoleAnswer && c.Scope() == rs.Scope {
 			rs.answerPosted = true
+		}
+		if p.Stream {
+			rs.streamed = true
+			rs.streamDone = rs.streamDone || p.Role == core.RoleAnswer
 		}
 	case *core.MessageUpdated:
 		rs.updates[p.EffectID] = journaledUpdate{seq: c.Seq(), ch: c.Channel(), msg: p.MessageID, text: p.Text}

@@ -96,7 +96,11 @@ func (d *driver) ensureChecklist(ctx context.Context) error {
 	if len(rs.humans) > 0 {
 		trigger = rs.latestHuman()
 	}
-	_, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: core.RoleChecklist, answering: trigger})
+	rec := postRecord{run: rs.ID, role: core.RoleChecklist, answering: trigger}
+	if st := d.wantsStream(ctx); st != nil {
+		return d.startStream(ctx, st, out, rec)
+	}
+	_, err := d.e.post(ctx, d.s, rs, out, rec)
 	return err
 }
 
@@ -113,8 +117,11 @@ func (d *driver) syncChecklist(ctx context.Context, st core.RunStatus) error {
 	rs.Status = st
 	text := renderChecklist(rs)
 	rs.Status = saved
-	if rs.shown[eff] == text {
+	if rs.shown[eff] == text || rs.streamDone {
 		return nil
+	}
+	if sr := d.streamer(); sr != nil {
+		return d.syncStream(ctx, sr, st, text)
 	}
 	return d.e.cosmetic(ctx, d.e.edit(ctx, d.s, rs, eff, ref, core.Outbound{Text: text, Priority: core.PriorityEdit}))
 }
@@ -124,9 +131,12 @@ func (d *driver) syncChecklist(ctx context.Context, st core.RunStatus) error {
 // an edit and performing it.
 func (d *driver) reissueEdits(ctx context.Context) error {
 	rs := d.rs
+	if err := d.reissueStream(ctx); err != nil {
+		return err
+	}
 	for eff, u := range rs.updates {
 		ref, ok := rs.Effects[eff]
-		if !ok {
+		if !ok || rs.streamed && eff == rs.checklistEffect() {
 			continue
 		}
 		out := core.Outbound{Key: core.EffectID(u.ch, u.seq, 0), Scope: ref.Scope, Text: u.text, Priority: core.PriorityEdit}
@@ -169,7 +179,18 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 			text += "\n\n_(memory: degraded, keywords only)_"
 		}
 		out := core.Outbound{Key: core.EffectID(rs.Scope.Key(), st.seq, 0), Scope: rs.Scope, Text: text, Priority: core.PriorityHigh}
-		if _, err := d.e.post(ctx, d.s, rs, out, postRecord{run: rs.ID, role: core.RoleAnswer, answering: rs.latestHuman()}); err != nil {
+		rec := postRecord{run: rs.ID, role: core.RoleAnswer, answering: rs.latestHuman()}
+		var err error
+		sr := d.streamer()
+		if _, shown := rs.Effects[rs.checklistEffect()]; !shown {
+			sr = d.wantsStream(ctx) // no checklist: the answer streams on its own
+		}
+		if sr != nil && !rs.streamDone {
+			err = d.streamAnswer(ctx, sr, out, rec)
+		} else {
+			_, err = d.e.post(ctx, d.s, rs, out, rec)
+		}
+		if err != nil {
 			return false, err
 		}
 	}

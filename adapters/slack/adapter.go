@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -52,9 +53,20 @@ type Adapter struct {
 	histMu   sync.Mutex
 	histLast time.Time
 
+	// agent: the app has Slack's agent surface (agent.go); streams is what
+	// this process knows of its streamed messages.
+	agent       atomic.Bool
+	agentKnown  atomic.Bool // a detection succeeded
+	agentMu     sync.Mutex  // one detection at a time
+	agentWas    bool        // under agentMu: what was last logged
+	streams     streamBook
+	streamChunk int
+
 	ready  readiness   // see Ready
 	admins *adminCache // see IsAdmin
 	home   homeHook    // see SetHomeOpened
+
+	assist assistantHook // see SetInboxCount
 
 	// run state: the deliver func of the active Run (HTTP mode serves
 	// requests through it) and its background work.
@@ -142,6 +154,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		historyGap: time.Second,
 		ambiguous:  isAmbiguous,
 	}
+	a.streamChunk = DefaultStreamChunkChars
 	for _, o := range opts {
 		o(a)
 	}

@@ -40,7 +40,7 @@ func (a *Adapter) Doctor(ctx context.Context) []core.Check {
 	out = append(out, core.Check{Name: "slack bot token", Status: core.CheckOK,
 		Detail: fmt.Sprintf("connected as @%s (%s) in %s (%s)", auth.User, auth.UserID, auth.Team, auth.TeamID)})
 
-	out = append(out, scopeCheck(scopes))
+	out = append(out, scopeCheck(scopes), agentCheck(scopes))
 
 	switch a.cfg.Mode {
 	case ModeHTTP:
@@ -102,6 +102,18 @@ func scopeCheck(granted []string) core.Check {
 		return c
 	}
 	c.Status, c.Detail = core.CheckOK, fmt.Sprintf("all %d scopes of deploy/slack/manifest.yml granted", len(RequiredScopes()))
+	return c
+}
+
+// agentCheck says whether the agent surface is on: it is optional, so
+// off is not a warning.
+func agentCheck(granted []string) core.Check {
+	c := core.Check{Name: "slack agent surface", Status: core.CheckOK}
+	if slices.Contains(granted, AgentScope) {
+		c.Detail = "on (" + AgentScope + " granted): runs stream their plan, tasks and answer into one message and show \"is thinking…\" in the thread"
+		return c
+	}
+	c.Detail = "off (no " + AgentScope + " scope): runs use the checklist message; to turn it on, enable Agents & AI Apps (assistant_view), add the " + AgentScope + " scope and the assistant_thread_started event, and reinstall (docs/slack.md)"
 	return c
 }
 

@@ -13,8 +13,9 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 )
 
-// TestRequiredScopesMatchManifest: the scopes the doctor demands are the
-// ones the shipped manifest grants, no more, no fewer.
+// TestRequiredScopesMatchManifest: the scopes the doctor demands, and the
+// optional agent scope, are the ones the shipped manifest grants, no more,
+// no fewer.
 func TestRequiredScopesMatchManifest(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/slack/manifest.yml")
 	if err != nil {
@@ -30,7 +31,7 @@ func TestRequiredScopesMatchManifest(t *testing.T) {
 	if err := yaml.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	got, want := slices.Sorted(slices.Values(RequiredScopes())), slices.Sorted(slices.Values(m.OAuth.Scopes.Bot))
+	got, want := slices.Sorted(slices.Values(append(RequiredScopes(), AgentScope))), slices.Sorted(slices.Values(m.OAuth.Scopes.Bot))
 	if len(want) == 0 || !slices.Equal(got, want) {
 		t.Errorf("RequiredScopes = %v\nmanifest bot scopes = %v", got, want)
 	}

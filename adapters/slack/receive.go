@@ -83,6 +83,9 @@ func (a *Adapter) fromEventsAPI(ctx context.Context, ev slackevents.EventsAPIEve
 	case *slackevents.AppHomeOpenedEvent:
 		a.homeOpened(ctx, e)
 		return nil
+	case *slackevents.AssistantThreadStartedEvent:
+		a.assistantStarted(ctx, e)
+		return nil
 	default:
 		a.log.Debug("slack: event type not handled", "type", ev.InnerEvent.Type)
 		return nil

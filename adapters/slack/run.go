@@ -38,6 +38,9 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 
 	ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	id, err := a.refreshIdentity(ictx)
+	if err == nil {
+		a.detectAgent(ictx)
+	}
 	cancel()
 	if err != nil {
 		return err

@@ -230,6 +230,8 @@ func channelOfEvent(ev slackevents.EventsAPIEvent) string {
 		return e.Channel
 	case *slackevents.AppHomeOpenedEvent:
 		return e.Channel // the Home tab is published before the ack (home.go)
+	case *slackevents.AssistantThreadStartedEvent:
+		return e.AssistantThread.ChannelID // the panel is set up before the ack (assistant.go)
 	}
 	return ""
 }

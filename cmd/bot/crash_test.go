@@ -203,17 +203,7 @@ func (m *crashModel) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
 		return
 	}
-	token, results := "", 0
-	for _, msg := range req.Messages {
-		switch msg.Role {
-		case "user":
-			if token == "" {
-				token = crashTokenRe.FindString(msg.Text())
-			}
-		case "tool":
-			results++
-		}
-	}
+	token, results := crashRequest(req)
 	m.mu.Lock()
 	m.n[token]++
 	m.mu.Unlock()
@@ -247,9 +237,30 @@ func (m *crashModel) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		msg["tool_calls"] = tcs
 	}
+	writeCompletion(w, req.Model, msg, finish)
+}
+
+// crashRequest reads the prompt's token and how many tool results the
+// request carries: what the crash models answer on.
+func crashRequest(req llmtest.OpenAIChatRequest) (token string, results int) {
+	for _, msg := range req.Messages {
+		switch msg.Role {
+		case "user":
+			if token == "" {
+				token = crashTokenRe.FindString(msg.Text())
+			}
+		case "tool":
+			results++
+		}
+	}
+	return token, results
+}
+
+// writeCompletion answers a chat completion with msg.
+func writeCompletion(w http.ResponseWriter, model string, msg map[string]any, finish string) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "chatcmpl-crash", "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
+		"id": "chatcmpl-crash", "object": "chat.completion", "created": time.Now().Unix(), "model": model,
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
 		"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
 	})

@@ -150,6 +150,15 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		}); ok {
 			h.SetHomeOpened(func(ctx context.Context, user string) error { return eng.PublishHome(ctx, name, user) })
 		}
+		// Slack's assistant panel leads its suggested prompts with the inbox.
+		if h, ok := s.(interface {
+			SetInboxCount(func(context.Context, string) (int, error))
+		}); ok {
+			h.SetInboxCount(func(ctx context.Context, user string) (int, error) {
+				items, err := eng.Inbox(ctx, name, user)
+				return len(items), err
+			})
+		}
 	}
 
 	mux := http.NewServeMux()

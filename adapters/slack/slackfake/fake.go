@@ -100,6 +100,9 @@ type Message struct {
 	Text     string          `json:"text"`
 	Blocks   json.RawMessage `json:"blocks,omitempty"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// StreamingState is "in_progress" while a chat.startStream message
+	// streams and "completed" once stopped (stream.go).
+	StreamingState string `json:"streaming_state,omitempty"`
 }
 
 // Post is one accepted chat.postMessage.
@@ -174,6 +177,7 @@ type Server struct {
 	done       chan struct{}
 	wg         sync.WaitGroup
 	home       homeViews // views.publish (home.go)
+	agent      agentBook // streams and assistant threads (stream.go), under mu
 }
 
 type limit struct {
@@ -393,7 +397,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		case "files.completeUploadExternal":
 			resp = s.completeUpload(req)
 		default:
-			resp = fail("unknown_method")
+			var ok bool
+			if resp, ok = s.agentAPI(req); !ok {
+				resp = fail("unknown_method")
+			}
 		}
 	}
 	if lose {

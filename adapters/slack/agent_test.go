@@ -1,0 +1,206 @@
+package slack
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+func agentFake(t *testing.T, scopes ...string) *slackfake.Server {
+	return newFake(t, func(c *slackfake.Config) { c.Scopes = append(RequiredScopes(), scopes...) })
+}
+
+// A new process (a fresh adapter) resuming a stream finds the message the
+// dead one started instead of starting a second, and appends only the
+// part of the answer it lacks; stopping it twice is one stop.
+func TestStreamResumedByAnotherProcessAppendsOnlyWhatIsMissing(t *testing.T) {
+	f := agentFake(t, AgentScope)
+	ctx := context.Background()
+	root := f.AddMessage(chPublic, "", alice, "question")
+	scope := core.Scope{Platform: Platform, Workspace: f.Config().TeamID, Channel: chPublic, Thread: root}
+	first, _ := newAdapter(t, testConfig(f, ModeSocket), WithStreamChunk(10))
+	if !first.Streams(ctx, scope) {
+		t.Fatal("the agent surface is off with assistant:write granted")
+	}
+	out := core.Outbound{Key: "k-check", Scope: scope}
+	ref, err := first.StartStream(ctx, out, core.StreamUpdate{Title: "Working", Recipient: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := "one two three four five six seven eight"
+	// The first process streams part of the answer and dies.
+	if err := first.AppendStream(ctx, ref, core.StreamUpdate{Title: "Working", Text: answer[:14]}); err != nil {
+		t.Fatal(err)
+	}
+
+	second, _ := newAdapter(t, testConfig(f, ModeSocket), WithStreamChunk(10))
+	out.Resumed = true
+	again, err := second.StartStream(ctx, out, core.StreamUpdate{Title: "Working", Recipient: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID != ref.ID {
+		t.Fatalf("resumed start gave %s, want the started stream %s", again.ID, ref.ID)
+	}
+	u := core.StreamUpdate{Key: "k-answer", Title: "Done", Text: answer, Resumed: true}
+	if err := second.AppendStream(ctx, again, u); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.StopStream(ctx, again, u); err != nil {
+		t.Fatal(err)
+	}
+	// A third process repeats the whole answer and the stop: no-ops.
+	third, _ := newAdapter(t, testConfig(f, ModeSocket), WithStreamChunk(10))
+	if err := third.AppendStream(ctx, again, u); err != nil {
+		t.Fatal(err)
+	}
+	if err := third.StopStream(ctx, again, u); err != nil {
+		t.Fatal(err)
+	}
+	ss := f.Streams()
+	if len(ss) != 1 {
+		t.Fatalf("%d streams, want 1", len(ss))
+	}
+	if ss[0].Text != answer || !ss[0].Stopped || ss[0].Plan != "Done" {
+		t.Fatalf("stream holds %q (stopped %v, plan %q), want the answer once, stopped, done", ss[0].Text, ss[0].Stopped, ss[0].Plan)
+	}
+	if n := f.CallCount("chat.startStream"); n != 1 {
+		t.Fatalf("%d chat.startStream calls, want 1", n)
+	}
+	if n := f.CallCount("chat.stopStream"); n != 1 {
+		t.Fatalf("%d chat.stopStream calls, want 1 (the repeat knows it is stopped)", n)
+	}
+	for _, c := range ss[0].Calls {
+		if len([]rune(c.Text)) > 10 {
+			t.Fatalf("an append carried %q, more than the 10-character chunk", c.Text)
+		}
+	}
+}
+
+// The answer's pieces go out one per pace interval, however fast they
+// could: a long answer never bursts into Slack's limits.
+func TestStreamPiecesArePaced(t *testing.T) {
+	f := agentFake(t, AgentScope)
+	ctx := context.Background()
+	root := f.AddMessage(chPublic, "", alice, "question")
+	scope := core.Scope{Platform: Platform, Workspace: f.Config().TeamID, Channel: chPublic, Thread: root}
+	const pace = 150 * time.Millisecond
+	a, _ := newAdapter(t, testConfig(f, ModeSocket), WithStreamChunk(20), WithChannelPace(pace, 4))
+	ref, err := a.StartStream(ctx, core.Outbound{Key: "k", Scope: scope}, core.StreamUpdate{Recipient: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := strings.Repeat("word ", 40) // 200 characters: ten pieces
+	if err := a.AppendStream(ctx, ref, core.StreamUpdate{Text: answer}); err != nil {
+		t.Fatal(err)
+	}
+	var prev time.Time
+	pieces := 0
+	for _, c := range f.Streams()[0].Calls {
+		if c.Text == "" {
+			continue
+		}
+		pieces++
+		if !prev.IsZero() && c.At.Sub(prev) < pace-10*time.Millisecond {
+			t.Fatalf("pieces %s apart, want at least %s", c.At.Sub(prev), pace)
+		}
+		prev = c.At
+	}
+	if pieces < 10 || f.Streams()[0].Text != answer {
+		t.Fatalf("%d pieces, text %q", pieces, f.Streams()[0].Text)
+	}
+}
+
+// Without assistant:write nothing streams, the status is never set, and
+// doctor says how to turn the surface on; with it, doctor says it is on.
+func TestAgentSurfaceDetectedFromScopes(t *testing.T) {
+	ctx := context.Background()
+	scope := core.Scope{Platform: Platform, Channel: chPublic, Thread: "1.000001"}
+	for _, tc := range []struct {
+		scopes []string
+		on     bool
+		detail string
+	}{
+		{nil, false, "off (no assistant:write scope)"},
+		{[]string{AgentScope}, true, "on (assistant:write granted)"},
+	} {
+		f := agentFake(t, tc.scopes...)
+		a, _ := newAdapter(t, testConfig(f, ModeSocket))
+		if got := a.Streams(ctx, scope); got != tc.on {
+			t.Fatalf("scopes %v: Streams = %v, want %v", tc.scopes, got, tc.on)
+		}
+		if err := a.Typing(ctx, scope); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(f.Statuses()); (n > 0) != tc.on {
+			t.Fatalf("scopes %v: %d status calls", tc.scopes, n)
+		}
+		var found bool
+		for _, c := range a.Doctor(ctx) {
+			if c.Name == "slack agent surface" {
+				found = strings.HasPrefix(c.Detail, tc.detail) && c.Status == core.CheckOK
+			}
+		}
+		if !found {
+			t.Fatalf("scopes %v: doctor does not say %q: %+v", tc.scopes, tc.detail, a.Doctor(ctx))
+		}
+	}
+	if a, _ := newAdapter(t, testConfig(agentFake(t, AgentScope), ModeSocket)); a.Streams(ctx, core.Scope{Platform: Platform, Channel: chPublic}) {
+		t.Fatal("a stream without a thread")
+	}
+}
+
+// Opening the assistant panel titles the thread and suggests prompts, the
+// person's inbox first when items wait there; without the agent surface
+// the event is acknowledged and nothing is called.
+func TestAssistantThreadStartedSuggestsPrompts(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		var scopes []string
+		if on {
+			scopes = []string{AgentScope}
+		}
+		f := agentFake(t, scopes...)
+		a, _ := newAdapter(t, testConfig(f, ModeSocket))
+		a.SetInboxCount(func(_ context.Context, user string) (int, error) {
+			if user != alice {
+				t.Errorf("inbox counted for %s", user)
+			}
+			return 2, nil
+		})
+		rec := &recorder{}
+		run(t, a, rec.deliver)
+		if !f.WaitConnected(5 * time.Second) {
+			t.Fatal("no connection")
+		}
+		id := f.PushEvent(f.AssistantThreadStartedEvent(alice, chDM, "1700000000.000100", chPublic))
+		if !f.WaitEventAcked(id, 5*time.Second) {
+			t.Fatal("assistant_thread_started not acknowledged")
+		}
+		if on {
+			waitUntil(t, 5*time.Second, "suggested prompts", func() bool { return len(f.SuggestedPrompts()) > 0 })
+		}
+		ps := f.SuggestedPrompts()
+		if !on {
+			if len(ps) != 0 || len(f.Titles()) != 0 {
+				t.Fatalf("without the agent surface: prompts %+v, titles %+v", ps, f.Titles())
+			}
+			continue
+		}
+		if len(ps) != 1 || ps[0].ThreadTS != "1700000000.000100" || ps[0].Channel != chDM {
+			t.Fatalf("prompts %+v, want one set in the panel's thread", ps)
+		}
+		if got := ps[0].Prompts[0]; got["message"] != "inbox" || !strings.Contains(got["title"], "2 waiting") {
+			t.Fatalf("first prompt %v, want the inbox with its 2 items", got)
+		}
+		if ts := f.Titles(); len(ts) != 1 || ts[0].Title != assistantTitle {
+			t.Fatalf("titles %+v", ts)
+		}
+		if n := rec.callCount(); n != 0 {
+			t.Fatalf("the panel's opening was delivered to the engine %d times", n)
+		}
+	}
+}
