@@ -180,22 +180,40 @@ func (p *Pacer[K]) globalWait() time.Duration {
 	return slot.Sub(now)
 }
 
-// work drains one key's queue and exits when it is empty.
+// work drains one key's queue and exits once it is empty and its bucket
+// is full again.
 func (p *Pacer[K]) work(key K, q *queue) {
 	iv, burst := p.cfg.Rate(key)
 	for {
 		p.mu.Lock()
+		now := p.now()
 		if len(q.items) == 0 {
-			q.running = false
-			if !p.now().Before(q.blockedUntil) && q.tokens >= float64(burst)-1 {
-				p.limited += q.limited
-				q.limited = 0
-				delete(p.chans, key)
+			// A queue is dropped only once it is as a new one would be: its
+			// bucket refilled and no refusal pending. Dropped earlier, the
+			// next call would find a full bucket and calls arriving one at a
+			// time would never be spaced. Until then it idles here.
+			idle := q.blockedUntil.Sub(now)
+			if iv > 0 {
+				tokens := q.tokens + float64(now.Sub(q.last))/float64(iv)
+				idle = max(idle, time.Duration((float64(burst)-tokens)*float64(iv)))
 			}
+			if idle > 0 {
+				p.mu.Unlock()
+				t := time.NewTimer(idle)
+				select {
+				case <-t.C:
+				case <-q.kick:
+					t.Stop()
+				}
+				continue
+			}
+			q.running = false
+			p.limited += q.limited
+			q.limited = 0
+			delete(p.chans, key)
 			p.mu.Unlock()
 			return
 		}
-		now := p.now()
 		wait := max(q.blockedUntil.Sub(now), p.globalUntil.Sub(now))
 		if iv > 0 {
 			q.tokens += float64(now.Sub(q.last)) / float64(iv)

@@ -297,3 +297,37 @@ func TestStatsCountsQueuedCallsAndRefusals(t *testing.T) {
 	}
 	await(t, "the refusal counted", func() bool { return p.Stats().RateLimited == 1 })
 }
+
+// TestCallsOneAtATimeAreSpaced: calls that arrive one after another, each
+// after the last one finished, are spaced like a burst is. A queue dropped
+// as soon as it emptied came back with a full bucket, so such calls (a
+// run's posts and edits, a stream's pieces) were never spaced at all.
+func TestCallsOneAtATimeAreSpaced(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		iv    time.Duration
+		burst int
+		calls int
+		min   time.Duration
+	}{
+		{"burst 1", 50 * time.Millisecond, 1, 4, 3 * 50 * time.Millisecond},
+		{"burst 2", 50 * time.Millisecond, 2, 5, 3 * 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pacer.New(time.Now, pacer.Config[string]{Rate: func(string) (time.Duration, int) { return tc.iv, tc.burst }, RetryAfter: retryAfter})
+			var r recorder
+			start := time.Now()
+			for i := range tc.calls {
+				if err := p.Do(t.Context(), "C1", core.PriorityNormal, "", r.call(fmt.Sprint(i), nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := time.Since(start); d < tc.min {
+				t.Fatalf("%d calls one at a time done in %v, want at least %v", tc.calls, d, tc.min)
+			}
+			if n := len(r.calls()); n != tc.calls {
+				t.Fatalf("%d calls sent, want %d", n, tc.calls)
+			}
+		})
+	}
+}
