@@ -47,12 +47,14 @@ func TestUpdateRetriesTransientFailures(t *testing.T) {
 func TestHTTPSignedGarbageAcknowledged(t *testing.T) {
 	f := newFake(t)
 	cfg := testConfig(f, ModeHTTP)
-	a, _ := newAdapter(t, cfg)
+	a, logs := newAdapter(t, cfg)
 	rec := newRecorder()
 	run(t, a, rec.deliver)
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
-	waitUntil(t, 5*time.Second, "identity", func() bool { return a.TeamID() != "" })
+	// Run takes deliveries once it logs the connection (after auth.test
+	// and the agent-surface check); before, Slack is asked to retry (503).
+	waitUntil(t, 5*time.Second, "the adapter running", func() bool { return strings.Contains(logs.String(), "slack: connected as bot user") })
 	cases := []struct{ path, ct, body string }{
 		{"/slack/events", "application/json", "not json"},
 		{"/slack/events", "application/json", ""},
