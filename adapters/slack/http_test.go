@@ -37,11 +37,7 @@ func newHTTPEnv(t *testing.T) *httpEnv {
 	run(t, a, rec.deliver)
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
-	waitUntil(t, 3*time.Second, "Run to start", func() bool {
-		a.runMu.RLock()
-		defer a.runMu.RUnlock()
-		return a.running && a.identity().userID != ""
-	})
+	waitUntil(t, 3*time.Second, "Run to start", a.takesDeliveries)
 	return &httpEnv{f: f, a: a, logs: logs, rec: rec, dd: dd, srv: srv}
 }
 
@@ -295,10 +291,19 @@ func TestHTTPEventBeforeIdentityIsNotAcked(t *testing.T) {
 		t.Fatalf("%d events delivered before the bot knew its own id", n)
 	}
 	unblock()
-	waitUntil(t, 3*time.Second, "Run to know the bot's identity", func() bool { return a.identity().userID != "" })
+	// Run takes deliveries only after auth.test and the agent-surface
+	// check that follows it; before, Slack is asked to retry (503).
+	waitUntil(t, 5*time.Second, "Run to take deliveries", a.takesDeliveries)
 	code, _ := env.post(t, "/slack/events", body, time.Now(), secret, map[string]string{"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_error"})
 	evs := rec.events()
 	if code != http.StatusOK || len(evs) != 1 || !evs[0].MentionsBot {
 		t.Fatalf("retry after the identity: status %d, delivered %+v; want 200 and one mention", code, evs)
 	}
+}
+
+// takesDeliveries reports whether Run has begun taking HTTP deliveries.
+func (a *Adapter) takesDeliveries() bool {
+	a.runMu.RLock()
+	defer a.runMu.RUnlock()
+	return a.running && a.identity().userID != ""
 }

@@ -47,14 +47,14 @@ func TestUpdateRetriesTransientFailures(t *testing.T) {
 func TestHTTPSignedGarbageAcknowledged(t *testing.T) {
 	f := newFake(t)
 	cfg := testConfig(f, ModeHTTP)
-	a, logs := newAdapter(t, cfg)
+	a, _ := newAdapter(t, cfg)
 	rec := newRecorder()
 	run(t, a, rec.deliver)
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
-	// Run takes deliveries once it logs the connection (after auth.test
-	// and the agent-surface check); before, Slack is asked to retry (503).
-	waitUntil(t, 5*time.Second, "the adapter running", func() bool { return strings.Contains(logs.String(), "slack: connected as bot user") })
+	// Run takes deliveries only after auth.test and the agent-surface
+	// check that follows it; before, Slack is asked to retry (503).
+	waitUntil(t, 5*time.Second, "Run to take deliveries", a.takesDeliveries)
 	cases := []struct{ path, ct, body string }{
 		{"/slack/events", "application/json", "not json"},
 		{"/slack/events", "application/json", ""},
