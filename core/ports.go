@@ -246,3 +246,19 @@ func MentionList(ids []string) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// PanelHints is what an assistant panel (Slack's agent surface) suggests
+// from when a person opens it: what waits for them and what they asked.
+// Counts only; the panel's prompts lead to `inbox` and
+// `what do you know about me`, which show the items in the person's DM.
+type PanelHints struct {
+	// Decisions counts the approvals, consent requests and questions
+	// waiting for the person's decision (their inbox, without reports).
+	Decisions int
+	// Reports counts the open reports of the person's routines; Report is
+	// the newest one's title.
+	Reports int
+	Report  string
+	// Asked counts the pending approvals the person requested.
+	Asked int
+}

@@ -154,8 +154,9 @@ func TestAgentSurfaceDetectedFromScopes(t *testing.T) {
 	}
 }
 
-// Opening the assistant panel titles the thread and suggests prompts, the
-// person's inbox first when items wait there; without the agent surface
+// Opening the assistant panel titles the thread and suggests prompts from
+// what waits for the person (decisions, their routine's report, their
+// pending requests), at most four; without the agent surface
 // the event is acknowledged and nothing is called.
 func TestAssistantThreadStartedSuggestsPrompts(t *testing.T) {
 	for _, on := range []bool{true, false} {
@@ -165,11 +166,11 @@ func TestAssistantThreadStartedSuggestsPrompts(t *testing.T) {
 		}
 		f := agentFake(t, scopes...)
 		a, _ := newAdapter(t, testConfig(f, ModeSocket))
-		a.SetInboxCount(func(_ context.Context, user string) (int, error) {
+		a.SetPanelHints(func(_ context.Context, user string) (core.PanelHints, error) {
 			if user != alice {
-				t.Errorf("inbox counted for %s", user)
+				t.Errorf("hints read for %s", user)
 			}
-			return 2, nil
+			return core.PanelHints{Decisions: 2, Reports: 3, Report: "⏭️ Routine r1 skipped its slot", Asked: 1}, nil
 		})
 		rec := &recorder{}
 		run(t, a, rec.deliver)
@@ -193,14 +194,39 @@ func TestAssistantThreadStartedSuggestsPrompts(t *testing.T) {
 		if len(ps) != 1 || ps[0].ThreadTS != "1700000000.000100" || ps[0].Channel != chDM {
 			t.Fatalf("prompts %+v, want one set in the panel's thread", ps)
 		}
-		if got := ps[0].Prompts[0]; got["message"] != "inbox" || !strings.Contains(got["title"], "2 waiting") {
-			t.Fatalf("first prompt %v, want the inbox with its 2 items", got)
+		want := []struct{ title, message string }{
+			{"2 waiting for your decision", "inbox"},
+			{"Routine r1 skipped its slot", "inbox"},
+			{"requests waiting for approval (1)", "what do you know about me"},
+			{"without a model", "help"},
+		}
+		if got := ps[0].Prompts; len(got) != len(want) {
+			t.Fatalf("prompts %v, want %d", got, len(want))
+		}
+		for i, w := range want {
+			if got := ps[0].Prompts[i]; got["message"] != w.message || !strings.Contains(got["title"], w.title) {
+				t.Errorf("prompt %d = %v, want %q → %q", i, got, w.title, w.message)
+			}
 		}
 		if ts := f.Titles(); len(ts) != 1 || ts[0].Title != assistantTitle {
 			t.Fatalf("titles %+v", ts)
 		}
 		if n := rec.callCount(); n != 0 {
 			t.Fatalf("the panel's opening was delivered to the engine %d times", n)
+		}
+	}
+}
+
+// With nothing waiting the panel still offers the commands that work in
+// a DM, the inbox first.
+func TestAssistantPromptsWithoutContext(t *testing.T) {
+	ps := assistantPrompts(core.PanelHints{})
+	if len(ps) != maxPrompts || ps[0].Message != "inbox" || ps[1].Message != "help" {
+		t.Fatalf("prompts %+v", ps)
+	}
+	for _, p := range ps {
+		if strings.Contains(p.Title, "waiting") {
+			t.Errorf("prompt %q claims something waits", p.Title)
 		}
 	}
 }

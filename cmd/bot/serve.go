@@ -150,13 +150,12 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		}); ok {
 			h.SetHomeOpened(func(ctx context.Context, user string) error { return eng.PublishHome(ctx, name, user) })
 		}
-		// Slack's assistant panel leads its suggested prompts with the inbox.
+		// Slack's assistant panel suggests prompts from what waits for the person.
 		if h, ok := s.(interface {
-			SetInboxCount(func(context.Context, string) (int, error))
+			SetPanelHints(func(context.Context, string) (core.PanelHints, error))
 		}); ok {
-			h.SetInboxCount(func(ctx context.Context, user string) (int, error) {
-				items, err := eng.Inbox(ctx, name, user)
-				return len(items), err
+			h.SetPanelHints(func(ctx context.Context, user string) (core.PanelHints, error) {
+				return eng.PanelHints(ctx, name, user)
 			})
 		}
 	}
