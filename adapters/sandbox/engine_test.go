@@ -209,7 +209,9 @@ func engineConversation(t *testing.T, noStream bool) {
 		if done.Stream.Title != "✅ Done" || len(done.Stream.Tasks) != 1 || done.Stream.Tasks[0].Status != core.TaskComplete || !strings.HasPrefix(done.Text, deployResult) {
 			t.Errorf("finished plan: %q %+v", done.Text, done.Stream)
 		}
-		if _, ok := find(func(m message) bool { return m.Bot && m.Thread == q && (strings.HasPrefix(m.Text, "⏳") || strings.HasPrefix(m.Text, "✅ Done")) }); ok {
+		if _, ok := find(func(m message) bool {
+			return m.Bot && m.Thread == q && (strings.HasPrefix(m.Text, "⏳") || strings.HasPrefix(m.Text, "✅ Done"))
+		}); ok {
 			t.Error("a streamed run also posted a checklist")
 		}
 	}
