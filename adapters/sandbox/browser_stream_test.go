@@ -15,7 +15,8 @@ import (
 
 // TestBrowserStreamGrowsInPlace drives a stream from the server side at a
 // phone's width (390 px) and watches one message on the page: the plan's
-// title and tasks with their states in words, the text growing in the same
+// title and tasks with their states in words (after "Marlowe is thinking…",
+// which the stream's start clears), the text growing in the same
 // row (the page is never reloaded: a marker set on the window survives),
 // then the final state; nothing overflows sideways.
 func TestBrowserStreamGrowsInPlace(t *testing.T) {
@@ -41,6 +42,11 @@ func TestBrowserStreamGrowsInPlace(t *testing.T) {
 			{ID: "call-deploy", Title: "deploy to a-rather-long-environment-name-that-must-wrap-on-a-phone", Status: deploy, Output: "waiting for approval"},
 		}
 	}
+	if err := sb.Typing(ctx, streamScope(root.ID)); err != nil {
+		t.Fatal(err)
+	}
+	br.Until("Marlowe is thinking in the thread", `!document.querySelector('#typing-thread').hidden && document.querySelector('#typing-thread').textContent === "Marlowe is thinking…" && document.querySelector('#typing-main').hidden`)
+	started := time.Now()
 	ref, err := sb.StartStream(ctx, core.Outbound{Key: "run:checklist", Scope: streamScope(root.ID)}, core.StreamUpdate{Title: "⏳ Working on it…", Tasks: tasks(core.TaskInProgress, core.TaskPending)})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +56,11 @@ func TestBrowserStreamGrowsInPlace(t *testing.T) {
 		return fmt.Sprintf(`%s?.querySelector('.task[data-task="%s"] .task-state')?.textContent === %q`, row, id, word)
 	}
 	noOverflow := `document.documentElement.scrollWidth <= innerWidth && document.body.scrollWidth <= innerWidth`
+	// Well before the indicator would lapse by itself (typingLasts).
+	br.Until("the stream's start clears the indicator", `document.querySelector('#typing-thread').hidden`)
+	if d := time.Since(started); d > typingLasts/2 {
+		t.Errorf("the indicator went %v after the stream started: it lapsed, it was not cleared", d)
+	}
 	br.Until("the plan and its tasks, states in words", row+`?.dataset.stream === "open" && `+row+`.querySelector('.plan-title').textContent === "⏳ Working on it…" && `+
 		state("call-read", "in progress")+" && "+state("call-deploy", "pending")+" && "+row+`.querySelector('.writing') !== null && `+noOverflow)
 

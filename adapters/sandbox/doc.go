@@ -81,7 +81,8 @@
 // streamed into it (stream.go, docs/sandbox.md). A stream is a message like
 // any other: keyed like Post, persisted, found again by its key after a
 // restart. Config.NoStream (MARLOWE_SANDBOX_STREAM=0) keeps the checklist
-// message edited in place instead.
+// message edited in place instead. Typing (core.Typing) shows "Marlowe is
+// thinking…" under the conversation for a few seconds (typing.go).
 //
 // # Clicks and ephemeral messages
 //

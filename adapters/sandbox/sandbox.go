@@ -86,6 +86,8 @@ type Sandbox struct {
 	compacted int           // bytes of the data file when it was last compacted
 	wake      chan struct{} // worker wake-up
 	subs      map[chan struct{}]struct{}
+	typing    map[typingKey]time.Time // conversation -> indicator shown until
+	typingRev int64                   // bumped at every change of typing
 }
 
 var _ core.Surface = (*Sandbox)(nil)
@@ -157,6 +159,7 @@ func New(cfg Config) (*Sandbox, error) {
 		keys:     map[string]string{},
 		wake:     make(chan struct{}, 1),
 		subs:     map[chan struct{}]struct{}{},
+		typing:   map[typingKey]time.Time{},
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -491,6 +494,9 @@ func (s *Sandbox) commitLocked(m *message) error {
 	m.Rev = s.seq + 1
 	if err := s.appendLocked(m); err != nil {
 		return err
+	}
+	if _, existed := s.msgs[m.ID]; !existed && m.Bot && m.To == "" {
+		s.clearTypingLocked(m.Channel, m.Thread)
 	}
 	s.seq = m.Rev
 	s.msgs[m.ID] = m

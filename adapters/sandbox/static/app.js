@@ -55,6 +55,7 @@
     clickErr: new Map(),   // person|message id -> why the page could not send the click
     lastRead: new Map(),   // channel -> newest top-level id seen
     baseline: null,        // revision at first connect: older messages count as read
+    typing: [],            // {channel, thread, until}: "Marlowe is thinking…" (core.Typing)
   };
 
   // ---- directory helpers ----
@@ -400,8 +401,27 @@
     });
   }
 
+  // The typing indicator of the conversations on screen, until it lapses
+  // (the server says how long it has left) or the bot posts there.
+  let typingTimer = null;
+  function renderTyping() {
+    const now = Date.now();
+    state.typing = state.typing.filter((x) => x.until > now);
+    const show = (id, thread) => {
+      const box = $(id);
+      const on = state.typing.some((x) => x.channel === state.channel && (x.thread || "") === thread);
+      box.hidden = !on;
+      box.textContent = on ? "Marlowe is thinking…" : "";
+    };
+    show("#typing-main", "");
+    show("#typing-thread", state.thread || "\u0000");
+    clearTimeout(typingTimer);
+    if (state.typing.length) typingTimer = setTimeout(renderTyping, Math.min(...state.typing.map((x) => x.until)) - now + 20);
+  }
+
   function render() {
     if (!state.ws) return;
+    renderTyping();
     renderSidebar();
     renderMain();
     renderThread();
@@ -669,6 +689,11 @@
       const m = JSON.parse(e.data);
       const old = state.msgs.get(m.id);
       if (!old || old.rev < m.rev) state.msgs.set(m.id, m);
+      schedule();
+    });
+    es.addEventListener("typing", (e) => {
+      const now = Date.now();
+      state.typing = JSON.parse(e.data).map((x) => ({ channel: x.channel, thread: x.thread || "", until: now + x.ms }));
       schedule();
     });
     es.onerror = () => setConn(false);
