@@ -77,6 +77,10 @@ func TestStreamerSemantics(t *testing.T) {
 		t.Fatalf("started stream: %+v", m.Stream)
 	}
 
+	// read_thread (History) sees no empty message for a stream with no text.
+	if h, err := s.History(ctx, streamScope(root.ID), 0); err != nil || len(h) != 1 || h[0].MessageID != root.ID {
+		t.Fatalf("history with an empty stream: %+v, %v; want the root alone", h, err)
+	}
 	done := core.StreamTask{ID: "call-1", Title: "deploy", Status: core.TaskComplete}
 	for _, text := range []string{"Deployed", "Deployed release", "Deployed release 1.4"} {
 		if err := s.AppendStream(ctx, ref, working(text, done)); err != nil {
@@ -92,6 +96,9 @@ func TestStreamerSemantics(t *testing.T) {
 	}
 	if m := msgOf(t, s, ref.ID); m.Text != "Deployed release 1.4" || m.Rev != rev {
 		t.Fatalf("after repeats: %q rev %d, want the text unchanged at rev %d", m.Text, m.Rev, rev)
+	}
+	if h, err := s.History(ctx, streamScope(root.ID), 0); err != nil || len(h) != 2 || h[1].Text != "Deployed release 1.4" {
+		t.Fatalf("history with a streamed text: %+v, %v", h, err)
 	}
 	// A text that does not extend the message appends nothing.
 	if err := s.AppendStream(ctx, ref, working("Rolled back release 1.4 entirely", done)); err != nil {
