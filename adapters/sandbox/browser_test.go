@@ -37,7 +37,7 @@ func (b *browser) pageErrors() []string { return b.PageErrors() }
 // mentions the bot (a reaction, then the answer alone in the thread), Bob follows up in
 // the thread untagged and is answered with an approval card, Bob's
 // top-level chatter is ignored (no-window), Alice approves and the result
-// appears. With MARLOWE_UPDATE_SCREENSHOT=1 it refreshes docs/sandbox.png.
+// streams into the run's plan (the deploy task, then done) in one message. With MARLOWE_UPDATE_SCREENSHOT=1 it refreshes docs/sandbox.png.
 func TestBrowserEndToEnd(t *testing.T) {
 	chrome := chromium(t)
 	if testing.Short() {
@@ -124,6 +124,9 @@ func TestBrowserEndToEnd(t *testing.T) {
 	step("bob replies in the thread", chromedp.Click(threadBox), chromedp.SendKeys(threadBox, "Great, thanks! Can you deploy it to staging?"+kb.Enter))
 	until("bob's follow-up routes by the thread window", `!!document.querySelector('#thread-messages .msg[data-author="bob"] .why[data-reason="thread-window"]')`)
 	until("the bot answers bob with an approval card", `!!document.querySelector('#thread-messages .card button[data-action="approve"]')`)
+	// The run's plan waits too: its deploy task in progress, said in words.
+	until("the plan shows the deploy task in progress", `[...document.querySelectorAll('#thread-messages .msg[data-author="marlowe"][data-stream="open"] .plan .task[data-status="in_progress"]')].some(e =>
+		e.querySelector('.task-title').textContent === "deploy" && e.querySelector('.task-state').textContent === "in progress")`)
 
 	// Bob's top-level chatter is not for the bot.
 	step("bob chats at top level", chromedp.Click(mainBox), chromedp.SendKeys(mainBox, "Anyone up for lunch at noon?"+kb.Enter))
@@ -135,7 +138,12 @@ func TestBrowserEndToEnd(t *testing.T) {
 	step("alice approves", chromedp.Click(css(`#thread-messages .card button[data-action="approve"]`)))
 	until("the card shows its resolution", has(`#thread-messages .card-resolution`, "Approved by Alice"))
 	until("the result is in the thread", has(`#thread-messages .msg[data-author="marlowe"] .text`, deployResult))
-	until("the deploy's checklist was edited in place", has(`#thread-messages .msg[data-author="marlowe"] .text`, "Done")+` && `+has(`#thread-messages .msg[data-author="marlowe"] .edited`, "edited"))
+	// One message holds the finished plan and the answer streamed into it.
+	until("the plan and the answer are one message", fmt.Sprintf(`[...document.querySelectorAll('#thread-messages .msg[data-author="marlowe"][data-stream="stopped"]')].some(m =>
+		m.querySelector('.plan-title')?.textContent.includes("Done") &&
+		[...m.querySelectorAll('.task[data-status="complete"]')].some(e => e.querySelector('.task-title').textContent === "deploy" && e.querySelector('.task-state').textContent === "done") &&
+		m.querySelector('.text')?.textContent.includes(%q))`, deployResult))
+	until("no checklist message besides", `![...document.querySelectorAll('#thread-messages .msg[data-author="marlowe"] .text')].some(e => e.textContent.startsWith("⏳") || e.textContent.startsWith("✅ Done"))`)
 	step("settle", chromedp.Sleep(300*time.Millisecond))
 
 	png := shot("sandbox.png")

@@ -5,12 +5,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // The chat commands through the sandbox's HTTP API against the real
 // engine: a deploy waits for approval, `approvals` and `status` list it
 // with its thread, a bystander's `cancel` is refused, and the requester's
-// stops the run visibly (checklist, card and a notice).
+// stops the run visibly (its plan, the card and a notice).
 func TestChatCommandsBehindSandbox(t *testing.T) {
 	sb := newSandbox(t, Config{Clock: time.Now})
 	eng := newEngine(t, sb)
@@ -57,9 +59,14 @@ func TestChatCommandsBehindSandbox(t *testing.T) {
 	answer(q, "Only <@alice> or an admin can cancel this")
 	say(t, base, "alice", "general", q, "cancel")
 	answer(q, "🚫 Stopped: cancelled by <@alice>.")
-	waitMsg("the checklist stopped", func(m message) bool {
-		return m.Bot && m.Thread == q && strings.HasPrefix(m.Text, "🚫 Stopped — cancelled by <@alice>")
+	// The run's plan (a stream, the default) stops in the cancelled state,
+	// its deploy task failed.
+	plan := waitMsg("the plan stopped", func(m message) bool {
+		return m.Bot && m.Thread == q && m.Stream != nil && m.Stream.Stopped && strings.HasPrefix(m.Stream.Title, "🚫 Stopped — cancelled by <@alice>")
 	})
+	if len(plan.Stream.Tasks) != 1 || plan.Stream.Tasks[0].Title != "deploy" || plan.Stream.Tasks[0].Status != core.TaskError {
+		t.Errorf("cancelled plan's tasks: %+v, want the deploy failed", plan.Stream.Tasks)
+	}
 	waitMsg("the card decided", func(m message) bool { return m.ID == card.ID && m.Card != nil && m.Card.Resolution != "" })
 	if _, ok := find(func(m message) bool { return strings.Contains(m.Text, deployResult) }); ok {
 		t.Error("the cancelled deploy ran")

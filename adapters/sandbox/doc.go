@@ -73,6 +73,17 @@
 // in revision order, each once. A "hello" event carries the workspace epoch:
 // when it changes (an in-memory sandbox restarted) the page starts over.
 //
+// # Runs as streams
+//
+// The sandbox implements core.Streamer, so a run in a thread shows as
+// Slack's agent surface shows it: one message with a plan (a title, one
+// task per plan item and tool step, each with its state) and the answer
+// streamed into it (stream.go, docs/sandbox.md). A stream is a message like
+// any other: keyed like Post, persisted, found again by its key after a
+// restart. Config.NoStream (MARLOWE_SANDBOX_STREAM=0) keeps the checklist
+// message edited in place instead. Typing (core.Typing) shows "Marlowe is
+// thinking…" under the conversation for a few seconds (typing.go).
+//
 // # Clicks and ephemeral messages
 //
 // A click is per person, as on a real platform: while it is queued or

@@ -114,9 +114,15 @@ func newEngine(t *testing.T, sb *Sandbox, opts ...func(*engine.Config)) *engine.
 }
 
 // TestEngineBehindSandbox runs the conversation of the browser test against
-// the real engine through the sandbox's HTTP API (no browser).
+// the real engine through the sandbox's HTTP API (no browser), streamed (the
+// default) and with the checklist (NoStream).
 func TestEngineBehindSandbox(t *testing.T) {
-	sb := newSandbox(t, Config{Clock: time.Now})
+	t.Run("stream", func(t *testing.T) { engineConversation(t, false) })
+	t.Run("checklist", func(t *testing.T) { engineConversation(t, true) })
+}
+
+func engineConversation(t *testing.T, noStream bool) {
+	sb := newSandbox(t, Config{Clock: time.Now, NoStream: noStream})
 	eng := newEngine(t, sb)
 	base := run(t, sb, eng.Deliver)
 
@@ -148,7 +154,7 @@ func TestEngineBehindSandbox(t *testing.T) {
 	q := say(t, base, "alice", "general", "", "<@marlowe> what's the status of release 1.4?")
 	decided(q, "mention")
 	waitMsg("the acknowledgement", func(m message) bool { return m.ID == q && slices.Contains(m.Reactions, core.AckReaction) })
-	waitMsg("the answer", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, "on track") })
+	answer := waitMsg("the answer", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, "on track") })
 	// Bob writes once Alice's run is over: a message while it is live would
 	// steer it, and Alice, its requester, could not approve its deploy.
 	if err := eng.WaitIdle(t.Context()); err != nil {
@@ -157,12 +163,31 @@ func TestEngineBehindSandbox(t *testing.T) {
 	if _, ok := find(func(m message) bool { return m.Bot && m.Thread == q && strings.HasPrefix(m.Text, "⏳") }); ok {
 		t.Error("a one-step answer posted a checklist")
 	}
+	if answer = waitMsg("the answer final", func(m message) bool { return m.ID == answer.ID && m.Text == statusAnswer }); !noStream {
+		// Streamed on its own, with no plan to show.
+		if a := answer.Stream; a == nil || !a.Stopped || a.Title != "" || len(a.Tasks) != 0 {
+			t.Errorf("one-step answer: stream %+v, want a stopped stream with no plan", a)
+		}
+	} else if answer.Stream != nil {
+		t.Errorf("NoStream: the answer is a stream %+v", answer.Stream)
+	}
 
 	f := say(t, base, "bob", "general", q, "Great, thanks! Can you deploy it to staging?")
 	decided(f, "thread-window")
 	card := waitMsg("an approval card", func(m message) bool {
 		return m.Bot && m.Thread == q && m.Card != nil && len(m.Card.Actions) > 0
 	})
+	var plan message
+	if !noStream {
+		// The run's plan waits with it: the deploy is its task, in progress.
+		plan = waitMsg("the deploy's plan waiting", func(m message) bool {
+			return m.Bot && m.Thread == q && m.Stream != nil && strings.HasPrefix(m.Stream.Title, "🔐 Waiting for approval") &&
+				len(m.Stream.Tasks) == 1 && m.Stream.Tasks[0].Title == "deploy" && m.Stream.Tasks[0].Status == core.TaskInProgress
+		})
+		if plan.Stream.Stopped || plan.Text != "" || plan.Card != nil || card.Stream != nil {
+			t.Errorf("waiting plan %q %+v; card %+v: want an open plan with no text, and the card a card", plan.Text, plan.Stream, card.Stream)
+		}
+	}
 
 	c := say(t, base, "bob", "general", "", "Anyone up for lunch at noon?")
 	decided(c, "no-window")
@@ -171,9 +196,25 @@ func TestEngineBehindSandbox(t *testing.T) {
 		t.Fatalf("click: %d %s", code, body)
 	}
 	waitMsg("the card resolved", func(m message) bool { return m.ID == card.ID && m.Card != nil && m.Card.Resolution != "" })
-	waitMsg("the result", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, deployResult) })
-	// The deploy did tool work: its checklist, edited in place, ends done.
-	waitMsg("the deploy's checklist done", func(m message) bool { return m.Bot && m.Thread == q && strings.HasPrefix(m.Text, "✅ Done") })
+	result := waitMsg("the result", func(m message) bool { return m.Bot && m.Thread == q && strings.Contains(m.Text, deployResult) })
+	if noStream {
+		// The deploy did tool work: its checklist, edited in place, ends done.
+		waitMsg("the deploy's checklist done", func(m message) bool { return m.Bot && m.Thread == q && strings.HasPrefix(m.Text, "✅ Done") })
+	} else {
+		// The answer streamed into the plan's own message, which ends done.
+		if result.ID != plan.ID {
+			t.Errorf("the result is message %s, not the plan's %s", result.ID, plan.ID)
+		}
+		done := waitMsg("the plan done", func(m message) bool { return m.ID == plan.ID && m.Stream != nil && m.Stream.Stopped })
+		if done.Stream.Title != "✅ Done" || len(done.Stream.Tasks) != 1 || done.Stream.Tasks[0].Status != core.TaskComplete || !strings.HasPrefix(done.Text, deployResult) {
+			t.Errorf("finished plan: %q %+v", done.Text, done.Stream)
+		}
+		if _, ok := find(func(m message) bool {
+			return m.Bot && m.Thread == q && (strings.HasPrefix(m.Text, "⏳") || strings.HasPrefix(m.Text, "✅ Done"))
+		}); ok {
+			t.Error("a streamed run also posted a checklist")
+		}
+	}
 	if _, ok := find(func(m message) bool { return m.Thread == c || (m.ID == c && len(m.Reactions) > 0) }); ok {
 		t.Error("the bot reacted to or answered bob's chatter")
 	}

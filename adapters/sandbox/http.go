@@ -158,6 +158,11 @@ func (s *Sandbox) serveEvents(w http.ResponseWriter, r *http.Request) {
 	defer s.streams.Done()
 	s.subs[wake] = struct{}{}
 	epoch, seq := s.epoch, s.seq
+	// Typing events only when there is, or comes to be, an indicator.
+	typingRev := s.typingRev
+	if len(s.typing) > 0 {
+		typingRev = -1
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -182,6 +187,13 @@ func (s *Sandbox) serveEvents(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	for {
+		if views, rev, changed := s.typingSince(typingRev); changed {
+			data, _ := json.Marshal(views)
+			if _, err := fmt.Fprintf(w, "event: typing\ndata: %s\n\n", data); err != nil {
+				return
+			}
+			typingRev = rev
+		}
 		for _, m := range s.changedSince(last) {
 			data, err := json.Marshal(m)
 			if err != nil {

@@ -123,6 +123,7 @@ func (s *Sandbox) compact() error {
 	if err := os.Rename(tmp, s.dataFile); err != nil {
 		return fmt.Errorf("sandbox: replace data file: %w", err)
 	}
+	s.appended, s.compacted = 0, buf.Len()
 	return nil
 }
 
@@ -151,6 +152,7 @@ func (s *Sandbox) appendLocked(m *message) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: open data file: %w", err)
 	}
+	s.appended += len(line) + 1
 	if _, err := f.Write(append(line, '\n')); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("sandbox: append to data file: %w", err)
@@ -159,4 +161,24 @@ func (s *Sandbox) appendLocked(m *message) error {
 		return fmt.Errorf("sandbox: close data file: %w", err)
 	}
 	return nil
+}
+
+// compactAfter is how many bytes, at least, appended to the data file make
+// it worth compacting while running: a streamed answer appends its whole
+// text so far at every step, so without it the file would grow with the
+// square of the answers' length until the next start.
+const compactAfter = 4 << 20
+
+// compactIfLongLocked compacts the data file once the bytes appended since
+// the last compaction exceed compactAfter and twice what the compacted file
+// held (so the cost per appended byte stays constant). A failure is
+// logged: the appended file is still whole.
+func (s *Sandbox) compactIfLongLocked() {
+	if s.dataFile == "" || s.appended < max(compactAfter, 2*s.compacted) {
+		return
+	}
+	if err := s.compact(); err != nil {
+		s.appended = 0 // try again after as many bytes, not at every line
+		s.log.Error("sandbox: compact data file", "file", s.dataFile, "err", err)
+	}
 }

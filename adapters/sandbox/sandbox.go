@@ -47,6 +47,10 @@ type Config struct {
 	// site that rebinds its name to this address must not reach the
 	// workspace). "*" serves every name; only behind a proxy that checks it.
 	Hosts []string
+	// NoStream shows a run as a checklist message edited in place, as Slack
+	// does without its agent surface, instead of the default stream (a plan
+	// with tasks and the answer streamed into it; see core.Streamer).
+	NoStream bool
 }
 
 // Sandbox is the local web workspace. It implements core.Surface.
@@ -58,6 +62,7 @@ type Sandbox struct {
 	hosts    map[string]bool // extra Host names served (Config.Hosts)
 	anyHost  bool            // Config.Hosts has "*"
 	dataFile string
+	noStream bool
 	dir      *directory
 
 	lnMu    sync.Mutex
@@ -77,25 +82,32 @@ type Sandbox struct {
 	msgs      map[string]*message
 	keys      map[string]string // idempotency key -> message id
 	queue     []inbound
+	appended  int           // bytes appended to the data file since it was compacted
+	compacted int           // bytes of the data file when it was last compacted
 	wake      chan struct{} // worker wake-up
 	subs      map[chan struct{}]struct{}
+	typing    map[typingKey]time.Time // conversation -> indicator shown until
+	typingRev int64                   // bumped at every change of typing
 }
 
 var _ core.Surface = (*Sandbox)(nil)
 
 // message is one message in the workspace, as stored and as sent to pages.
 type message struct {
-	ID        string     `json:"id"`
-	Channel   string     `json:"channel"`
-	Thread    string     `json:"thread,omitempty"` // root id; "" at top level
-	Author    string     `json:"author"`
-	Bot       bool       `json:"bot,omitempty"`
-	Text      string     `json:"text"`
-	Card      *core.Card `json:"card,omitempty"`
-	Reactions []string   `json:"reactions,omitempty"` // the bot's reactions
-	Key       string     `json:"key,omitempty"`       // the bot's idempotency key
-	At        time.Time  `json:"at"`
-	Edited    time.Time  `json:"edited,omitzero"`
+	ID      string     `json:"id"`
+	Channel string     `json:"channel"`
+	Thread  string     `json:"thread,omitempty"` // root id; "" at top level
+	Author  string     `json:"author"`
+	Bot     bool       `json:"bot,omitempty"`
+	Text    string     `json:"text"`
+	Card    *core.Card `json:"card,omitempty"`
+	// Stream, on a streamed message of the bot (core.Streamer), is its plan;
+	// Text is the text streamed so far.
+	Stream    *streamView `json:"stream,omitempty"`
+	Reactions []string    `json:"reactions,omitempty"` // the bot's reactions
+	Key       string      `json:"key,omitempty"`       // the bot's idempotency key
+	At        time.Time   `json:"at"`
+	Edited    time.Time   `json:"edited,omitzero"`
 	// State of a person's message: pending until deliver returned, then
 	// delivered or failed.
 	State    string    `json:"state,omitempty"`
@@ -140,12 +152,14 @@ func New(cfg Config) (*Sandbox, error) {
 		log:      cfg.Logger,
 		now:      cfg.Clock,
 		dataFile: cfg.DataFile,
+		noStream: cfg.NoStream,
 		dir:      newDirectory(),
 		closing:  make(chan struct{}),
 		msgs:     map[string]*message{},
 		keys:     map[string]string{},
 		wake:     make(chan struct{}, 1),
 		subs:     map[chan struct{}]struct{}{},
+		typing:   map[typingKey]time.Time{},
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -481,11 +495,15 @@ func (s *Sandbox) commitLocked(m *message) error {
 	if err := s.appendLocked(m); err != nil {
 		return err
 	}
+	if _, existed := s.msgs[m.ID]; !existed && m.Bot && m.To == "" {
+		s.clearTypingLocked(m.Channel, m.Thread)
+	}
 	s.seq = m.Rev
 	s.msgs[m.ID] = m
 	if m.Key != "" {
 		s.keys[m.Key] = m.ID
 	}
+	s.compactIfLongLocked()
 	for c := range s.subs {
 		select {
 		case c <- struct{}{}:

@@ -172,8 +172,8 @@ func (s *Sandbox) History(ctx context.Context, thread core.Scope, limit int) ([]
 	defer s.mu.Unlock()
 	var ms []*message
 	for _, m := range s.msgs {
-		if m.Channel != thread.Channel || m.To != "" {
-			continue // an ephemeral message is nobody's history
+		if m.Channel != thread.Channel || m.To != "" || m.Stream != nil && m.Text == "" {
+			continue // an ephemeral message is nobody's history, nor a stream with no text yet
 		}
 		if thread.Thread == "" && m.Thread == "" || thread.Thread != "" && (m.ID == thread.Thread || m.Thread == thread.Thread) {
 			ms = append(ms, m)

@@ -302,6 +302,8 @@ func newCrashBot(t *testing.T, bin, modelURL, name string) *crashBot {
 			"MARLOWE_DATA_DIR=" + dir,
 			"MARLOWE_HTTP_ADDR=127.0.0.1:" + httpPort,
 			"MARLOWE_SANDBOX_ADDR=127.0.0.1:" + port,
+			// check counts the checklist message: these runs keep to it.
+			"MARLOWE_SANDBOX_STREAM=0",
 			"MARLOWE_MODEL_PROVIDER=openai",
 			"MARLOWE_MODEL=fake",
 			"MARLOWE_MODEL_BASE_URL=" + modelURL,

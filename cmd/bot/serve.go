@@ -307,11 +307,16 @@ func newSurfaces(cfg config, rdb *goredis.Client, elect elector, queue core.Deli
 		log.Info("sandbox off: a platform is configured", "platforms", slices.Sorted(maps.Keys(set.byName)), "enable", "MARLOWE_SANDBOX=1 runs it alongside")
 	}
 	if len(set.byName) == 0 || cfg.Getenv("MARLOWE_SANDBOX") == "1" {
+		stream := cfg.Getenv("MARLOWE_SANDBOX_STREAM")
+		if stream != "" && stream != "0" && stream != "1" {
+			return set, fmt.Errorf("MARLOWE_SANDBOX_STREAM=%q: want 1 (the default: runs stream their plan and answer) or 0 (the checklist)", stream)
+		}
 		sb, err := sandbox.New(sandbox.Config{
 			Addr:     cfg.Getenv("MARLOWE_SANDBOX_ADDR"),
 			Hosts:    strings.Split(cfg.Getenv("MARLOWE_SANDBOX_HOSTS"), ","), // besides loopback names
 			Logger:   log,
 			DataFile: filepath.Join(cfg.DataDir, "sandbox.jsonl"),
+			NoStream: stream == "0",
 		})
 		if err != nil {
 			return set, fmt.Errorf("sandbox: %w", err)

@@ -55,6 +55,7 @@
     clickErr: new Map(),   // person|message id -> why the page could not send the click
     lastRead: new Map(),   // channel -> newest top-level id seen
     baseline: null,        // revision at first connect: older messages count as read
+    typing: [],            // {channel, thread, until}: "Marlowe is thinking…" (core.Typing)
   };
 
   // ---- directory helpers ----
@@ -160,6 +161,9 @@
     return box;
   }
 
+  // A streamed run's plan (plan.js).
+  const planView = (m) => window.MarlowePlan.view(m.stream, el, renderText);
+
   function msgView(m, opts = {}) {
     const who = member(m.author);
     const row = el("div", "msg");
@@ -194,10 +198,20 @@
     body.appendChild(meta);
     // A card's text is its plain fallback (notifications, platforms without
     // cards), as on Slack: the card is what is shown.
+    const open = m.stream && !m.stream.stopped;
+    if (m.stream) {
+      row.classList.add("streamed");
+      row.dataset.stream = open ? "open" : "stopped";
+      if (open) row.setAttribute("aria-busy", "true");
+      const plan = planView(m);
+      if (plan) body.appendChild(plan);
+    }
     if (m.text && !m.card) {
-      const tx = el("div", "text");
+      const tx = el("div", "text" + (open ? " streaming" : ""));
       tx.innerHTML = renderText(m.text);
       body.appendChild(tx);
+    } else if (open && !m.text) {
+      body.appendChild(el("div", "text writing", "Marlowe is working…"));
     }
     if (m.decision) {
       const r = m.decision.reason || "";
@@ -350,8 +364,27 @@
     });
   }
 
+  // The typing indicator of the conversations on screen, until it lapses
+  // (the server says how long it has left) or the bot posts there.
+  let typingTimer = null;
+  function renderTyping() {
+    const now = Date.now();
+    state.typing = state.typing.filter((x) => x.until > now);
+    const show = (id, thread) => {
+      const box = $(id);
+      const on = state.typing.some((x) => x.channel === state.channel && (x.thread || "") === thread);
+      box.hidden = !on;
+      box.textContent = on ? "Marlowe is thinking…" : "";
+    };
+    show("#typing-main", "");
+    show("#typing-thread", state.thread || "\u0000");
+    clearTimeout(typingTimer);
+    if (state.typing.length) typingTimer = setTimeout(renderTyping, Math.min(...state.typing.map((x) => x.until)) - now + 20);
+  }
+
   function render() {
     if (!state.ws) return;
+    renderTyping();
     renderSidebar();
     renderMain();
     renderThread();
@@ -619,6 +652,11 @@
       const m = JSON.parse(e.data);
       const old = state.msgs.get(m.id);
       if (!old || old.rev < m.rev) state.msgs.set(m.id, m);
+      schedule();
+    });
+    es.addEventListener("typing", (e) => {
+      const now = Date.now();
+      state.typing = JSON.parse(e.data).map((x) => ({ channel: x.channel, thread: x.thread || "", until: now + x.ms }));
       schedule();
     });
     es.onerror = () => setConn(false);
