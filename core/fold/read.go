@@ -90,6 +90,12 @@ func (f *Channel) ReportKnown(key string) bool { return f.reports.Known(key) }
 // Reports lists the kept reports by key.
 func (f *Channel) Reports() iter.Seq2[string, *Report] { return maps.All(f.reports.byID) }
 
+// RedactionsFolded is how many command.redacted records the fold has
+// applied. The fold keeps conversation text it folded before a redaction
+// named its command, so the engine takes no checkpoint from a fold whose
+// count grew since it was built (it would persist erased text again).
+func (f *Channel) RedactionsFolded() int { return len(f.redacted) }
+
 // Dump renders the fold for comparison: state is its exported view (what
 // `bot replay` prints), internal the fields only the engine reads. Two folds
 // of the same commands dump alike (the random-history test compares the
