@@ -22,6 +22,9 @@ func (f *Channel) Key() core.ChannelKey { return f.ch }
 // Seq is the sequence number of the last command folded (0: none).
 func (f *Channel) Seq() uint64 { return f.last }
 
+// Head is the hash of the last command folded (zero: none).
+func (f *Channel) Head() core.Hash { return f.head }
+
 // Policy is the channel's policy and whether one was ever set.
 func (f *Channel) Policy() (core.Policy, bool) { return f.policy, f.policySet }
 
@@ -89,12 +92,6 @@ func (f *Channel) ReportKnown(key string) bool { return f.reports.Known(key) }
 
 // Reports lists the kept reports by key.
 func (f *Channel) Reports() iter.Seq2[string, *Report] { return maps.All(f.reports.byID) }
-
-// RedactionsFolded is how many command.redacted records the fold has
-// applied. The fold keeps conversation text it folded before a redaction
-// named its command, so the engine takes no checkpoint from a fold whose
-// count grew since it was built (it would persist erased text again).
-func (f *Channel) RedactionsFolded() int { return len(f.redacted) }
 
 // Dump renders the fold for comparison: state is its exported view (what
 // `bot replay` prints), internal the fields only the engine reads. Two folds

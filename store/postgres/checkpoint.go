@@ -30,3 +30,13 @@ func (s *Store) LatestOfKind(ctx context.Context, ch core.ChannelKey, kind core.
 	}
 	return cmds[0], true, nil
 }
+
+// Verifier checks commands against the key this store seals with (the
+// engine verifies a checkpoint with it before restoring one); nil when the
+// store was opened read-only.
+func (s *Store) Verifier() *core.Verifier {
+	if s.signer == nil {
+		return nil
+	}
+	return s.signer.Verifier()
+}
