@@ -19,6 +19,8 @@ import (
 var ErasableKinds = []Kind{
 	KindMessageReceived, KindRunStarted, KindModelStep, KindToolRequested,
 	KindToolCompleted, KindMessagePosted, KindMessageUpdated,
+	// A checkpoint holds conversation turns folded from the above.
+	KindFoldCheckpoint,
 }
 
 // Erasable reports whether an erasure may redact a command of kind k.

@@ -318,3 +318,12 @@ func VerifyAll(ctx context.Context, j Journal, v *Verifier) (int, error) {
 	}
 	return total, nil
 }
+
+// LatestReader is the read a checkpointed load needs (store/postgres and
+// store/sqlite implement it, from an index; core/journaltest holds them to
+// the same behaviour). A journal without it is loaded by folding it whole.
+type LatestReader interface {
+	// LatestOfKind returns ch's command of kind with the highest seq that is
+	// not redacted; false when there is none.
+	LatestOfKind(ctx context.Context, ch ChannelKey, kind Kind) (Command, bool, error)
+}

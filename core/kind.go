@@ -38,6 +38,7 @@ const (
 	KindErasureRequested
 	KindErasureResolved
 	KindMessageAttempted
+	KindFoldCheckpoint
 	kindEnd
 )
 
@@ -72,6 +73,7 @@ var kindNames = [kindEnd]string{
 	KindErasureRequested:  "erasure.requested",
 	KindErasureResolved:   "erasure.resolved",
 	KindMessageAttempted:  "message.attempted",
+	KindFoldCheckpoint:    "fold.checkpoint",
 }
 
 // Kinds returns every valid kind, in declaration order.

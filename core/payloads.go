@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Payload is the typed body of a Command. The interface is sealed: only this
 // package declares payload types, one per Kind.
@@ -80,6 +83,8 @@ func newPayload(k Kind) (Payload, bool) {
 		return &ErasureResolved{}, true
 	case KindMessageAttempted:
 		return &MessageAttempted{}, true
+	case KindFoldCheckpoint:
+		return &FoldCheckpoint{}, true
 	}
 	return nil, false
 }
@@ -455,6 +460,7 @@ func (*ReportDismissed) Kind() Kind   { return KindReportDismissed }
 func (*ErasureRequested) Kind() Kind  { return KindErasureRequested }
 func (*ErasureResolved) Kind() Kind   { return KindErasureResolved }
 func (*MessageAttempted) Kind() Kind  { return KindMessageAttempted }
+func (*FoldCheckpoint) Kind() Kind    { return KindFoldCheckpoint }
 
 func (*MessageReceived) sealed()   {}
 func (*CardClicked) sealed()       {}
@@ -485,3 +491,16 @@ func (*ReportDismissed) sealed()   {}
 func (*ErasureRequested) sealed()  {}
 func (*ErasureResolved) sealed()   {}
 func (*MessageAttempted) sealed()  {}
+func (*FoldCheckpoint) sealed()    {}
+
+// FoldCheckpoint: a snapshot of the channel's fold (core/fold) as it stood
+// after seq Seq, appended at Seq+1 by the channel's owner so a load restores
+// it and folds only what follows. Format is the snapshot's encoding version
+// (fold.SnapshotFormat); a loader that does not know it folds the whole
+// channel. The snapshot is a JSON object, not a string, so an erasure's
+// CarriesText finds the conversation text inside it.
+type FoldCheckpoint struct {
+	Format   int             `json:"format"`
+	Seq      uint64          `json:"seq"`
+	Snapshot json.RawMessage `json:"snapshot,omitempty"`
+}

@@ -33,6 +33,9 @@ type chanView struct {
 	// fold is read under mu. A field, not embedded: its Apply runs only
 	// through v.apply, which checks the sequence once.
 	fold fold.Channel
+	// ck is the view's checkpoint state (checkpoint.go); its config is the
+	// engine's. A pointer so that reset can renew it in one place.
+	ck *viewCheckpoint
 
 	// touched is when the engine last handed the view out (guarded by
 	// Engine.chMu): eviction drops views untouched for a while (evict.go).
@@ -40,7 +43,7 @@ type chanView struct {
 }
 
 func newChanView(key core.ChannelKey, j core.Journal) *chanView {
-	return &chanView{key: key, j: j, fold: fold.NewChannel(key)}
+	return &chanView{key: key, j: j, fold: fold.NewChannel(key), ck: &viewCheckpoint{}}
 }
 
 // load folds the channel's journal once. Callers hold v.mu.
@@ -48,8 +51,21 @@ func (v *chanView) load(ctx context.Context) error {
 	if v.loaded {
 		return nil
 	}
+	// From the latest checkpoint when there is a usable one (checkpoint.go),
+	// else from seq 1.
+	v.restore(ctx)
 	if err := v.catchUp(ctx); err != nil {
 		return err
+	}
+	if v.ck.stale {
+		// A redaction after the checkpoint named a command the checkpoint
+		// had folded: its snapshot may hold the erased text. Fold whole.
+		v.ck.cfg.log.Warn("checkpoint predates a redaction of what it folded: folding the channel whole",
+			"channel", v.key, "checkpoint", v.ck.restored)
+		v.reset()
+		if err := v.catchUp(ctx); err != nil {
+			return err
+		}
 	}
 	v.loaded = true
 	return nil
@@ -129,6 +145,7 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]core.Draft, er
 				return cmds, err
 			}
 		}
+		v.maybeCheckpoint(ctx, fence)
 		return cmds, nil
 	}
 }
@@ -156,6 +173,7 @@ func (v *chanView) apply(c core.Command) error {
 		return nil
 	}
 	v.seq = c.Seq()
+	v.ck.note(c, v.loaded)
 	return v.fold.Apply(c)
 }
 

@@ -120,6 +120,15 @@ type Config struct {
 	Operators []core.Operator
 	// Metrics hears about run ends and model calls (nil: not counted).
 	Metrics core.RunMetrics
+	// CheckpointEvery is how many commands a channel grows by before its
+	// owner appends a fold.checkpoint (default DefaultCheckpointEvery;
+	// negative: never). Loading a channel restores its latest checkpoint
+	// and folds only what follows (checkpoint.go).
+	CheckpointEvery int
+	// Verifier checks a checkpoint's signature before it is restored
+	// (nil: the journal's own, when it offers one; with neither, channels
+	// are always folded whole and no checkpoint is taken).
+	Verifier *core.Verifier
 }
 
 // Engine is the run loop: ingress (Deliver), one serial consumer per thread
@@ -140,7 +149,8 @@ type Engine struct {
 	channels map[core.ChannelKey]*chanView
 	evicting bool // the eviction goroutine runs (guarded by mu)
 
-	retainCursors // retention passes' per-channel cursors (retention.go)
+	retainCursors                   // retention passes' per-channel cursors (retention.go)
+	ckpt          *checkpointConfig // shared by every chanView (checkpoint.go)
 
 	// own is the channel leases this replica holds.
 	own *replica.Ownership // nil in embedded mode: the engine owns every channel
@@ -244,6 +254,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Leases != nil {
 		e.own = replica.NewOwnership(cfg.Leases, cfg.Replica, cfg.LeaseTTL)
 	}
+	e.ckpt = newCheckpointConfig(cfg, e.log)
 	e.idle = sync.NewCond(&e.mu)
 	e.runCtx, e.cancel = context.WithCancel(context.Background())
 	return e, nil
@@ -415,6 +426,7 @@ func (e *Engine) view(ch core.ChannelKey) *chanView {
 	v := e.channels[ch]
 	if v == nil {
 		v = newChanView(ch, e.j)
+		v.ck.cfg = e.ckpt
 		e.channels[ch] = v
 	}
 	v.touched = e.now()

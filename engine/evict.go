@@ -214,6 +214,7 @@ func (v *chanView) reset() {
 	v.loaded, v.seq = false, 0
 	v.foreign, v.woke = 0, 0
 	v.fold = fold.NewChannel(v.key)
+	v.ck = &viewCheckpoint{cfg: v.ck.cfg}
 }
 
 // isLoaded reports whether v holds a fold (false after eviction).

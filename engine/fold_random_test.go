@@ -383,6 +383,7 @@ func checkRandomHistories(t *testing.T, iterations, steps int, world func(t *tes
 			t.Fatal(err)
 		}
 		sameFold(t, fmt.Sprintf("iteration %d (%d commands): live engine vs fold of its journal", i, len(journal)), live, want)
+		checkSnapshots(t, fmt.Sprintf("iteration %d", i), g.r, g.sc.Key(), journal, want)
 		st, err := fold.Fold(g.sc.Key(), journal)
 		if err != nil {
 			t.Fatal(err)
@@ -424,6 +425,7 @@ func checkRandomHistories(t *testing.T, iterations, steps int, world func(t *tes
 			t.Fatal(err)
 		}
 		sameFold(t, fmt.Sprintf("iteration %d: restarted engine vs fold of the redacted journal", i), restarted, want)
+		checkSnapshots(t, fmt.Sprintf("iteration %d, redacted", i), g.r, g.sc.Key(), journal, want)
 	}
 }
 

@@ -261,6 +261,17 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 		if err := e.eraseMessagesOf(ctx, sc, person, texts, by, reason, pc); err != nil {
 			return out, err
 		}
+		// So may the channel's checkpoints: where anything was erased,
+		// redact them all (a later load folds whole), then fold the channel
+		// afresh and revoke on the fresh state.
+		if pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || len(pc.erasure.Restated) > 0 {
+			if _, err := e.redactCheckpoints(ctx, ch, 0, func(c core.Command) (core.Draft, error) {
+				return e.b.Human(by, sc, core.Meta{Cause: c.ID()},
+					&core.CommandRedacted{Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String()})
+			}); err != nil {
+				return out, err
+			}
+		}
 		// The fold still holds conversation turns folded from what was
 		// erased: fold the channel afresh, then revoke on the fresh state.
 		if err := v.refold(ctx); err != nil {

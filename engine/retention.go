@@ -56,6 +56,20 @@ func (e *Engine) Retain(ctx context.Context, limit time.Duration, max int) (Rete
 		}
 		if n > 0 {
 			out.Channels++
+			// The checkpoints newer than the cutoff hold turns folded from
+			// what this pass redacted (older ones it redacted itself).
+			sc, err := core.ParseChannelKey(string(ch))
+			if err != nil {
+				return out, fmt.Errorf("retention: %w", err)
+			}
+			k, err := e.redactCheckpoints(ctx, ch, 0, func(c core.Command) (core.Draft, error) {
+				return e.b.System("retention", sc, core.Meta{Cause: c.ID()},
+					&core.CommandRedacted{Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String()})
+			})
+			if err != nil {
+				return out, fmt.Errorf("retention: %w", err)
+			}
+			out.Redacted[core.KindFoldCheckpoint.String()] += k
 			e.dropIfIdle(ch)
 		}
 		if more {

@@ -267,6 +267,9 @@ func (f *Channel) Apply(c core.Command) error {
 		f.requestErasure(c, p)
 	case *core.ErasureResolved:
 		f.resolveErasure(c, p)
+	case *core.FoldCheckpoint:
+		// A snapshot of the state this fold already holds (snapshot.go):
+		// counted, nothing to change.
 	case *core.CardClicked, *core.ToolRequested, *core.PermissionDecided, *core.ToolCompleted, *core.MessageUpdated:
 		// Observations: counted; their effects arrive as their own commands
 		// (approval.resolved, tool results live in the run's fold).

@@ -22,6 +22,9 @@ func (f *Channel) Key() core.ChannelKey { return f.ch }
 // Seq is the sequence number of the last command folded (0: none).
 func (f *Channel) Seq() uint64 { return f.last }
 
+// Head is the hash of the last command folded (zero: none).
+func (f *Channel) Head() core.Hash { return f.head }
+
 // Policy is the channel's policy and whether one was ever set.
 func (f *Channel) Policy() (core.Policy, bool) { return f.policy, f.policySet }
 

@@ -110,6 +110,7 @@ func Run(t *testing.T, open func(t *testing.T, signer *core.Signer) Harness) {
 		{"Leases", testLeases},
 		{"Tail", testTail},
 		{"ItemChannels", testItemChannels},
+		{"LatestOfKind", testLatestOfKind},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

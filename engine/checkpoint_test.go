@@ -1,0 +1,328 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
+	"github.com/marlowe-bot/marlowe/store/sqlite"
+)
+
+// countingJournal counts the commands a load reads; it forwards the
+// checkpoint read when the journal under it has one.
+type countingJournal struct {
+	core.Journal
+	read atomic.Int64
+}
+
+func (j *countingJournal) Read(ctx context.Context, ch core.ChannelKey, from uint64, limit int) ([]core.Command, error) {
+	cmds, err := j.Journal.Read(ctx, ch, from, limit)
+	j.read.Add(int64(len(cmds)))
+	return cmds, err
+}
+
+func (j *countingJournal) LatestOfKind(ctx context.Context, ch core.ChannelKey, k core.Kind) (core.Command, bool, error) {
+	return j.Journal.(core.LatestReader).LatestOfKind(ctx, ch, k)
+}
+
+// plainJournal counts too, but has no checkpoint read: a journal loaded
+// the way every load went before checkpoints.
+type plainJournal struct {
+	core.Journal
+	read atomic.Int64
+}
+
+func (j *plainJournal) Read(ctx context.Context, ch core.ChannelKey, from uint64, limit int) ([]core.Command, error) {
+	cmds, err := j.Journal.Read(ctx, ch, from, limit)
+	j.read.Add(int64(len(cmds)))
+	return cmds, err
+}
+
+type ckptWorld struct {
+	st     *sqlite.Store
+	signer *core.Signer
+	clk    *clock
+	b      *core.Boundary
+	sc     core.Scope
+}
+
+func newCkptWorld(t *testing.T) *ckptWorld {
+	t.Helper()
+	w := &ckptWorld{signer: coretest.NewSigner(t), clk: &clock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}, sc: chanScope("CK")}
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "j.db"), w.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	w.st, w.b = st, core.NewBoundary(w.clk.Now)
+	return w
+}
+
+func (w *ckptWorld) engine(t *testing.T, j core.Journal, every int) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(engine.Config{
+		Journal: j, Boundary: w.b, CardKey: cardKey, Clock: w.clk.Now, CheckpointEvery: every, Verifier: w.signer.Verifier(),
+		Surfaces: map[string]core.Surface{platform: coretest.NewFakeSurface(platform, botID)},
+		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// history appends n commands through e, one append each: messages, and a
+// run kept live with steering messages (what a restore reads back by seq).
+func (w *ckptWorld) history(t *testing.T, e *engine.Engine, n int, text func(i int) string) {
+	t.Helper()
+	ctx := t.Context()
+	thread := w.sc
+	thread.Thread = "M-run"
+	for i := range n {
+		var d core.Draft
+		var err error
+		switch {
+		case i == 0:
+			d, err = w.b.Human(alice, w.sc, core.Meta{Run: "R-live"}, &core.MessageReceived{MessageID: "M-run", Author: alice, Visibility: core.Public, Text: "start"})
+		case i == 1:
+			d, err = w.b.Agent("R-live", thread, core.Meta{}, &core.RunStarted{Trigger: "M-run"})
+		case i%97 == 0:
+			d, err = w.b.Human(bob, thread, core.Meta{Run: "R-live"}, &core.MessageReceived{MessageID: fmt.Sprintf("S%d", i), Author: bob, Visibility: core.Public, Text: "steer " + text(i)})
+		default:
+			d, err = w.b.Human(alice, w.sc, core.Meta{}, &core.MessageReceived{MessageID: fmt.Sprintf("M%d", i), Author: alice, Visibility: core.Public, Text: text(i)})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := engine.AppendVia(ctx, e, d); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		w.clk.Advance(time.Second)
+	}
+}
+
+func (w *ckptWorld) all(t *testing.T) []core.Command {
+	t.Helper()
+	cmds, err := w.st.Read(t.Context(), w.sc.Key(), 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmds
+}
+
+func countKind(cmds []core.Command, k core.Kind, redacted bool) int {
+	n := 0
+	for _, c := range cmds {
+		if c.Kind() == k && c.Redacted() == redacted {
+			n++
+		}
+	}
+	return n
+}
+
+// A channel with a checkpoint loads by reading the checkpoint and what
+// follows it, not the whole journal, into the same fold as a full fold;
+// the checkpoints are commands of the chain that `bot verify`'s check passes.
+func TestCheckpointLoadReadsOnlyTheTail(t *testing.T) {
+	w := newCkptWorld(t)
+	const every, n = 100, 1050
+	w.history(t, w.engine(t, w.st, every), n, func(i int) string { return fmt.Sprintf("hello %d", i) })
+	cmds := w.all(t)
+	if got := countKind(cmds, core.KindFoldCheckpoint, false); got != n/every {
+		t.Fatalf("%d checkpoints in %d commands, want %d (one every %d)", got, len(cmds), n/every, every)
+	}
+	if _, err := core.VerifyChannel(t.Context(), w.st, w.signer.Verifier(), w.sc.Key()); err != nil {
+		t.Fatalf("verify the chain with checkpoints: %v", err)
+	}
+	want, err := engine.FoldDumpOf(w.sc.Key(), cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cj := &countingJournal{Journal: w.st}
+	got, err := engine.EngineFoldDump(t.Context(), w.engine(t, cj, every), w.sc.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFold(t, "restored from a checkpoint", got, want)
+	// After the last checkpoint: the commands since (at most every), plus
+	// the live run's steering messages read back by seq.
+	if r := cj.read.Load(); r > every+int64(n/97)+1 {
+		t.Fatalf("load read %d commands of %d: not from the checkpoint", r, len(cmds))
+	}
+
+	// Without the checkpoint read, the same journal folds whole, alike.
+	cj2 := &plainJournal{Journal: w.st}
+	got, err = engine.EngineFoldDump(t.Context(), w.engine(t, cj2, -1), w.sc.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFold(t, "folded whole", got, want)
+	if r := cj2.read.Load(); r != int64(len(cmds)) {
+		t.Fatalf("without the read: load read %d commands, want all %d", r, len(cmds))
+	}
+}
+
+// A checkpoint that does not verify or decode is ignored: full fold.
+func TestCheckpointUnusableIsIgnored(t *testing.T) {
+	w := newCkptWorld(t)
+	w.history(t, w.engine(t, w.st, -1), 300, func(i int) string { return fmt.Sprintf("hi %d", i) })
+	ctx := t.Context()
+	head, _, err := w.st.Head(ctx, w.sc.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An unknown format, then one sealed by a key nobody trusts.
+	d, err := w.b.System("checkpoint", w.sc, core.Meta{}, &core.FoldCheckpoint{Format: 99, Seq: head, Snapshot: []byte(`{"format":99}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.st.Append(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	forged, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "forged.db"), coretest.NewSigner(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = forged.Close() })
+	for _, tc := range []struct {
+		name string
+		j    core.Journal
+	}{{"unknown format", w.st}} {
+		cmds := w.all(t)
+		want, err := engine.FoldDumpOf(w.sc.Key(), cmds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cj := &countingJournal{Journal: tc.j}
+		got, err := engine.EngineFoldDump(ctx, w.engine(t, cj, 100), w.sc.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameFold(t, tc.name, got, want)
+		if r := cj.read.Load(); r != int64(len(cmds)) {
+			t.Fatalf("%s: load read %d commands, want all %d", tc.name, r, len(cmds))
+		}
+	}
+	// A checkpoint from another key: a second engine whose verifier does not
+	// trust the store's key folds whole.
+	e := w.engine(t, w.st, 100)
+	w.history(t, e, 150, func(i int) string { return "more" }) // takes a checkpoint
+	if countKind(w.all(t), core.KindFoldCheckpoint, false) != 2 {
+		t.Fatal("no valid checkpoint taken")
+	}
+	cj := &countingJournal{Journal: w.st}
+	other, err := engine.New(engine.Config{
+		Journal: cj, Boundary: w.b, CardKey: cardKey, Clock: w.clk.Now, Verifier: coretest.NewSigner(t).Verifier(),
+		Surfaces: map[string]core.Surface{platform: coretest.NewFakeSurface(platform, botID)},
+		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	cmds := w.all(t)
+	want, _ := engine.FoldDumpOf(w.sc.Key(), cmds)
+	got, err := engine.EngineFoldDump(ctx, other, w.sc.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFold(t, "untrusted checkpoint", got, want)
+	if r := cj.read.Load(); r != int64(len(cmds)) {
+		t.Fatalf("untrusted checkpoint: load read %d commands, want all %d", r, len(cmds))
+	}
+}
+
+// Retention must not leave the text it erased inside a checkpoint taken
+// after it was said: no unredacted row of the channel holds it afterwards,
+// and the channel still loads into the fold of its redacted journal.
+func TestCheckpointRetentionErasesText(t *testing.T) {
+	w := newCkptWorld(t)
+	const secret = "my locker code is 4417"
+	e := w.engine(t, w.st, 100)
+	w.history(t, e, 20, func(i int) string {
+		if i == 5 {
+			return secret
+		}
+		return fmt.Sprintf("old %d", i)
+	})
+	w.clk.Advance(48 * time.Hour)
+	w.history(t, e, 250, func(i int) string { return fmt.Sprintf("new %d", i) })
+	carrying := func() []uint64 {
+		var out []uint64
+		for _, c := range w.all(t) {
+			if !c.Redacted() && strings.Contains(string(c.RawPayload()), "4417") {
+				out = append(out, c.Seq())
+			}
+		}
+		return out
+	}
+	before := carrying()
+	ck := 0
+	for _, c := range w.all(t) {
+		if c.Kind() == core.KindFoldCheckpoint && strings.Contains(string(c.RawPayload()), "4417") {
+			ck++
+		}
+	}
+	if ck == 0 || len(before) < 2 {
+		t.Fatalf("the test needs checkpoints holding the text: %d rows carry it (%d checkpoints)", len(before), ck)
+	}
+	if _, err := e.Retain(t.Context(), 24*time.Hour, -1); err != nil {
+		t.Fatal(err)
+	}
+	if left := carrying(); len(left) > 0 {
+		t.Fatalf("after retention, rows %v still hold the erased text", left)
+	}
+	cmds := w.all(t)
+	want, err := engine.FoldDumpOf(w.sc.Key(), cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := engine.EngineFoldDump(t.Context(), w.engine(t, w.st, 100), w.sc.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFold(t, "reloaded after retention", got, want)
+	if _, err := core.VerifyChannel(t.Context(), w.st, w.signer.Verifier(), w.sc.Key()); err != nil {
+		t.Fatalf("verify after retention: %v", err)
+	}
+}
+
+// A redaction appended after a checkpoint, of a command the checkpoint
+// covers, makes the checkpoint stale: the load folds whole, so the fold is
+// the redacted journal's (without the text), not the checkpoint's.
+func TestCheckpointStaleAfterRedactionFoldsWhole(t *testing.T) {
+	w := newCkptWorld(t)
+	w.history(t, w.engine(t, w.st, 100), 150, func(i int) string { return fmt.Sprintf("text %d", i) })
+	ctx := t.Context()
+	target := w.all(t)[9] // a plain message, folded into the checkpoint at 101
+	rd, err := w.b.System("operator", w.sc, core.Meta{Cause: target.ID()},
+		&core.CommandRedacted{Seq: target.Seq(), ID: target.ID(), Reason: "test", TargetKind: target.Kind().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.st.Redact(ctx, target.Seq(), rd); err != nil {
+		t.Fatal(err)
+	}
+	cmds := w.all(t)
+	if countKind(cmds, core.KindFoldCheckpoint, false) != 1 {
+		t.Fatal("want the one checkpoint left unredacted")
+	}
+	want, err := engine.FoldDumpOf(w.sc.Key(), cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := engine.EngineFoldDump(ctx, w.engine(t, w.st, 100), w.sc.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFold(t, "load after a redaction the checkpoint predates", got, want)
+}
