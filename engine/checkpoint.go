@@ -21,6 +21,14 @@ import (
 // checkpoints: a load folds at most about this many commands after one.
 const DefaultCheckpointEvery = 1000
 
+// checkpointBytesPerCommand spaces checkpoints by their size too: the fold
+// (and so its snapshot) grows with the channel, and each checkpoint is a
+// full copy in the journal. A channel waits at least one command per this
+// many bytes of its latest snapshot, so checkpoints add about one
+// snapshot per that many commands' worth of journal (a 4.8 MB snapshot:
+// one checkpoint per ~9,400 commands rather than per 1,000).
+const checkpointBytesPerCommand = 512
+
 // checkpointConfig is the engine's, shared by its views; never changed.
 type checkpointConfig struct {
 	every  int            // <= 0: take none
@@ -56,6 +64,8 @@ type viewCheckpoint struct {
 	at uint64
 	// restored is the seq the restored snapshot covers (0: folded from 1).
 	restored uint64
+	// size is the latest checkpoint's payload size in bytes (0: none).
+	size int
 	// stale: a command.redacted folded after the fold was built, or one
 	// naming a command the restored snapshot covers: the fold may hold the
 	// erased text (the fold keeps what it folded), so no checkpoint is
@@ -68,7 +78,7 @@ func (ck *viewCheckpoint) note(c core.Command, loaded bool) {
 	switch {
 	case c.Redacted():
 	case c.Kind() == core.KindFoldCheckpoint:
-		ck.at = c.Seq()
+		ck.at, ck.size = c.Seq(), len(c.RawPayload())
 	case c.Kind() == core.KindCommandRedacted:
 		if p, err := core.Decode[*core.CommandRedacted](c); loaded || err != nil || p.Seq <= ck.restored {
 			ck.stale = true
@@ -100,6 +110,7 @@ func (v *chanView) restore(ctx context.Context) {
 	}
 	v.fold, v.seq = f, f.Seq()
 	v.ck.restored = f.Seq()
+	v.ck.at, v.ck.size = c.Seq(), len(c.RawPayload())
 }
 
 // errCheckpoint marks a checkpoint that cannot be restored.
@@ -159,7 +170,7 @@ func (v *chanView) decodeCheckpoint(ctx context.Context, c core.Command) (fold.C
 // and changes nothing (the next append tries again). Callers hold v.mu.
 func (v *chanView) maybeCheckpoint(ctx context.Context, fence *core.Fence) {
 	cfg := v.ck.cfg
-	if cfg == nil || cfg.every <= 0 || cfg.verify == nil || v.ck.stale || v.seq < v.ck.at+uint64(cfg.every) {
+	if cfg == nil || cfg.every <= 0 || cfg.verify == nil || v.ck.stale || v.seq < v.ck.at+v.ck.interval() {
 		return
 	}
 	if fence == nil && !cfg.owned {
@@ -195,6 +206,12 @@ func (v *chanView) maybeCheckpoint(ctx context.Context, fence *core.Fence) {
 			cfg.log.Warn("checkpoint: fold", "channel", v.key, "err", err)
 		}
 	}
+}
+
+// interval is how many commands the channel grows by before its next
+// checkpoint: cfg.every, or more when the latest snapshot is large.
+func (ck *viewCheckpoint) interval() uint64 {
+	return uint64(max(ck.cfg.every, ck.size/checkpointBytesPerCommand))
 }
 
 // redactCheckpoints redacts ch's unredacted checkpoints above seq after,
