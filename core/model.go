@@ -57,6 +57,17 @@ type Model interface {
 	Step(ctx context.Context, v View) (Reply, error)
 }
 
+// StreamingModel is a Model that can also stream a step's reply: text is
+// called with the reply's text so far (the whole text, not a delta, so a
+// repeat is harmless) as it arrives, and never after StepStream returns.
+// hasCalls reports whether the reply has begun a tool call (its text is
+// then not the answer). The Reply returned is what Step would return for
+// the same response; errors are the same *ModelError classes.
+type StreamingModel interface {
+	Model
+	StepStream(ctx context.Context, v View, text func(soFar string, hasCalls bool)) (Reply, error)
+}
+
 // Embedder turns texts into vectors; model names the embedding model so
 // vector rows record it.
 type Embedder interface {

@@ -120,16 +120,37 @@ func New(primary, secondary core.Model, opts ...Option) *Model {
 // secondary as the package documentation describes. Reply.Provider names the
 // provider that answered.
 func (m *Model) Step(ctx context.Context, v core.View) (core.Reply, error) {
+	return m.call(ctx, func(p core.Model) (core.Reply, error) { return p.Step(ctx, v) })
+}
+
+var _ core.StreamingModel = (*Model)(nil)
+
+// StepStream implements core.StreamingModel: the provider that answers
+// streams (one that cannot stream answers whole). A failover after some
+// text was shown starts the text again: text is the text so far, so the
+// secondary's replaces the primary's.
+func (m *Model) StepStream(ctx context.Context, v core.View, text func(string, bool)) (core.Reply, error) {
+	return m.call(ctx, func(p core.Model) (core.Reply, error) {
+		if sp, ok := p.(core.StreamingModel); ok {
+			return sp.StepStream(ctx, v, text)
+		}
+		return p.Step(ctx, v)
+	})
+}
+
+// call asks the primary through step and, on a model failure, the
+// secondary, keeping the breaker.
+func (m *Model) call(ctx context.Context, step func(core.Model) (core.Reply, error)) (core.Reply, error) {
 	if m.secondary == nil {
-		return m.primary.Step(ctx, v)
+		return step(m.primary)
 	}
 	if until, open := m.open(); open {
 		m.log.DebugContext(ctx, "model failover: primary skipped, breaker open",
 			"primary", m.names[0], "secondary", m.names[1], "until", until)
-		return m.secondary.Step(ctx, v)
+		return step(m.secondary)
 	}
 
-	r, err := m.primary.Step(ctx, v)
+	r, err := step(m.primary)
 	if err == nil {
 		m.succeeded(ctx)
 		return r, nil
@@ -140,7 +161,7 @@ func (m *Model) Step(ctx context.Context, v core.View) (core.Reply, error) {
 	}
 	m.failed(ctx, me)
 
-	r, err2 := m.secondary.Step(ctx, v)
+	r, err2 := step(m.secondary)
 	if err2 == nil {
 		return r, nil
 	}

@@ -53,6 +53,14 @@ type Response struct {
 	Delay time.Duration
 	// Vectors answer an embeddings request (one per input text).
 	Vectors [][]float32
+
+	// Streaming (a request with "stream": true; OpenAI's wire format):
+	// Pieces is how many chunks the text is cut into (0: 4), PieceDelay
+	// the wait before each, and CutAfter > 0 ends the response after that
+	// many text chunks without finishing it (a connection lost mid-stream).
+	Pieces     int
+	PieceDelay time.Duration
+	CutAfter   int
 }
 
 // ToolCall is a scripted tool call. Args is the raw argument text: any text

@@ -2,6 +2,7 @@ package llmtest_test
 
 import (
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -37,9 +38,14 @@ func TestOpenAIDefaults(t *testing.T) {
 		t.Errorf("answer = %v", out)
 	}
 
-	res, out = post(t, srv.URL+"/chat/completions", `{"model":"m","stream":true,"messages":[]}`)
-	if res.StatusCode != 400 || out["error"] == nil {
-		t.Errorf("streaming: %d %v", res.StatusCode, out)
+	sres, err := http.Post(srv.URL+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(sres.Body)
+	sres.Body.Close()
+	if ct := sres.Header.Get("Content-Type"); sres.StatusCode != 200 || ct != "text/event-stream" || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Errorf("streaming: %d %s %q", sres.StatusCode, ct, body)
 	}
 	res, out = post(t, srv.URL+"/nope", `{}`)
 	if res.StatusCode != 404 || out["error"] == nil {

@@ -85,10 +85,6 @@ func (f *OpenAI) chat(w http.ResponseWriter, r *http.Request, req Request) {
 		openAIError(w, http.StatusBadRequest, nil, "invalid JSON body: "+err.Error())
 		return
 	}
-	if in.Stream {
-		openAIError(w, http.StatusBadRequest, nil, "the fake does not stream")
-		return
-	}
 	resp, ok := f.next(r, openAIChat)
 	if !ok {
 		resp = Text(defaultChatText(in))
@@ -108,6 +104,10 @@ func (f *OpenAI) chat(w http.ResponseWriter, r *http.Request, req Request) {
 	model := resp.Model
 	if model == "" {
 		model = in.Model
+	}
+	if in.Stream {
+		f.stream(w, r, in, req, resp, model)
+		return
 	}
 	msg := map[string]any{"role": "assistant", "content": resp.Text}
 	finish := "stop"
@@ -280,6 +280,9 @@ type OpenAIChatRequest struct {
 	MaxTokens           *int64          `json:"max_tokens"`
 	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
 	Stream              bool            `json:"stream"`
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 // OpenAIMessage is one message of a chat request.

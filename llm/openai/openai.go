@@ -260,3 +260,48 @@ func classify(name string, callerCtx, callCtx context.Context, err error, raw *h
 	}
 	return provider.Classify(name, callerCtx, callCtx, provider.NewHTTPFailure(err, api, raw))
 }
+
+var _ core.StreamingModel = (*Model)(nil)
+
+// StepStream implements core.StreamingModel with a streamed chat
+// completion (stream_options.include_usage, so the usage arrives as for
+// Step): the chunks are accumulated by the SDK's ChatCompletionAccumulator
+// and text sees the content so far after each chunk that grows it. A
+// stream that ends before a finish_reason is a lost connection, not an
+// answer: a transient failure, as a cut-off Step would be.
+func (m *Model) StepStream(ctx context.Context, v core.View, text func(string, bool)) (core.Reply, error) {
+	params, err := m.request(v)
+	if err != nil {
+		return core.Reply{}, provider.Explain(provider.BadRequest(m.name, err), m.explain)
+	}
+	params.StreamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)}
+	callCtx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	var raw *http.Response
+	stream := m.chat.NewStreaming(callCtx, params, option.WithResponseInto(&raw))
+	defer stream.Close()
+	var acc sdk.ChatCompletionAccumulator
+	shown, calls := "", false
+	for stream.Next() {
+		if !acc.AddChunk(stream.Current()) {
+			return core.Reply{}, provider.Explain(provider.BadResponse(m.name, "a stream chunk that does not fit the ones before"), m.explain)
+		}
+		if len(acc.Choices) == 0 {
+			continue
+		}
+		msg := acc.Choices[0].Message
+		if c := len(msg.ToolCalls) > 0; msg.Content != shown || c != calls {
+			shown, calls = msg.Content, c
+			text(shown, calls)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return core.Reply{}, provider.Explain(classify(m.name, ctx, callCtx, err, raw), m.explain)
+	}
+	if len(acc.Choices) == 0 || acc.Choices[0].FinishReason == "" {
+		return core.Reply{}, provider.Explain(&core.ModelError{Provider: m.name, Failure: core.FailUnavailable,
+			Err: errors.New("the stream ended before the answer did")}, m.explain)
+	}
+	r, err := m.reply(&acc.ChatCompletion)
+	return r, provider.Explain(err, m.explain)
+}
