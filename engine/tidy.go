@@ -79,7 +79,9 @@ func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, e
 	if d.grammar || rs.needsChecklist(delay, d.e.now()) || !rs.answeredAt.IsZero() {
 		// Shown already (or due, and shown by the loop), or a later turn
 		// of a run that answered quickly: nothing to time.
-		return interrupted(d.callModel(mctx, v, rs.ID, remaining))
+		text, stop := d.streamTokens(ctx)
+		defer stop()
+		return interrupted(d.callModel(mctx, v, rs.ID, remaining, text))
 	}
 	type result struct {
 		reply core.Reply
@@ -87,7 +89,7 @@ func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, e
 	}
 	done := make(chan result, 1)
 	go func() {
-		r, err := d.callModel(mctx, v, rs.ID, remaining)
+		r, err := d.callModel(mctx, v, rs.ID, remaining, nil)
 		done <- result{r, err}
 	}()
 	for {

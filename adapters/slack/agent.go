@@ -311,9 +311,54 @@ func (a *Adapter) StopStream(ctx context.Context, ref core.MessageRef, u core.St
 		ss.stopped = true
 		a.streams.mu.Unlock()
 	}
+	if err := a.settleStreamText(ctx, ref, ss, u); err != nil {
+		return err
+	}
 	if err := a.setStatus(ctx, ref.Scope, ""); err != nil {
 		a.log.Debug("slack: clearing the thread status failed", "channel", ref.Scope.Channel, "error", err)
 	}
+	return nil
+}
+
+// settleStreamText makes a stopped stream hold exactly u.Text when the
+// text streamed into it is not that answer: text shown while the model
+// was still writing, from a call that failed or a process that died
+// before it finished, and then answered otherwise. The stopped message is
+// an ordinary message of the bot, so chat.update replaces its text (its
+// key stays in the metadata). Nothing to settle without an answer (a
+// failed run keeps what it showed) or when the text is already it.
+func (a *Adapter) settleStreamText(ctx context.Context, ref core.MessageRef, ss *streamState, u core.StreamUpdate) error {
+	if strings.TrimSpace(u.Text) == "" {
+		return nil
+	}
+	a.streams.mu.Lock()
+	known, sent := ss.known, ss.sent
+	a.streams.mu.Unlock()
+	if !known {
+		text, _, err := a.streamText(ctx, ref)
+		if err != nil {
+			return fmt.Errorf("slack: read the stopped stream's text: %w", err)
+		}
+		sent = text
+	}
+	if strings.TrimSpace(sent) == strings.TrimSpace(u.Text) {
+		return nil
+	}
+	opts := []slack.MsgOption{slack.MsgOptionText(defang(u.Text), false)}
+	if u.Key != "" {
+		opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: metaEventType, EventPayload: map[string]any{"key": u.Key}}))
+	}
+	err := a.pacer.do(ctx, ref.Scope.Channel, core.PriorityHigh, "", func(ctx context.Context) error {
+		_, _, _, err := a.api.UpdateMessageContext(ctx, ref.Scope.Channel, ref.ID, opts...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("slack: chat.update of the stopped stream's text: %w", err)
+	}
+	a.log.Info("slack: the streamed text was not the answer; replaced it", "channel", ref.Scope.Channel, "ts", ref.ID)
+	a.streams.mu.Lock()
+	ss.known, ss.sent = true, u.Text
+	a.streams.mu.Unlock()
 	return nil
 }
 

@@ -230,3 +230,58 @@ func TestAssistantPromptsWithoutContext(t *testing.T) {
 		}
 	}
 }
+
+// A resumed run whose answer is not what a dead process had streamed
+// (the model was asked again) ends with the one message holding exactly
+// the new answer, in place: no second message, the key in its metadata.
+func TestStreamStoppedWithAnotherAnswerHoldsExactlyIt(t *testing.T) {
+	f := agentFake(t, AgentScope)
+	ctx := context.Background()
+	root := f.AddMessage(chPublic, "", alice, "is the build green?")
+	scope := core.Scope{Platform: Platform, Workspace: f.Config().TeamID, Channel: chPublic, Thread: root}
+	first, _ := newAdapter(t, testConfig(f, ModeSocket))
+	out := core.Outbound{Key: "k-check", Scope: scope}
+	ref, err := first.StartStream(ctx, out, core.StreamUpdate{Title: "Working", Recipient: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.AppendStream(ctx, ref, core.StreamUpdate{Title: "Working", Text: "I think the build fa"}); err != nil {
+		t.Fatal(err)
+	}
+	// Another process resumes, and the model answers otherwise.
+	second, _ := newAdapter(t, testConfig(f, ModeSocket))
+	out.Resumed = true
+	again, err := second.StartStream(ctx, out, core.StreamUpdate{Title: "Working", Recipient: alice})
+	if err != nil || again.ID != ref.ID {
+		t.Fatalf("resumed start: %v %v, want %s", again, err, ref.ID)
+	}
+	const answer = "The build is green: 214 checks passed."
+	u := core.StreamUpdate{Key: "k-answer", Title: "Done", Text: answer, Resumed: true}
+	if err := second.AppendStream(ctx, again, u); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.StopStream(ctx, again, u); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := f.Message(chPublic, ref.ID)
+	if !ok || m.Text != answer {
+		t.Fatalf("the stopped stream holds %q, want exactly %q", m.Text, answer)
+	}
+	if md := string(m.Metadata); !strings.Contains(md, metaEventType) || !strings.Contains(md, "k-answer") {
+		t.Errorf("metadata %s, want the answer's key", md)
+	}
+	if n := f.CallCount("chat.startStream"); n != 1 {
+		t.Errorf("%d chat.startStream calls, want 1", n)
+	}
+	if n := f.CallCount("chat.postMessage"); n != 0 {
+		t.Errorf("%d chat.postMessage calls, want none", n)
+	}
+	// Stopping again changes nothing more.
+	updates := f.CallCount("chat.update")
+	if err := second.StopStream(ctx, again, u); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.CallCount("chat.update"); n != updates || updates != 1 {
+		t.Errorf("chat.update calls %d then %d, want 1 and no more", updates, n)
+	}
+}
