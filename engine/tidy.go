@@ -88,8 +88,9 @@ func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, e
 		err   error
 	}
 	done := make(chan result, 1)
+	relay := &tokenRelay{}
 	go func() {
-		r, err := d.callModel(mctx, v, rs.ID, remaining, nil)
+		r, err := d.callModel(mctx, v, rs.ID, remaining, relay.text)
 		done <- result{r, err}
 	}()
 	for {
@@ -115,6 +116,11 @@ func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, e
 			stop()
 			<-done
 			return core.Reply{}, err
+		}
+		// The checklist may be a stream now: the rest of the text goes there.
+		if text, stopTokens := d.streamTokens(ctx); text != nil {
+			relay.attach(text)
+			defer stopTokens()
 		}
 		res := <-done
 		return interrupted(res.reply, res.err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -74,4 +75,32 @@ func (d *driver) streamTokens(ctx context.Context) (func(string, bool), func()) 
 		<-finished
 	}
 	return text, stop
+}
+
+// tokenRelay carries a model call's text to a stream opened while the
+// call runs (the checklist posted at its delay): until then it keeps the
+// latest text, which attach hands over first.
+type tokenRelay struct {
+	mu    sync.Mutex // serialises the calls to, so they stay in order
+	to    func(string, bool)
+	last  string
+	calls bool
+}
+
+func (r *tokenRelay) text(soFar string, hasCalls bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last, r.calls = soFar, r.calls || hasCalls
+	if r.to != nil {
+		r.to(soFar, hasCalls)
+	}
+}
+
+func (r *tokenRelay) attach(to func(string, bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.to = to
+	if r.last != "" || r.calls {
+		to(r.last, r.calls)
+	}
 }

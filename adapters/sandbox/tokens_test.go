@@ -22,6 +22,7 @@ const buildAnswer = "The build is green: 214 checks passed."
 type heldModel struct {
 	release   chan struct{}
 	failFirst bool
+	oneStep   bool // answer at once, no tool
 	mu        sync.Mutex
 	attempts  int
 }
@@ -31,7 +32,7 @@ func (m *heldModel) Step(ctx context.Context, v core.View) (core.Reply, error) {
 }
 
 func (m *heldModel) StepStream(ctx context.Context, v core.View, text func(string, bool)) (core.Reply, error) {
-	if last := v.Messages[len(v.Messages)-1]; last.Role != core.RoleTool {
+	if last := v.Messages[len(v.Messages)-1]; last.Role != core.RoleTool && !m.oneStep {
 		if m.failFirst {
 			text("Let me check", false) // shown before the call is known
 		}
@@ -63,13 +64,16 @@ func (m *heldModel) StepStream(ctx context.Context, v core.View, text func(strin
 // Text shown before a tool call or by a failed attempt does not stay: the
 // stopped message holds exactly the answer.
 func TestModelTextStreamsIntoThePlan(t *testing.T) {
-	t.Run("held", func(t *testing.T) { modelTextStreams(t, false) })
-	t.Run("retried", func(t *testing.T) { modelTextStreams(t, true) })
+	t.Run("held", func(t *testing.T) { modelTextStreams(t, false, false) })
+	t.Run("retried", func(t *testing.T) { modelTextStreams(t, true, false) })
+	// A run's first call outlasting the checklist delay streams from the
+	// moment the plan shows.
+	t.Run("first-call", func(t *testing.T) { modelTextStreams(t, false, true) })
 }
 
-func modelTextStreams(t *testing.T, failFirst bool) {
+func modelTextStreams(t *testing.T, failFirst, oneStep bool) {
 	sb := newSandbox(t, Config{Clock: time.Now})
-	m := &heldModel{release: make(chan struct{}), failFirst: failFirst}
+	m := &heldModel{release: make(chan struct{}), failFirst: failFirst, oneStep: oneStep}
 	if failFirst {
 		close(m.release)
 	}
@@ -89,6 +93,9 @@ func modelTextStreams(t *testing.T, failFirst bool) {
 	}
 	eng := newEngine(t, sb, func(c *engine.Config) {
 		c.Model, c.Tools, c.ChecklistDelay, c.RetryBackoff = m, tools, time.Millisecond, time.Millisecond
+		if oneStep {
+			c.ChecklistDelay = 50 * time.Millisecond
+		}
 	})
 	base := run(t, sb, eng.Deliver)
 	q := say(t, base, "alice", "general", "", "<@marlowe> is the build green?")
