@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -147,4 +148,53 @@ func classify(name string, callerCtx, callCtx context.Context, err error, raw *h
 		api = &provider.APIError{Status: e.StatusCode, Response: e.Response, Message: e.Message}
 	}
 	return provider.Classify(name, callerCtx, callCtx, provider.NewHTTPFailure(err, api, raw))
+}
+
+var _ core.StreamingModel = (*Model)(nil)
+
+// StepStream implements core.StreamingModel with a streamed Messages call:
+// the events are accumulated by the SDK's Message.Accumulate and text sees
+// the text blocks so far after each event that grows them. A stream that
+// ends before message_stop's stop_reason is a lost connection: a
+// transient failure, never a short answer.
+func (m *Model) StepStream(ctx context.Context, v core.View, text func(string, bool)) (core.Reply, error) {
+	params, err := m.request(v)
+	if err != nil {
+		return core.Reply{}, provider.Explain(provider.BadRequest(m.name, err), m.explain)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	var raw *http.Response
+	stream := m.msgs.NewStreaming(callCtx, params, option.WithResponseInto(&raw), option.WithRequestTimeout(m.timeout))
+	defer stream.Close()
+	var msg sdk.Message
+	shown, calls := "", false
+	for stream.Next() {
+		if err := msg.Accumulate(stream.Current()); err != nil {
+			return core.Reply{}, provider.Explain(provider.BadResponse(m.name, "stream: %v", err), m.explain)
+		}
+		var b strings.Builder
+		c := false
+		for _, block := range msg.Content {
+			switch block.Type {
+			case "text":
+				b.WriteString(block.Text)
+			case "tool_use":
+				c = true
+			}
+		}
+		if s := b.String(); s != shown || c != calls {
+			shown, calls = s, c
+			text(shown, calls)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return core.Reply{}, provider.Explain(classify(m.name, ctx, callCtx, err, raw), m.explain)
+	}
+	if msg.StopReason == "" {
+		return core.Reply{}, provider.Explain(&core.ModelError{Provider: m.name, Failure: core.FailUnavailable,
+			Err: errors.New("the stream ended before the answer did")}, m.explain)
+	}
+	r, err := m.reply(&msg)
+	return r, provider.Explain(err, m.explain)
 }

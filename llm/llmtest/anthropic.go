@@ -61,10 +61,6 @@ func (f *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		anthropicError(w, http.StatusBadRequest, nil, "invalid JSON body: "+err.Error())
 		return
 	}
-	if in.Stream {
-		anthropicError(w, http.StatusBadRequest, nil, "the fake does not stream")
-		return
-	}
 	resp, ok := f.next(r, anthropicMessages)
 	if !ok {
 		resp = Text(defaultAnthropicText(in))
@@ -99,6 +95,10 @@ func (f *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	usage := resp.Usage
 	if usage == (Usage{}) {
 		usage = Usage{InputTokens: estimate(len(req.Body)), OutputTokens: estimate(len(resp.Text))}
+	}
+	if in.Stream {
+		f.stream(w, r, resp, model, usage)
+		return
 	}
 	writeJSON(w, status(resp), resp.Header, map[string]any{
 		"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
