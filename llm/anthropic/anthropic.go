@@ -168,8 +168,9 @@ func (m *Model) StepStream(ctx context.Context, v core.View, text func(string, b
 	stream := m.msgs.NewStreaming(callCtx, params, option.WithResponseInto(&raw), option.WithRequestTimeout(m.timeout))
 	defer stream.Close()
 	var msg sdk.Message
-	shown, calls := "", false
+	shown, calls, events := "", false, 0
 	for stream.Next() {
+		events++
 		if err := msg.Accumulate(stream.Current()); err != nil {
 			return core.Reply{}, provider.Explain(provider.BadResponse(m.name, "stream: %v", err), m.explain)
 		}
@@ -190,6 +191,11 @@ func (m *Model) StepStream(ctx context.Context, v core.View, text func(string, b
 	}
 	if err := stream.Err(); err != nil {
 		return core.Reply{}, provider.Explain(classify(m.name, ctx, callCtx, err, raw), m.explain)
+	}
+	if events == 0 && ctx.Err() == nil {
+		// Not a stream at all: a server that answers whole. Ask it the
+		// ordinary way.
+		return m.Step(ctx, v)
 	}
 	if msg.StopReason == "" {
 		return core.Reply{}, provider.Explain(&core.ModelError{Provider: m.name, Failure: core.FailUnavailable,

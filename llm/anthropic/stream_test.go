@@ -67,3 +67,16 @@ func TestStepStreamCutIsTransient(t *testing.T) {
 		t.Errorf("shown %q before the cut, want part of the text", shown)
 	}
 }
+
+// A server that ignores "stream" and answers whole is asked the ordinary
+// way: the answer, not a failure.
+func TestStepStreamFromAServerThatDoesNotStream(t *testing.T) {
+	srv := llmtest.NewAnthropicServer(t)
+	whole := llmtest.Response{Body: `{"id":"msg","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"whole answer"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":2}}`}
+	srv.Enqueue(whole, whole)
+	m := newModel(t, srv, nil)
+	r, err := m.StepStream(context.Background(), core.View{Messages: []core.Message{{Role: core.RoleUser, Text: "hi"}}}, func(string, bool) {})
+	if err != nil || r.Text != "whole answer" {
+		t.Fatalf("reply %+v, err %v; want the whole answer", r, err)
+	}
+}

@@ -281,8 +281,9 @@ func (m *Model) StepStream(ctx context.Context, v core.View, text func(string, b
 	stream := m.chat.NewStreaming(callCtx, params, option.WithResponseInto(&raw))
 	defer stream.Close()
 	var acc sdk.ChatCompletionAccumulator
-	shown, calls := "", false
+	shown, calls, chunks := "", false, 0
 	for stream.Next() {
+		chunks++
 		if !acc.AddChunk(stream.Current()) {
 			return core.Reply{}, provider.Explain(provider.BadResponse(m.name, "a stream chunk that does not fit the ones before"), m.explain)
 		}
@@ -297,6 +298,11 @@ func (m *Model) StepStream(ctx context.Context, v core.View, text func(string, b
 	}
 	if err := stream.Err(); err != nil {
 		return core.Reply{}, provider.Explain(classify(m.name, ctx, callCtx, err, raw), m.explain)
+	}
+	if chunks == 0 && ctx.Err() == nil {
+		// Not a stream at all: a server that ignores "stream" and answers
+		// whole (some compatible servers do). Ask it the ordinary way.
+		return m.Step(ctx, v)
 	}
 	if len(acc.Choices) == 0 || acc.Choices[0].FinishReason == "" {
 		return core.Reply{}, provider.Explain(&core.ModelError{Provider: m.name, Failure: core.FailUnavailable,

@@ -71,3 +71,16 @@ func TestStepStreamCutIsTransient(t *testing.T) {
 		t.Errorf("shown %q before the cut, want part of the text", shown)
 	}
 }
+
+// A compatible server that ignores "stream" and answers whole is asked
+// the ordinary way: the answer, not a failure.
+func TestStepStreamFromAServerThatDoesNotStream(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t)
+	whole := llmtest.Response{Body: `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"whole answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`}
+	srv.Enqueue(whole, whole)
+	m := newModel(t, srv, nil)
+	r, err := m.StepStream(context.Background(), core.View{Messages: []core.Message{{Role: core.RoleUser, Text: "hi"}}}, func(string, bool) {})
+	if err != nil || r.Text != "whole answer" {
+		t.Fatalf("reply %+v, err %v; want the whole answer", r, err)
+	}
+}
