@@ -109,8 +109,7 @@ func (v *chanView) restore(ctx context.Context) {
 		return
 	}
 	v.fold, v.seq = f, f.Seq()
-	v.ck.restored = f.Seq()
-	v.ck.at, v.ck.size = c.Seq(), len(c.RawPayload())
+	v.ck.restored = f.Seq() // the checkpoint itself is folded next (note sets at and size)
 }
 
 // errCheckpoint marks a checkpoint that cannot be restored.

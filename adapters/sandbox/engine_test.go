@@ -126,25 +126,10 @@ func engineConversation(t *testing.T, noStream bool) {
 	eng := newEngine(t, sb)
 	base := run(t, sb, eng.Deliver)
 
-	find := func(cond func(m message) bool) (message, bool) {
-		sb.mu.Lock()
-		defer sb.mu.Unlock()
-		for _, m := range sb.msgs {
-			if cond(*m) {
-				return *m, true
-			}
-		}
-		return message{}, false
-	}
+	find := func(cond func(m message) bool) (message, bool) { return findMessage(sb, cond) }
 	waitMsg := func(what string, cond func(m message) bool) message {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if m, ok := find(cond); ok {
-				return m
-			}
-		}
-		t.Fatalf("timed out waiting for %s", what)
-		return message{}
+		return waitMessage(t, sb, what, cond)
 	}
 	decided := func(id, reason string) {
 		t.Helper()

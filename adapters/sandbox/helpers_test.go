@@ -249,3 +249,33 @@ func botPost(t *testing.T, s *Sandbox, key, channel, thread, text string) core.M
 	}
 	return ref
 }
+
+// findMessage returns a copy of the first message of sb that cond accepts.
+func findMessage(sb *Sandbox, cond func(m message) bool) (message, bool) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	for _, m := range sb.msgs {
+		if cond(*m) {
+			return *m, true
+		}
+	}
+	return message{}, false
+}
+
+// waitMessage polls sb (the sandbox has no event to await from outside
+// its page) until a message cond accepts is there, for up to 10 s.
+func waitMessage(t *testing.T, sb *Sandbox, what string, cond func(m message) bool) message {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m, ok := findMessage(sb, cond); ok {
+			return m
+		}
+	}
+	sb.mu.Lock()
+	for _, m := range sb.msgs {
+		t.Logf("message %s bot=%v thread=%s text=%q stream=%+v", m.ID, m.Bot, m.Thread, m.Text, m.Stream)
+	}
+	sb.mu.Unlock()
+	t.Fatalf("timed out waiting for %s", what)
+	return message{}
+}

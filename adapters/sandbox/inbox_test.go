@@ -20,25 +20,10 @@ func withApprovers(c *engine.Config) {
 func TestInboxBehindSandbox(t *testing.T) {
 	sb := newSandbox(t, Config{Clock: time.Now})
 	base := run(t, sb, engineDeliver(t, sb, withApprovers))
-	find := func(cond func(m message) bool) (message, bool) {
-		sb.mu.Lock()
-		defer sb.mu.Unlock()
-		for _, m := range sb.msgs {
-			if cond(*m) {
-				return *m, true
-			}
-		}
-		return message{}, false
-	}
+	find := func(cond func(m message) bool) (message, bool) { return findMessage(sb, cond) }
 	waitMsg := func(what string, cond func(m message) bool) message {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if m, ok := find(cond); ok {
-				return m
-			}
-		}
-		t.Fatalf("timed out waiting for %s", what)
-		return message{}
+		return waitMessage(t, sb, what, cond)
 	}
 	pendingCard := func(ch string) func(m message) bool {
 		return func(m message) bool { return m.Bot && m.Channel == ch && m.Card != nil && len(m.Card.Actions) > 0 }

@@ -100,30 +100,9 @@ func modelTextStreams(t *testing.T, failFirst, oneStep bool) {
 	base := run(t, sb, eng.Deliver)
 	q := say(t, base, "alice", "general", "", "<@marlowe> is the build green?")
 
-	find := func(cond func(m message) bool) (message, bool) {
-		sb.mu.Lock()
-		defer sb.mu.Unlock()
-		for _, m := range sb.msgs {
-			if cond(*m) {
-				return *m, true
-			}
-		}
-		return message{}, false
-	}
 	wait := func(what string, cond func(m message) bool) message {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if m, ok := find(cond); ok {
-				return m
-			}
-		}
-		sb.mu.Lock()
-		defer sb.mu.Unlock()
-		for _, m := range sb.msgs {
-			t.Logf("message %s bot=%v thread=%s text=%q stream=%+v", m.ID, m.Bot, m.Thread, m.Text, m.Stream)
-		}
-		t.Fatalf("timed out waiting for %s", what)
-		return message{}
+		return waitMessage(t, sb, what, cond)
 	}
 	var plan message
 	if !failFirst {
