@@ -544,7 +544,14 @@ var (
 )
 
 // Say stores m and dispatches its MESSAGE_CREATE; it returns the id.
-func (s *Server) Say(m Msg) string {
+func (s *Server) Say(m Msg) string { return s.say(m, true) }
+
+// Missed stores m in its channel's history without dispatching it: a
+// message sent while the bot had no session, whatever the bot's
+// reconnect has reached by then (gap fill reads it from the history).
+func (s *Server) Missed(m Msg) string { return s.say(m, false) }
+
+func (s *Server) say(m Msg, dispatch bool) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
@@ -595,7 +602,9 @@ func (s *Server) Say(m Msg) string {
 			js["referenced_message"] = nil
 		}
 	}
-	s.gw.dispatchLocked("MESSAGE_CREATE", js)
+	if dispatch {
+		s.gw.dispatchLocked("MESSAGE_CREATE", js)
+	}
 	return msg.ID
 }
 
