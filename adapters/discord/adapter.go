@@ -27,6 +27,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
 // Platform is the platform name in scopes and channel keys.
@@ -48,7 +49,7 @@ type Adapter struct {
 	sess   *discordgo.Session
 	dedupe Deduper
 	now    func() time.Time
-	shards int
+	queued int // gateway items queued or in delivery at most (back-pressure)
 
 	client *http.Client
 	rt     http.RoundTripper // under the rebase; nil = http.DefaultTransport
@@ -80,14 +81,15 @@ type Adapter struct {
 	identified bool
 
 	// run state
-	runMu   sync.RWMutex
-	deliver func(context.Context, core.Inbound) error
-	runCtx  context.Context
-	running bool
-	queues  []chan inbound
-	stop    chan struct{}
-	bg      sync.WaitGroup
-	dialer  *websocket.Dialer
+	runMu    sync.RWMutex
+	deliver  func(context.Context, core.Inbound) error
+	runCtx   context.Context
+	running  bool
+	queue    *lanes.Lanes[inbound]
+	queueCtx context.Context // ends with Run: a waiting enqueue gives up
+	stop     chan struct{}
+	bg       sync.WaitGroup
+	dialer   *websocket.Dialer
 	// reidentify is the pause before IDENTIFY after a non-resumable
 	// INVALID_SESSION (Discord asks for 1–5 s).
 	reidentify func() time.Duration
@@ -154,7 +156,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		log:    slog.Default(),
 		sess:   sess,
 		now:    time.Now,
-		shards: 8,
+		queued: 2048,
 		client: &http.Client{Timeout: 30 * time.Second},
 		chans:  newChanCache(20000),
 		roles:  newManagedRoles(),

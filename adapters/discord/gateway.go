@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
 // inbound is one gateway item waiting for its shard's worker.
@@ -38,20 +38,20 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 		return errors.New("discord: Run is already active")
 	}
 	stop := make(chan struct{})
-	queues := make([]chan inbound, a.shards)
-	for i := range queues {
-		queues[i] = make(chan inbound, 256)
-	}
-	a.running, a.deliver, a.runCtx, a.queues, a.stop = true, deliver, ctx, queues, stop
+	qctx, qcancel := context.WithCancel(ctx)
+	queue := lanes.New(a.queued, func(it inbound) { a.work(ctx, it, stop) })
+	a.running, a.deliver, a.runCtx, a.queue, a.queueCtx, a.stop = true, deliver, ctx, queue, qctx, stop
 	a.identified = false
 	a.runMu.Unlock()
 
 	defer func() {
 		close(stop)
+		qcancel()
 		a.runMu.Lock()
-		a.running, a.deliver, a.queues = false, nil, nil
+		a.running, a.deliver, a.queue = false, nil, nil
 		a.runMu.Unlock()
 		a.bg.Wait()
+		queue.Wait()
 		a.client.CloseIdleConnections()
 	}()
 
@@ -72,9 +72,6 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 	}
 	if gw.URL == "" {
 		return errors.New("discord: GET gateway/bot returned no url")
-	}
-	for i, q := range queues {
-		a.bg.Go(func() { a.work(ctx, i, q, stop) })
 	}
 	if a.retry.q != nil {
 		a.bg.Go(func() { a.retryLoop(ctx, stop) })
@@ -193,37 +190,29 @@ func (a *Adapter) background(fn func(ctx context.Context)) {
 	a.bg.Go(func() { fn(ctx) })
 }
 
-// enqueue hands an item to the shard of its channel (so one channel's or
-// thread's messages are delivered in gateway order). It waits when the
-// shard is full: back-pressure on the gateway, never a drop.
+// enqueue hands an item to its channel's lane (so one channel's or
+// thread's messages are delivered in gateway order, and a slow delivery
+// holds back no other channel). It waits while too many items are queued:
+// back-pressure on the gateway, never a drop.
 func (a *Adapter) enqueue(channel string, it inbound) {
 	a.runMu.RLock()
-	queues, stop := a.queues, a.stop
+	queue, qctx := a.queue, a.queueCtx
 	a.runMu.RUnlock()
-	if len(queues) == 0 {
+	if queue == nil {
 		return
 	}
-	h := fnv.New32a()
-	h.Write([]byte(channel))
-	select {
-	case queues[int(h.Sum32())%len(queues)] <- it:
-	case <-stop:
-	}
+	_ = queue.Add(qctx, channel, it) // fails only when Run ends
 }
 
-// work delivers one shard's items in order until stop.
-func (a *Adapter) work(ctx context.Context, _ int, q chan inbound, stop chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		case it := <-q:
-			if it.msg != nil {
-				a.receiveMessage(ctx, it.msg)
-			}
-		}
+// work delivers one item, unless Run has ended.
+func (a *Adapter) work(ctx context.Context, it inbound, stop chan struct{}) {
+	select {
+	case <-stop:
+		return
+	default:
+	}
+	if ctx.Err() == nil && it.msg != nil {
+		a.receiveMessage(ctx, it.msg)
 	}
 }
 

@@ -1,8 +1,10 @@
 package discord
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,5 +191,48 @@ func TestCloseCodesThatForbidResumeIdentify(t *testing.T) {
 			f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "after"})
 			rec.waitFor(t, "after", func() bool { _, ok := rec.eventByText("after"); return ok })
 		})
+	}
+}
+
+// A delivery stuck in one channel (a slow first append) holds back that
+// channel's later messages only; another channel's message is delivered
+// meanwhile. The extra channel is one that eight fixed shards by FNV-1a put
+// with general, as the adapter once had.
+func TestStuckChannelDelaysNoOtherChannel(t *testing.T) {
+	const sameShard = "300000000000000032"
+	g := testGuild()
+	g.Channels = append(g.Channels, discordfake.Channel{ID: sameShard, Type: discordfake.TypeText, Name: "same-shard"})
+	f := newFake(t, discordfake.Config{Guilds: []discordfake.Guild{g}})
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	rec := newRecorder()
+	startAdapter(t, f, func(ctx context.Context, in core.Inbound) error {
+		if in.Event != nil && in.Event.Text == "stuck" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return rec.deliver(ctx, in)
+	})
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "stuck"})
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "behind it"})
+	f.Say(discordfake.Msg{Channel: sameShard, Author: bob, Content: "elsewhere"})
+	rec.waitFor(t, "the other channel's message", func() bool { _, ok := rec.eventByText("elsewhere"); return ok })
+	if _, ok := rec.eventByText("behind it"); ok {
+		t.Fatal("the stuck channel's next message was delivered before the one ahead of it")
+	}
+	once.Do(func() { close(release) })
+	rec.waitFor(t, "the stuck channel's messages", func() bool { _, ok := rec.eventByText("behind it"); return ok })
+	var order []string
+	for _, ev := range rec.events() {
+		if ev.Scope.Channel == general {
+			order = append(order, ev.Text)
+		}
+	}
+	if fmt.Sprint(order) != "[stuck behind it]" {
+		t.Fatalf("general delivered %q, want [stuck behind it]", order)
 	}
 }

@@ -39,7 +39,7 @@ type Adapter struct {
 
 	lookalike  bool
 	pace       paceConfig
-	shards     int
+	queued     int // envelopes queued or in delivery at most (back-pressure on the socket)
 	historyGap time.Duration
 	ambiguous  func(error) bool
 
@@ -150,7 +150,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		httpClient: &http.Client{Timeout: 30 * time.Second},
 		lookalike:  true,
 		pace:       paceConfig{interval: time.Second, burst: 4},
-		shards:     8,
+		queued:     512,
 		historyGap: time.Second,
 		ambiguous:  isAmbiguous,
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -13,26 +12,28 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
 // socketPingTimeout is how long Socket Mode waits for Slack's WebSocket ping
 // before it reconnects.
 const socketPingTimeout = 30 * time.Second
 
-// socketJob is one Socket Mode envelope waiting in a shard.
+// socketJob is one Socket Mode envelope waiting in its channel's lane.
 type socketJob struct {
 	envelopeID string
 	channel    string
-	// build normalises the envelope on the shard worker (it may call
+	// build normalises the envelope on the lane's goroutine (it may call
 	// conversations.info), so a slow lookup never stalls the reader.
 	build    func(ctx context.Context) []inbound
 	received time.Time
 	retry    int
 }
 
-// runSocket receives over Socket Mode until ctx ends. Envelopes are spread
-// over shards by channel (one channel's messages stay in order) and each is
-// acknowledged only after deliver returned nil for all its items.
+// runSocket receives over Socket Mode until ctx ends. Envelopes wait in
+// one lane per channel (one channel's messages stay in order; a slow
+// delivery holds back no other channel) and each is acknowledged only
+// after deliver returned nil for all its items.
 func (a *Adapter) runSocket(parent context.Context, deliver func(context.Context, core.Inbound) error) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -50,22 +51,11 @@ func (a *Adapter) runSocket(parent context.Context, deliver func(context.Context
 		cancel()
 	})
 
-	shards := make([]chan socketJob, a.shards)
-	for i := range shards {
-		ch := make(chan socketJob, 64)
-		shards[i] = ch
-		wg.Go(func() {
-			for job := range ch {
-				a.handleSocketJob(ctx, smc, job, deliver)
-			}
-		})
-	}
+	jobs := lanes.New(a.queued, func(job socketJob) { a.handleSocketJob(ctx, smc, job, deliver) })
 
-	a.dispatchSocket(ctx, smc, shards)
+	a.dispatchSocket(ctx, smc, jobs)
 
-	for _, ch := range shards {
-		close(ch)
-	}
+	jobs.Wait()
 	wg.Wait()
 	err := <-runErr
 	if err == nil || parent.Err() != nil {
@@ -75,7 +65,7 @@ func (a *Adapter) runSocket(parent context.Context, deliver func(context.Context
 }
 
 // dispatchSocket reads the socketmode client's events until ctx ends.
-func (a *Adapter) dispatchSocket(ctx context.Context, smc *socketmode.Client, shards []chan socketJob) {
+func (a *Adapter) dispatchSocket(ctx context.Context, smc *socketmode.Client, jobs *lanes.Lanes[socketJob]) {
 	for {
 		var evt socketmode.Event
 		select {
@@ -121,7 +111,7 @@ func (a *Adapter) dispatchSocket(ctx context.Context, smc *socketmode.Client, sh
 				a.ack(ctx, smc, evt.Request.EnvelopeID)
 				continue
 			}
-			a.enqueue(ctx, smc, shards, socketJob{
+			a.enqueue(ctx, smc, jobs, socketJob{
 				envelopeID: evt.Request.EnvelopeID,
 				channel:    channelOfEvent(ev),
 				build:      func(ctx context.Context) []inbound { return a.fromEventsAPI(ctx, ev) },
@@ -138,7 +128,7 @@ func (a *Adapter) dispatchSocket(ctx context.Context, smc *socketmode.Client, sh
 				continue
 			}
 			items := markReplays(a.fromInteraction(&ic), evt.Request.RetryAttempt)
-			a.enqueue(ctx, smc, shards, socketJob{
+			a.enqueue(ctx, smc, jobs, socketJob{
 				envelopeID: evt.Request.EnvelopeID,
 				channel:    ic.Channel.ID,
 				build:      func(context.Context) []inbound { return items },
@@ -157,19 +147,16 @@ func (a *Adapter) dispatchSocket(ctx context.Context, smc *socketmode.Client, sh
 	}
 }
 
-// enqueue queues an envelope on its channel's shard.
-func (a *Adapter) enqueue(ctx context.Context, smc *socketmode.Client, shards []chan socketJob, job socketJob) {
+// enqueue queues an envelope in its channel's lane, waiting while too many
+// are queued (the socket is not read meanwhile; Slack redelivers what goes
+// unacknowledged).
+func (a *Adapter) enqueue(ctx context.Context, smc *socketmode.Client, jobs *lanes.Lanes[socketJob], job socketJob) {
 	if job.channel == "" {
 		// Nothing we deliver (another event type): acknowledge at once.
 		a.ack(ctx, smc, job.envelopeID)
 		return
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(job.channel))
-	select {
-	case shards[h.Sum32()%uint32(len(shards))] <- job:
-	case <-ctx.Done():
-	}
+	_ = jobs.Add(ctx, job.channel, job) // fails only when shutting down: Slack redelivers
 }
 
 func (a *Adapter) handleSocketJob(ctx context.Context, smc *socketmode.Client, job socketJob, deliver func(context.Context, core.Inbound) error) {

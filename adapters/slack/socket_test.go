@@ -471,3 +471,57 @@ func TestSocketInvalidAppToken(t *testing.T) {
 		t.Fatalf("Run = %v, want an invalid_auth error", err)
 	}
 }
+
+// A delivery stuck in one channel (a first append, a lease claim on a slow
+// database) holds back that channel's later messages only: another
+// channel's message is delivered and acknowledged meanwhile. C0OTHER000 is
+// the channel eight fixed shards by FNV-1a put with chPublic, so one shard
+// per few channels would fail this.
+func TestSocketStuckChannelDelaysNoOtherChannel(t *testing.T) {
+	const other = "C0OTHER000"
+	f := newFake(t, func(c *slackfake.Config) { c.Channels[other] = "channel" })
+	a, _ := newAdapter(t, testConfig(f, ModeSocket))
+	release := make(chan struct{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	rec := connectSocket(t, f, a, func(ctx context.Context, n int, in core.Inbound) error {
+		if in.Event != nil && in.Event.Scope.Channel == chPublic && strings.Contains(in.Event.Text, "stuck") {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	_, stuck := f.Say(chPublic, "", alice, "stuck here")
+	waitUntil(t, 3*time.Second, "the stuck delivery", func() bool { return rec.callCount() >= 1 })
+	_, after := f.Say(chPublic, "", alice, "after it, same channel")
+	_, free := f.Say(other, "", bob, "another channel")
+	if !f.WaitEventAcked(free[0], 2*time.Second) {
+		t.Fatal("a message in another channel waited behind the stuck delivery")
+	}
+	if f.EventAcked(after[0]) {
+		t.Fatal("the stuck channel's next message was acknowledged before the one ahead of it")
+	}
+	close(release)
+	for _, id := range append(stuck, after...) {
+		if !f.WaitEventAcked(id, 3*time.Second) {
+			t.Fatalf("event %s never acknowledged", id)
+		}
+	}
+	var texts []string
+	for _, ev := range rec.events() {
+		if ev.Scope.Channel == chPublic {
+			texts = append(texts, ev.Text)
+		}
+	}
+	if len(texts) != 2 || texts[0] != "stuck here" || texts[1] != "after it, same channel" {
+		t.Fatalf("chPublic delivered %q, want the two messages in order", texts)
+	}
+}

@@ -266,7 +266,10 @@ func New(cfg Config) *Server {
 	for _, p := range []string{"/gateway", "/gateway/", "/resume", "/resume/"} {
 		mux.HandleFunc(p, s.serveGateway)
 	}
-	s.srv = httptest.NewServer(mux)
+	// Assigned before it serves: a client left over from an earlier fake on
+	// the same port may call in at once, and handlers read s.srv.URL.
+	s.srv = httptest.NewUnstartedServer(mux)
+	s.srv.Start()
 	return s
 }
 

@@ -262,7 +262,10 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("/upload/", s.serveUpload)
 	// socketmode dials with Origin: https://api.slack.com, as Slack expects.
 	s.up = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
-	s.srv = httptest.NewServer(mux)
+	// Assigned before it serves: a client left over from an earlier fake on
+	// the same port may call in at once, and handlers read s.srv.URL.
+	s.srv = httptest.NewUnstartedServer(mux)
+	s.srv.Start()
 	s.wg.Go(s.redeliverLoop)
 	return s
 }

@@ -1,0 +1,70 @@
+// Package lanes runs work in order per key and keys concurrently: one
+// goroutine per key that has work waiting, none for an idle key. Adapters
+// use it for inbound deliveries, so one channel's messages keep their order
+// while a slow delivery in one channel (a first append, a lease claim) never
+// delays another channel's acknowledgement, as a fixed set of shards would
+// for every channel hashed to the same shard.
+package lanes
+
+import (
+	"context"
+	"sync"
+)
+
+// Lanes queues items by key and runs each key's items in the order added.
+type Lanes[T any] struct {
+	run   func(T)
+	slots chan struct{} // one per item queued or running: back-pressure
+
+	mu     sync.Mutex
+	queued map[string][]T // a key is present while its goroutine runs
+	wg     sync.WaitGroup
+}
+
+// New returns lanes that call run for each item, with at most limit items
+// queued or running across all keys (limit < 1 means 1).
+func New[T any](limit int, run func(T)) *Lanes[T] {
+	return &Lanes[T]{run: run, slots: make(chan struct{}, max(1, limit)), queued: map[string][]T{}}
+}
+
+// Add queues item on key's lane. It waits while the limit is reached, and
+// returns ctx's error (item not queued) when ctx ends first.
+func (l *Lanes[T]) Add(ctx context.Context, key string, item T) error {
+	select {
+	case l.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	l.mu.Lock()
+	q, busy := l.queued[key]
+	l.queued[key] = append(q, item)
+	if !busy {
+		l.wg.Add(1)
+		go l.drain(key)
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// Wait waits until every item added has run.
+func (l *Lanes[T]) Wait() { l.wg.Wait() }
+
+func (l *Lanes[T]) drain(key string) {
+	defer l.wg.Done()
+	for {
+		l.mu.Lock()
+		q := l.queued[key]
+		if len(q) == 0 {
+			delete(l.queued, key)
+			l.mu.Unlock()
+			return
+		}
+		item := q[0]
+		var zero T
+		q[0] = zero // the backing array may outlive this item
+		l.queued[key] = q[1:]
+		l.mu.Unlock()
+		l.run(item)
+		<-l.slots
+	}
+}
