@@ -39,7 +39,7 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 	}
 	stop := make(chan struct{})
 	qctx, qcancel := context.WithCancel(ctx)
-	queue := lanes.New(a.queued, func(it inbound) { a.work(ctx, it, stop) })
+	queue := lanes.New(a.queued, a.workers, func(it inbound) { a.work(ctx, it, stop) })
 	a.running, a.deliver, a.runCtx, a.queue, a.queueCtx, a.stop = true, deliver, ctx, queue, qctx, stop
 	a.identified = false
 	a.runMu.Unlock()

@@ -51,7 +51,7 @@ func (a *Adapter) runSocket(parent context.Context, deliver func(context.Context
 		cancel()
 	})
 
-	jobs := lanes.New(a.queued, func(job socketJob) { a.handleSocketJob(ctx, smc, job, deliver) })
+	jobs := lanes.New(a.queued, a.delivering, func(job socketJob) { a.handleSocketJob(ctx, smc, job, deliver) })
 
 	a.dispatchSocket(ctx, smc, jobs)
 

@@ -13,18 +13,24 @@ import (
 
 // Lanes queues items by key and runs each key's items in the order added.
 type Lanes[T any] struct {
-	run   func(T)
-	slots chan struct{} // one per item queued or running: back-pressure
+	run     func(T)
+	slots   chan struct{} // one per item queued or running: back-pressure
+	running chan struct{} // one per item running: bounds the work at once
 
 	mu     sync.Mutex
 	queued map[string][]T // a key is present while its goroutine runs
 	wg     sync.WaitGroup
 }
 
-// New returns lanes that call run for each item, with at most limit items
-// queued or running across all keys (limit < 1 means 1).
-func New[T any](limit int, run func(T)) *Lanes[T] {
-	return &Lanes[T]{run: run, slots: make(chan struct{}, max(1, limit)), queued: map[string][]T{}}
+// New returns lanes that call run for each item, with at most queued items
+// waiting or running across all keys and at most running of them running
+// at once (values < 1 mean 1). Bounding the running ones keeps an overload
+// a queue, in arrival order, rather than hundreds of deliveries contending
+// for the same database and Redis connections until all of them miss
+// their deadline.
+func New[T any](queued, running int, run func(T)) *Lanes[T] {
+	return &Lanes[T]{run: run, slots: make(chan struct{}, max(1, queued)),
+		running: make(chan struct{}, max(1, running)), queued: map[string][]T{}}
 }
 
 // Add queues item on key's lane. It waits while the limit is reached, and
@@ -64,7 +70,9 @@ func (l *Lanes[T]) drain(key string) {
 		q[0] = zero // the backing array may outlive this item
 		l.queued[key] = q[1:]
 		l.mu.Unlock()
+		l.running <- struct{}{}
 		l.run(item)
+		<-l.running
 		<-l.slots
 	}
 }

@@ -20,7 +20,7 @@ type item struct {
 func TestOneKeyRunsInOrder(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string][]int{}
-	l := lanes.New(8, func(it item) {
+	l := lanes.New(8, 4, func(it item) {
 		mu.Lock()
 		got[it.key] = append(got[it.key], it.n)
 		mu.Unlock()
@@ -46,7 +46,7 @@ func TestOneKeyRunsInOrder(t *testing.T) {
 func TestAStuckKeyDelaysNoOtherKey(t *testing.T) {
 	release := make(chan struct{})
 	ran := make(chan item, 16)
-	l := lanes.New(16, func(it item) {
+	l := lanes.New(16, 2, func(it item) {
 		if it.key == "stuck" {
 			<-release
 		}
@@ -83,7 +83,7 @@ func TestAddWaitsAtTheLimit(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	ran := 0
-	l := lanes.New(2, func(item) {
+	l := lanes.New(2, 2, func(item) {
 		<-release
 		mu.Lock()
 		ran++
@@ -106,5 +106,28 @@ func TestAddWaitsAtTheLimit(t *testing.T) {
 	l.Wait()
 	if ran != 3 {
 		t.Fatalf("ran %d items, want 3", ran)
+	}
+}
+
+// No more than the running bound run at once, whatever the keys.
+func TestRunningIsBounded(t *testing.T) {
+	var mu sync.Mutex
+	now, peak := 0, 0
+	l := lanes.New(64, 3, func(item) {
+		mu.Lock()
+		now++
+		peak = max(peak, now)
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		mu.Lock()
+		now--
+		mu.Unlock()
+	})
+	for n := range 40 {
+		_ = l.Add(context.Background(), fmt.Sprintf("k%d", n), item{n: n})
+	}
+	l.Wait()
+	if peak != 3 {
+		t.Fatalf("at most %d ran at once, want 3", peak)
 	}
 }
