@@ -43,8 +43,9 @@ type Pacer[K comparable] struct {
 	globalUntil time.Time
 	limited     int // refusals seen by queues since dropped
 
-	globalMu   sync.Mutex
-	globalNext time.Time
+	globalMu    sync.Mutex
+	globalSlots []time.Time // the last GlobalPerSecond slots given, a ring
+	globalNext  int         // the oldest of them
 }
 
 type queue struct {
@@ -164,20 +165,38 @@ func (q *queue) next() *item {
 }
 
 // globalWait reserves the next bot-wide slot and returns how long to wait
-// for it.
+// for it. The limit is GlobalPerSecond calls in any one second, not one
+// call every 1/GlobalPerSecond: a lone answer's few calls (reaction,
+// typing, the message) go at once, and a burst waits only once it would
+// put more than GlobalPerSecond calls in a second.
 func (p *Pacer[K]) globalWait() time.Duration {
-	if p.cfg.GlobalPerSecond <= 0 {
+	n := p.cfg.GlobalPerSecond
+	if n <= 0 {
 		return 0
 	}
 	p.globalMu.Lock()
 	defer p.globalMu.Unlock()
+	if len(p.globalSlots) != n {
+		p.globalSlots, p.globalNext = make([]time.Time, n), 0
+	}
 	now := p.now()
 	slot := now
-	if p.globalNext.After(now) {
-		slot = p.globalNext
+	if oldest := p.globalSlots[p.globalNext]; !oldest.IsZero() {
+		slot = maxTime(slot, oldest.Add(time.Second))
 	}
-	p.globalNext = slot.Add(time.Second / time.Duration(p.cfg.GlobalPerSecond))
+	if newest := p.globalSlots[(p.globalNext+n-1)%n]; newest.After(slot) {
+		slot = newest // slots stay in the order given
+	}
+	p.globalSlots[p.globalNext] = slot
+	p.globalNext = (p.globalNext + 1) % n
 	return slot.Sub(now)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // work drains one key's queue and exits once it is empty and its bucket

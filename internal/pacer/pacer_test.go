@@ -229,9 +229,9 @@ func TestSpacing(t *testing.T) {
 			}
 			return 0, 1
 		}, RetryAfter: retryAfter}, []string{"C1", "C1", "C1"}, 0, 3 * 60 * time.Millisecond},
-		// hold's call takes the first global slot.
-		{"global", pacer.Config[string]{Rate: func(string) (time.Duration, int) { return 0, 1 }, RetryAfter: retryAfter, GlobalPerSecond: 25},
-			[]string{"a", "b", "c", "d", "e"}, 0, 5 * 40 * time.Millisecond},
+		// hold's call takes the first of the two global slots a second.
+		{"global", pacer.Config[string]{Rate: func(string) (time.Duration, int) { return 0, 1 }, RetryAfter: retryAfter, GlobalPerSecond: 2},
+			[]string{"a", "b", "c", "d", "e"}, 0, 2 * time.Second},
 		{"block all", unpaced[string](), []string{"a", "b"}, 150 * time.Millisecond, 150 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,5 +329,36 @@ func TestCallsOneAtATimeAreSpaced(t *testing.T) {
 				t.Fatalf("%d calls sent, want %d", n, tc.calls)
 			}
 		})
+	}
+}
+
+// TestGlobalLimitIsPerSecond: GlobalPerSecond calls go at once, and no
+// second ever holds more than GlobalPerSecond call starts, across keys.
+func TestGlobalLimitIsPerSecond(t *testing.T) {
+	const perSecond, calls = 4, 10
+	p := pacer.New(time.Now, pacer.Config[string]{Rate: func(string) (time.Duration, int) { return 0, 1 }, RetryAfter: retryAfter, GlobalPerSecond: perSecond})
+	var mu sync.Mutex
+	var starts []time.Time
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			_ = p.Do(t.Context(), fmt.Sprint("k", i), core.PriorityNormal, "", func(context.Context) error {
+				mu.Lock()
+				starts = append(starts, time.Now())
+				mu.Unlock()
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	if d := starts[perSecond-1].Sub(begin); d > 500*time.Millisecond {
+		t.Errorf("the first %d calls took %v: they should not wait", perSecond, d)
+	}
+	for i := perSecond; i < len(starts); i++ {
+		if d := starts[i].Sub(starts[i-perSecond]); d < time.Second-10*time.Millisecond {
+			t.Errorf("calls %d and %d started %v apart: %d calls within a second", i-perSecond, i, d, perSecond+1)
+		}
 	}
 }
