@@ -31,6 +31,12 @@ type postRecord struct {
 	// stream's start or its answer); stream marks the record as a stream.
 	send   func(context.Context, core.Outbound) (core.MessageRef, error)
 	stream bool
+	// keySeq is the seq of the command out.Key derives from (0: not
+	// known). A resumed run's post keyed to a command this drive appended
+	// is not in doubt: no earlier drive can have made it, since the key
+	// did not exist before (and a surface looks each post in doubt up on
+	// the platform first, paced: Slack's history to one read a second).
+	keySeq uint64
 }
 
 // post performs out (out.Key set) unless rs already records it, then
@@ -41,7 +47,7 @@ func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out co
 			return ref, nil
 		}
 	}
-	if rs != nil && rs.resumed {
+	if rs != nil && rs.resumed && rec.keySeq <= rs.resumeHead {
 		out.Resumed = true
 	}
 	v, err := e.channel(ctx, out.Scope.Key())
@@ -279,7 +285,7 @@ func (t *toolSurface) Post(ctx context.Context, out core.Outbound) (core.Message
 	}
 	t.next++
 	out.Key = core.EffectID(rs.Scope.Key(), t.cs.reqSeq, t.next)
-	rec := postRecord{run: rs.ID, cause: t.cs.reqID, role: core.RoleMessage}
+	rec := postRecord{run: rs.ID, cause: t.cs.reqID, role: core.RoleMessage, keySeq: t.cs.reqSeq}
 	if out.Scope == rs.Scope && out.Card == nil {
 		rec.role, rec.answering = core.RoleAnswer, rs.latestHuman()
 		if out.Priority < core.PriorityHigh {

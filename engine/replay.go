@@ -54,6 +54,8 @@ type RunReplay struct {
 	trail         []trailItem       // finished tool calls, for the checklist
 	inputLimit    int               // characters of a person's message the model sees (0 = all)
 	resumed       bool              // driven after a restart or a failed drive: posts may have landed
+	resumeHead    uint64            // the run's last seq when the resumed drive read it: later steps are this drive's own
+	driveStart    time.Time         // when the resumed drive began (the checklist delay counts from it)
 	pause         *pauseState
 	endSeq        uint64 // seq of run.completed / run.failed
 	policySet     bool
@@ -62,6 +64,7 @@ type RunReplay struct {
 	unattended    bool                // nobody watches: grants are asked of the owner (unattended.go)
 	toolWork      bool                // a model step asked for tools: the run shows a checklist
 	answeredAt    time.Time           // journal time of the first final model step
+	answeredSeq   uint64              // and its seq
 	degraded      bool                // a recall ran on keywords only
 	streamed      bool                // the checklist is a stream (core.Streamer)
 	streamDone    bool                // the answer streamed into it and stopped it
@@ -338,7 +341,7 @@ func (rs *RunReplay) apply(c core.Command) error {
 		if len(p.ToolCalls) > 0 {
 			rs.toolWork = true
 		} else if rs.answeredAt.IsZero() {
-			rs.answeredAt = c.At()
+			rs.answeredAt, rs.answeredSeq = c.At(), c.Seq()
 		}
 		rs.Messages = append(rs.Messages, core.Message{Role: core.RoleAssistant, Text: p.Text, ToolCalls: slices.Clone(p.ToolCalls)})
 		st := &stepState{seq: c.Seq(), index: p.Index, text: p.Text, final: len(p.ToolCalls) == 0}

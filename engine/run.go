@@ -73,6 +73,12 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 		return journalFailed(err)
 	}
 	rs.resumed = resume
+	if resume {
+		rs.driveStart = e.now()
+		if len(cmds) > 0 {
+			rs.resumeHead = cmds[len(cmds)-1].Seq()
+		}
+	}
 	d := &driver{e: e, rs: rs, v: v, s: s, outage: outage, typing: newTypist(e, s, rs)}
 	// An unattended run's instruction is never read as a chat command: the
 	// grammar acts on what a person typed in the conversation.

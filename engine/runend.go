@@ -179,7 +179,7 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 			text += "\n\n_(memory: degraded, keywords only)_"
 		}
 		out := core.Outbound{Key: core.EffectID(rs.Scope.Key(), st.seq, 0), Scope: rs.Scope, Text: text, Priority: core.PriorityHigh}
-		rec := postRecord{run: rs.ID, role: core.RoleAnswer, answering: rs.latestHuman()}
+		rec := postRecord{run: rs.ID, role: core.RoleAnswer, answering: rs.latestHuman(), keySeq: st.seq}
 		var err error
 		sr := d.streamer()
 		if _, shown := rs.Effects[rs.checklistEffect()]; !shown {

@@ -31,9 +31,28 @@ func (rs *RunReplay) needsChecklist(delay time.Duration, now time.Time) bool {
 		return true
 	}
 	if !rs.answeredAt.IsZero() {
-		return rs.answeredAt.Sub(rs.StartedAt) >= delay
+		// An answer an earlier drive journaled keeps its history (a slow
+		// answer has its checklist); one this drive got counts from it.
+		from := rs.StartedAt
+		if rs.answeredSeq > rs.resumeHead {
+			from = rs.checklistFrom()
+		}
+		return rs.answeredAt.Sub(from) >= delay
 	}
-	return now.Sub(rs.StartedAt) >= delay
+	return now.Sub(rs.checklistFrom()) >= delay
+}
+
+// checklistFrom is when the checklist delay started: the run's start, or
+// a resumed drive's. A run taken over from a dead replica is older than
+// the delay, and its checklist (keyed to run.started, so in doubt) would
+// first be looked for on the platform, which Slack paces to one read a
+// second for the whole workspace: every channel of a dead replica waited
+// its turn in that line for answers the model gave at once.
+func (rs *RunReplay) checklistFrom() time.Time {
+	if rs.resumed && rs.driveStart.After(rs.StartedAt) {
+		return rs.driveStart
+	}
+	return rs.StartedAt
 }
 
 // maybeChecklist posts the checklist when the run needs one. Grammar runs
@@ -94,7 +113,7 @@ func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, e
 		done <- result{r, err}
 	}()
 	for {
-		wait := delay - d.e.now().Sub(rs.StartedAt)
+		wait := delay - d.e.now().Sub(rs.checklistFrom())
 		if wait <= 0 {
 			// By the engine's clock the run is due, but the timer can run
 			// ahead of a clock that is not the wall (tests): check again

@@ -35,7 +35,10 @@ import (
 //
 // MARLOWE_BENCH_REPLICAS=n runs n replicas of the built binary instead
 // (on Postgres and a Redis of their own; with store=sqlite only n=1), as a
-// user runs it. MARLOWE_BENCH_RATE (events/s, default 1000),
+// user runs it. With MARLOWE_BENCH_KILL=1 as well, the first replica is
+// killed (SIGKILL) halfway through the load and started again at once:
+// the fake Slack redelivers what it had not acknowledged after 5 s, and
+// the benchmark fails unless every mention is answered, none twice. MARLOWE_BENCH_RATE (events/s, default 1000),
 // MARLOWE_BENCH_CHANNELS (default 200) and MARLOWE_BENCH_MENTION_PCT (the
 // mentions' share of events, default 10) change the shape;
 // MARLOWE_BENCH_STORE=sqlite|postgres runs one store only.
@@ -70,8 +73,9 @@ func benchEnvInt(name string, def int) int {
 }
 
 // benchBots starts the bots under load: serve in process (replicas 0), or
-// that many replicas of the built binary. It returns their logs.
-func benchBots(b *testing.B, sl *slackfake.Server, modelURL, dbURL string, replicas int) func() string {
+// that many replicas of the built binary. It returns their logs, and a
+// func that kills the first replica and starts it again (nil in process).
+func benchBots(b *testing.B, sl *slackfake.Server, modelURL, dbURL string, replicas int) (logs func() string, restart func()) {
 	if replicas == 0 {
 		vars := map[string]string{
 			"MARLOWE_DATA_DIR":          b.TempDir(),
@@ -101,7 +105,7 @@ func benchBots(b *testing.B, sl *slackfake.Server, modelURL, dbURL string, repli
 		if !sl.WaitConnected(qaStartTimeout) {
 			b.Fatalf("the bot never connected:\n%s", logs.String())
 		}
-		return logs.String
+		return logs.String, nil
 	}
 	bin := buildCrashBot(b)
 	redisURL := ""
@@ -124,20 +128,25 @@ func benchBots(b *testing.B, sl *slackfake.Server, modelURL, dbURL string, repli
 			}
 		}
 	}
-	return func() string { return dumpLogs(reps) }
+	return func() string { return dumpLogs(reps) }, func() { reps[0].kill(); reps[0].start() }
 }
 
 func throughput(b *testing.B, dbURL string, replicas int) {
 	rate := benchEnvInt("MARLOWE_BENCH_RATE", 1000)
 	nch := benchEnvInt("MARLOWE_BENCH_CHANNELS", 200)
 	every := max(1, 100/min(100, benchEnvInt("MARLOWE_BENCH_MENTION_PCT", 10)))
+	kill := replicas > 0 && os.Getenv("MARLOWE_BENCH_KILL") == "1"
+	redeliver := time.Minute
+	if kill {
+		redeliver = 5 * time.Second
+	}
 	sl := slackfake.New(slackfake.Config{
-		RedeliverAfter: time.Minute,
+		RedeliverAfter: redeliver,
 		Users:          []slackfake.User{{ID: qaAlice, Name: "alice"}, {ID: qaBob, Name: "bob"}},
 	})
 	b.Cleanup(sl.Close)
 	model := llmtest.NewOpenAIServer(b)
-	logs := benchBots(b, sl, model.URL, dbURL, replicas)
+	logs, restart := benchBots(b, sl, model.URL, dbURL, replicas)
 	chans := make([]string, nch)
 	for i := range chans {
 		chans[i] = fmt.Sprintf("C0TP%06d", i)
@@ -155,6 +164,9 @@ func throughput(b *testing.B, dbURL string, replicas int) {
 			time.Sleep(d)
 		}
 		for ; i < b.N && !time.Now().Before(start.Add(time.Duration(i)*time.Second/time.Duration(rate))); i++ {
+			if kill && i == b.N/2 {
+				restart()
+			}
 			ts := fmt.Sprintf("1700000000.%06d", i)
 			if i%every == 0 {
 				n := len(asked)
@@ -226,13 +238,16 @@ func throughput(b *testing.B, dbURL string, replicas int) {
 	if doubled > 0 {
 		b.Errorf("%d answers were posted twice", doubled)
 	}
+	if kill && len(answered) < mentions {
+		b.Errorf("a replica was killed: %d of %d mentions answered", len(answered), mentions)
+	}
 	if len(answered) < mentions {
 		b.Logf("%d of %d mentions answered within %s of the last event", len(answered), mentions, drainLimit)
-		if os.Getenv("MARLOWE_BENCH_LOG") != "" {
-			f := filepath.Join(os.TempDir(), "marlowe-throughput-bots.log")
-			if err := os.WriteFile(f, []byte(logs()), 0o600); err == nil {
-				b.Logf("the bots' logs: %s", f)
-			}
+	}
+	if os.Getenv("MARLOWE_BENCH_LOG") != "" {
+		f := filepath.Join(os.TempDir(), "marlowe-throughput-bots.log")
+		if err := os.WriteFile(f, []byte(logs()), 0o600); err == nil {
+			b.Logf("the bots' logs: %s", f)
 		}
 	}
 }
