@@ -25,7 +25,7 @@ import (
 
 // BenchmarkStartupLarge measures start-up to ready (Engine.Start and the
 // intent-window rebuild, what serve does before it answers) over a
-// PostgreSQL journal of 200k and 1M commands in 800 channels, and the heap
+// PostgreSQL journal of 200k and 1M commands in 800 channels (100 of them, MARLOWE_BENCH_UNFINISHED, ending with unfinished work), and the heap
 // the engine holds once ready. Opt-in (it seeds for minutes):
 //
 //	MARLOWE_BENCH_LARGE=1 go test -run '^$' -bench StartupLarge -benchtime 3x ./cmd/bot/
@@ -171,16 +171,18 @@ func countLoaded(b *testing.B, j core.Journal) int {
 // seedLarge writes about n sealed commands over channels channels straight
 // into the commands table (COPY), as a month of traffic: runs of six
 // commands (message, run.started, two model steps, the answer, run.completed),
-// one in fifty failing with its notice posted; eight channels end with a run
-// still working and four with one waiting for approval; ten set a policy.
-// It returns the number of commands written.
+// one in fifty failing with its notice posted; MARLOWE_BENCH_UNFINISHED
+// channels (default 100) end with unfinished work, two in three with a run
+// still working and the rest with one waiting for approval; ten set a
+// policy. It returns the number of commands written.
 func seedLarge(b *testing.B, url string, signer *core.Signer, n, channels int) int {
+	unfinished := min(channels, benchEnvInt("MARLOWE_BENCH_UNFINISHED", 100))
 	end := time.Now().Add(-time.Minute)
 	span := 30 * 24 * time.Hour
 	perChannel := n / channels
 	text := strings.Repeat("Lorem ipsum dolor sit amet, consectetur adipiscing elit. ", 3)
 	return copyChannels(b, url, channels, func(ci int) (seededHead, []core.Record, error) {
-		return seedChannel(signer, ci, perChannel, end.Add(-span), span, text)
+		return seedChannel(signer, ci, unfinished, perChannel, end.Add(-span), span, text)
 	})
 }
 
@@ -277,7 +279,7 @@ func copyChannels(b *testing.B, url string, channels int, build func(ci int) (se
 }
 
 // seedChannel builds one channel's sealed commands.
-func seedChannel(signer *core.Signer, ci, rows int, from time.Time, span time.Duration, text string) (seededHead, []core.Record, error) {
+func seedChannel(signer *core.Signer, ci, unfinished, rows int, from time.Time, span time.Duration, text string) (seededHead, []core.Record, error) {
 	var at time.Time
 	bd := core.NewBoundary(func() time.Time { return at })
 	sc := core.Scope{Platform: "slack", Workspace: "T1", Channel: fmt.Sprintf("C%04d", ci)}
@@ -310,7 +312,7 @@ func seedChannel(signer *core.Signer, ci, rows int, from time.Time, span time.Du
 	run := 0
 	for {
 		left := rows - int(seq)
-		trailing := ci < 12 // channels 0-7: a run working at the end; 8-11: one waiting for approval
+		trailing := ci < unfinished // the first two thirds: a run working at the end; the rest: one waiting for approval
 		if left < 6 || trailing && left < 10 {
 			break
 		}
@@ -352,7 +354,7 @@ func seedChannel(signer *core.Signer, ci, rows int, from time.Time, span time.Du
 			return res, nil, err
 		}
 	}
-	if ci < 12 {
+	if ci < unfinished {
 		runID, msgID := fmt.Sprintf("r%04d-open", ci), fmt.Sprintf("M%04d-open", ci)
 		thread := sc
 		thread.Thread = msgID
@@ -365,7 +367,7 @@ func seedChannel(signer *core.Signer, ci, rows int, from time.Time, span time.Du
 		if err := add(bd.Agent(runID, thread, core.Meta{Cause: mr.ID()}, &core.RunStarted{Trigger: msgID})); err != nil {
 			return res, nil, err
 		}
-		if ci >= 8 {
+		if ci >= unfinished*2/3 {
 			if err := add(bd.Agent(runID, thread, core.Meta{}, &core.ApprovalRequested{ApprovalID: "ap-" + runID, CallID: "c1",
 				Tool: "send", Consequence: "write", Summary: "send a message", Requester: ann.ID, ExpiresAt: time.Now().Add(24 * time.Hour)})); err != nil {
 				return res, nil, err
