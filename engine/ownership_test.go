@@ -446,13 +446,7 @@ func TestAnswerOfAStepJournaledBeforeTheTakeoverIsInDoubt(t *testing.T) {
 		return nil
 	}
 	t.Cleanup(release)
-	b := c.add("b", coretest.NewScriptedModel(coretest.Text("answer from b")), nil)
-	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
-		Text: "<@" + botID + "> do it", MentionsBot: true, At: time.Now()})
-	waitFor(t, "b to take the run over and post a's answer", func() bool { return answers(b.s, "answer from a") == 1 })
-	release()
-	_ = a.e.WaitIdle(t.Context())
-	_ = b.e.WaitIdle(t.Context())
+	b := takeOverStalled(t, c, a, release, "b to take the run over and post a's answer", "answer from a")
 	for _, p := range b.s.Posts() {
 		if strings.Contains(p.Out.Text, "answer from a") && !p.Out.Resumed {
 			t.Errorf("the answer to a's journaled step is posted as not in doubt: %+v", p.Out)
@@ -486,13 +480,7 @@ func TestTakenOverRunTimesItsChecklistFromItsOwnDrive(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}
-	b := c.add("b", coretest.NewScriptedModel(coretest.Text("answer from b")), nil)
-	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
-		Text: "<@" + botID + "> do it", MentionsBot: true, At: time.Now()})
-	waitFor(t, "b to take the run over and answer", func() bool { return answers(b.s, "answer from b") == 1 })
-	release()
-	_ = a.e.WaitIdle(t.Context())
-	_ = b.e.WaitIdle(t.Context())
+	b := takeOverStalled(t, c, a, release, "b to take the run over and answer", "answer from b")
 	for _, p := range b.s.Posts() {
 		if p.Out.Resumed {
 			t.Errorf("b posted in doubt (it would be looked for on the platform first): %+v", p.Out)
@@ -501,4 +489,19 @@ func TestTakenOverRunTimesItsChecklistFromItsOwnDrive(t *testing.T) {
 	if n := len(b.s.Posts()); n != 1 {
 		t.Errorf("b posted %d messages, want the answer alone: %+v", n, b.s.Posts())
 	}
+}
+
+// takeOverStalled adds b (its model answers "answer from b"), gives a
+// mention in C1 to a, which stalls (its leases cannot be renewed), waits
+// until b has posted want, then releases a and lets both go idle.
+func takeOverStalled(t *testing.T, c *cluster, a *replica, release func(), what, want string) *replica {
+	t.Helper()
+	b := c.add("b", coretest.NewScriptedModel(coretest.Text("answer from b")), nil)
+	deliverTo(t, a, core.Event{Scope: chanScope("C1"), Visibility: core.Public, MessageID: "M1", Author: alice,
+		Text: "<@" + botID + "> do it", MentionsBot: true, At: time.Now()})
+	waitFor(t, what, func() bool { return answers(b.s, want) == 1 })
+	release()
+	_ = a.e.WaitIdle(t.Context())
+	_ = b.e.WaitIdle(t.Context())
+	return b
 }

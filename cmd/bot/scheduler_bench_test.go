@@ -21,6 +21,8 @@ import (
 //
 //	MARLOWE_BENCH_LARGE=1 go test -run '^$' -bench SchedulerTick -benchtime 5x ./cmd/bot/
 //
+// MARLOWE_BENCH_PER_CHANNEL sets the channels' length (default 10k).
+//
 // Metrics: ns/op (a pass after the first), first-pass-ms (the first pass
 // of a new scheduler, which reads every channel once) and rows (commands
 // in the journal).
@@ -28,7 +30,8 @@ func BenchmarkSchedulerTick(b *testing.B) {
 	if os.Getenv("MARLOWE_BENCH_LARGE") != "1" {
 		b.Skip("set MARLOWE_BENCH_LARGE=1 to seed 200 routine channels of 10k commands and measure a routine pass")
 	}
-	const channels, perChannel = 200, 10_000
+	const channels = 200
+	perChannel := benchEnvInt("MARLOWE_BENCH_PER_CHANNEL", 10_000) // another length: is the pass independent of it?
 	url := testpg.New(b)
 	signer := coretest.NewSigner(b)
 	st, err := postgres.Open(b.Context(), url, signer)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -43,9 +42,6 @@ func telegramAnswer(b *testing.B, dbURL string) {
 	tg := telegramfake.New(telegramfake.Config{})
 	b.Cleanup(tg.Close)
 	model := llmtest.NewOpenAIServer(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	logs := &syncBuffer{}
 	vars := map[string]string{
 		"MARLOWE_DATA_DIR":          b.TempDir(),
 		"MARLOWE_HTTP_ADDR":         "127.0.0.1:0",
@@ -58,15 +54,8 @@ func telegramAnswer(b *testing.B, dbURL string) {
 		"MARLOWE_MODEL_MAX_RETRIES": "0",
 		"MARLOWE_LOG_LEVEL":         envOr("MARLOWE_BENCH_LOG", "warn"),
 	}
-	go func() { done <- run(ctx, []string{"serve"}, env(vars), strings.NewReader(""), io.Discard, logs) }()
-	b.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			b.Errorf("serve did not stop")
-		}
-	})
+	logs := serveBench(b, vars)
+	ctx := b.Context()
 	bot := "@" + tg.Bot().Username
 	ask := func(n int) time.Duration {
 		chat := telegramfake.Chat{ID: -4000000 - int64(n), Type: "group", Title: fmt.Sprintf("g%d", n)}

@@ -90,18 +90,7 @@ func benchBots(b *testing.B, sl *slackfake.Server, modelURL, dbURL string, repli
 			"MARLOWE_MODEL_MAX_RETRIES": "0",
 			"MARLOWE_LOG_LEVEL":         envOr("MARLOWE_BENCH_LOG", "warn"),
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		logs := &syncBuffer{}
-		go func() { done <- run(ctx, []string{"serve"}, env(vars), strings.NewReader(""), io.Discard, logs) }()
-		b.Cleanup(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				b.Errorf("serve did not stop")
-			}
-		})
+		logs := serveBench(b, vars)
 		if !sl.WaitConnected(qaStartTimeout) {
 			b.Fatalf("the bot never connected:\n%s", logs.String())
 		}
@@ -129,6 +118,24 @@ func benchBots(b *testing.B, sl *slackfake.Server, modelURL, dbURL string, repli
 		}
 	}
 	return func() string { return dumpLogs(reps) }, func() { reps[0].kill(); reps[0].start() }
+}
+
+// serveBench runs `bot serve` in process with vars until the benchmark
+// ends, and returns its logs.
+func serveBench(b *testing.B, vars map[string]string) *syncBuffer {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs := &syncBuffer{}
+	go func() { done <- run(ctx, []string{"serve"}, env(vars), strings.NewReader(""), io.Discard, logs) }()
+	b.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			b.Errorf("serve did not stop")
+		}
+	})
+	return logs
 }
 
 func throughput(b *testing.B, dbURL string, replicas int) {
