@@ -325,26 +325,38 @@ func (a *Adapter) StopStream(ctx context.Context, ref core.MessageRef, u core.St
 // was still writing, from a call that failed or a process that died
 // before it finished, and then answered otherwise. The stopped message is
 // an ordinary message of the bot, so chat.update replaces its text (its
-// key stays in the metadata). Nothing to settle without an answer (a
-// failed run keeps what it showed) or when the text is already it.
+// key stays in the metadata). A stream stopped without an answer (the run
+// failed, was stopped or paused after a model call was cut) would keep the
+// cut text as if it were one: it is replaced by the plan's title, which
+// says what happened. Nothing to settle when the text is already right.
 func (a *Adapter) settleStreamText(ctx context.Context, ref core.MessageRef, ss *streamState, u core.StreamUpdate) error {
-	if strings.TrimSpace(u.Text) == "" {
+	want := u.Text
+	if strings.TrimSpace(want) == "" {
+		want = u.Title
+	}
+	if strings.TrimSpace(want) == "" {
 		return nil
 	}
 	a.streams.mu.Lock()
 	known, sent := ss.known, ss.sent
 	a.streams.mu.Unlock()
+	if known && strings.TrimSpace(u.Text) == "" && strings.TrimSpace(sent) == "" {
+		return nil // no answer, and no text was streamed: the plan shows it all
+	}
 	if !known {
 		text, _, err := a.streamText(ctx, ref)
 		if err != nil {
 			return fmt.Errorf("slack: read the stopped stream's text: %w", err)
 		}
 		sent = text
+		if strings.TrimSpace(u.Text) == "" && strings.TrimSpace(sent) == "" {
+			return nil
+		}
 	}
-	if strings.TrimSpace(sent) == strings.TrimSpace(u.Text) {
+	if strings.TrimSpace(sent) == strings.TrimSpace(want) {
 		return nil
 	}
-	opts := []slack.MsgOption{slack.MsgOptionText(defang(u.Text), false)}
+	opts := []slack.MsgOption{slack.MsgOptionText(defang(want), false)}
 	if u.Key != "" {
 		opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: metaEventType, EventPayload: map[string]any{"key": u.Key}}))
 	}
@@ -357,7 +369,7 @@ func (a *Adapter) settleStreamText(ctx context.Context, ref core.MessageRef, ss 
 	}
 	a.log.Info("slack: the streamed text was not the answer; replaced it", "channel", ref.Scope.Channel, "ts", ref.ID)
 	a.streams.mu.Lock()
-	ss.known, ss.sent = true, u.Text
+	ss.known, ss.sent = true, want
 	a.streams.mu.Unlock()
 	return nil
 }

@@ -285,3 +285,49 @@ func TestStreamStoppedWithAnotherAnswerHoldsExactlyIt(t *testing.T) {
 		t.Errorf("chat.update calls %d then %d, want 1 and no more", updates, n)
 	}
 }
+
+// A run whose model call was cut mid-answer and that then failed stops
+// its stream without an answer: the cut text would stay as if it were one.
+// The stopped stream holds the plan's title instead; a stream that had
+// streamed no text is left alone.
+func TestStreamStoppedWithoutAnAnswerDropsTheCutText(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		streamed string
+		updates  int
+	}{
+		{"cut text", "I think the build fa", 1},
+		{"nothing streamed", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := agentFake(t, AgentScope)
+			ctx := context.Background()
+			root := f.AddMessage(chPublic, "", alice, "is the build green?")
+			scope := core.Scope{Platform: Platform, Workspace: f.Config().TeamID, Channel: chPublic, Thread: root}
+			a, _ := newAdapter(t, testConfig(f, ModeSocket))
+			ref, err := a.StartStream(ctx, core.Outbound{Key: "k-check", Scope: scope}, core.StreamUpdate{Title: "Working", Recipient: alice})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.streamed != "" {
+				if err := a.AppendStream(ctx, ref, core.StreamUpdate{Title: "Working", Text: tc.streamed}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const title = "❌ Failed — the model provider is down"
+			if err := a.StopStream(ctx, ref, core.StreamUpdate{Key: "k-check", Title: title}); err != nil {
+				t.Fatal(err)
+			}
+			m, ok := f.Message(chPublic, ref.ID)
+			if !ok {
+				t.Fatal("the stream's message is gone")
+			}
+			if tc.streamed != "" && m.Text != title {
+				t.Fatalf("the stopped stream holds %q, want the plan's title %q", m.Text, title)
+			}
+			if n := f.CallCount("chat.update"); n != tc.updates {
+				t.Errorf("%d chat.update calls, want %d", n, tc.updates)
+			}
+		})
+	}
+}
