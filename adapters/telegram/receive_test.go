@@ -362,3 +362,58 @@ func TestPollerHoldsLease(t *testing.T) {
 		t.Fatalf("%d deliveries, want 2", n)
 	}
 }
+
+// Updates fetched together are delivered per chat: one chat's slow
+// delivery (a first append, a lease claim) holds back no other chat's
+// update, and nothing past it is confirmed until it is delivered.
+func TestSlowChatDelaysNoOtherChatInABatch(t *testing.T) {
+	f := newFake(t)
+	other := telegramfake.Chat{ID: -2009, Type: "group", Title: "ops"}
+	a, _ := newAdapter(t, testConfig(f, ModePolling))
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	rec := newRecorder()
+	rec.hook = func(ctx context.Context, n int, in core.Inbound) error {
+		if in.Event != nil && in.Event.Text == "stuck" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	// Queued before the first poll: one batch.
+	stuck, _ := f.Inject(telegramfake.Incoming{Chat: group, From: alice, Text: "stuck"})
+	behind, _ := f.Inject(telegramfake.Incoming{Chat: group, From: alice, Text: "behind it"})
+	f.Inject(telegramfake.Incoming{Chat: other, From: bob, Text: "elsewhere"})
+	run(t, a, rec.deliver)
+	rec.await(t, "the other chat's update", func() bool {
+		for _, e := range rec.events() {
+			if e.Text == "elsewhere" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, e := range rec.events() {
+		if e.Text == "behind it" {
+			t.Fatal("the slow chat's next update was delivered before the one ahead of it")
+		}
+	}
+	if p := f.Pending(); !slices.Contains(p, stuck) || !slices.Contains(p, behind) {
+		t.Fatalf("pending %v while the first is undelivered: want %d and %d still pending", p, stuck, behind)
+	}
+	once.Do(func() { close(release) })
+	awaitFake(t, f, "all confirmed", func() bool { return len(f.Pending()) == 0 })
+	var order []string
+	for _, e := range rec.events() {
+		if e.Text != "elsewhere" {
+			order = append(order, e.Text)
+		}
+	}
+	if !slices.Equal(order, []string{"stuck", "behind it"}) {
+		t.Fatalf("the slow chat delivered %q, want [stuck behind it]", order)
+	}
+}

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
 // allowedUpdates are the update kinds Marlowe subscribes to.
@@ -167,22 +170,76 @@ func (a *Adapter) poll(ctx, held context.Context, deliver func(context.Context, 
 			continue
 		}
 		backoff = 200 * time.Millisecond
-		for i := range ups {
-			u := &ups[i]
-			if u.UpdateID < offset {
-				continue // defensive: already confirmed
+		next, err := a.handleBatch(held, ups, offset, deliver)
+		offset = next
+		if err != nil {
+			// Not confirmed: fetched again from the first update not
+			// delivered on (the later ones delivered meanwhile are deduped).
+			if !fail("update not delivered; it will be fetched again", err, backoff) {
+				return
 			}
-			if err := a.handleUpdate(held, u, deliver); err != nil {
-				// Not confirmed: fetched again from this update on.
-				if !fail("update not delivered; it will be fetched again", err, backoff) {
-					return
-				}
-				backoff = min(backoff*2, 30*time.Second)
-				break
-			}
-			offset = u.UpdateID + 1
+			backoff = min(backoff*2, 30*time.Second)
 		}
 	}
+}
+
+// handleBatch delivers one getUpdates batch: each chat's updates in order,
+// chats side by side (at most 16 deliveries at once), so a slow delivery
+// in one chat (a first append, a lease claim) holds back no other chat's.
+// A chat's updates after one that failed wait for the refetch. It returns
+// the offset to confirm: past every update up to the first not delivered.
+func (a *Adapter) handleBatch(ctx context.Context, ups []update, offset int64, deliver func(context.Context, core.Inbound) error) (int64, error) {
+	errs := make([]error, len(ups))
+	var mu sync.Mutex
+	failed := map[int64]bool{} // chats with an update not delivered
+	l := lanes.New(len(ups), 16, func(i int) {
+		u := &ups[i]
+		chat := chatOf(u)
+		mu.Lock()
+		skip := failed[chat]
+		mu.Unlock()
+		if skip {
+			errs[i] = errors.New("an earlier update of this chat was not delivered")
+			return
+		}
+		if err := a.handleUpdate(ctx, u, deliver); err != nil {
+			errs[i] = err
+			mu.Lock()
+			failed[chat] = true
+			mu.Unlock()
+		}
+	})
+	for i := range ups {
+		if ups[i].UpdateID < offset {
+			continue // defensive: already confirmed
+		}
+		_ = l.Add(ctx, strconv.FormatInt(chatOf(&ups[i]), 10), i) // the limit is the batch: never waits
+	}
+	l.Wait()
+	for i := range ups {
+		if ups[i].UpdateID < offset {
+			continue
+		}
+		if errs[i] != nil {
+			return offset, errs[i]
+		}
+		offset = ups[i].UpdateID + 1
+	}
+	return offset, nil
+}
+
+// chatOf is the chat an update belongs to (0 for kinds without one: they
+// share a lane).
+func chatOf(u *update) int64 {
+	switch {
+	case u.Message != nil:
+		return u.Message.Chat.ID
+	case u.EditedMessage != nil:
+		return u.EditedMessage.Chat.ID
+	case u.CallbackQuery != nil && u.CallbackQuery.Message != nil:
+		return u.CallbackQuery.Message.Chat.ID
+	}
+	return 0
 }
 
 // getUpdates long-polls for updates from offset on. Updates that do not
