@@ -49,7 +49,7 @@ func (rs *RunReplay) needsChecklist(delay time.Duration, now time.Time) bool {
 // second for the whole workspace: every channel of a dead replica waited
 // its turn in that line for answers the model gave at once.
 func (rs *RunReplay) checklistFrom() time.Time {
-	if rs.resumed && rs.driveStart.After(rs.StartedAt) {
+	if rs.driveStart.After(rs.StartedAt) { // set by a resumed drive only
 		return rs.driveStart
 	}
 	return rs.StartedAt

@@ -43,14 +43,12 @@ const Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 // Adapter is the Discord core.Surface.
 type Adapter struct {
 	// onAck hears how long each delivered event took to acknowledge (ops.go).
-	onAck   func(time.Duration)
-	cfg     Config
-	log     *slog.Logger
-	sess    *discordgo.Session
-	dedupe  Deduper
-	now     func() time.Time
-	queued  int // gateway items queued or in delivery at most (back-pressure)
-	workers int // gateway items in delivery at once at most
+	onAck  func(time.Duration)
+	cfg    Config
+	log    *slog.Logger
+	sess   *discordgo.Session
+	dedupe Deduper
+	now    func() time.Time
 
 	client *http.Client
 	rt     http.RoundTripper // under the rebase; nil = http.DefaultTransport
@@ -153,19 +151,17 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		return nil, fmt.Errorf("discord: session: %w", err)
 	}
 	a := &Adapter{
-		cfg:     cfg,
-		log:     slog.Default(),
-		sess:    sess,
-		now:     time.Now,
-		queued:  2048,
-		workers: 16,
-		client:  &http.Client{Timeout: 30 * time.Second},
-		chans:   newChanCache(20000),
-		roles:   newManagedRoles(),
-		seen:    newLookalikes(),
-		gaps:    newGaps(10000),
-		retry:   retrier{poll: time.Second, base: 2 * time.Second, maxWait: 5 * time.Minute, kick: make(chan struct{}, 1)},
-		dialer:  &websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment},
+		cfg:    cfg,
+		log:    slog.Default(),
+		sess:   sess,
+		now:    time.Now,
+		client: &http.Client{Timeout: 30 * time.Second},
+		chans:  newChanCache(20000),
+		roles:  newManagedRoles(),
+		seen:   newLookalikes(),
+		gaps:   newGaps(10000),
+		retry:  retrier{poll: time.Second, base: 2 * time.Second, maxWait: 5 * time.Minute, kick: make(chan struct{}, 1)},
+		dialer: &websocket.Dialer{HandshakeTimeout: 15 * time.Second, Proxy: http.ProxyFromEnvironment},
 		reidentify: func() time.Duration {
 			return time.Second + rand.N(4*time.Second)
 		},

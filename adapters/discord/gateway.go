@@ -13,7 +13,11 @@ import (
 	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
-// inbound is one gateway item waiting for its shard's worker.
+// gatewayQueued is how many gateway items may wait or be in delivery at
+// once; beyond it the gateway is not read (back-pressure, never a drop).
+const gatewayQueued = 2048
+
+// inbound is one gateway item waiting in its channel's lane.
 type inbound struct {
 	msg   *discordgo.Message // MESSAGE_CREATE
 	click *discordgo.Interaction
@@ -39,7 +43,11 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 	}
 	stop := make(chan struct{})
 	qctx, qcancel := context.WithCancel(ctx)
-	queue := lanes.New(a.queued, a.workers, func(it inbound) { a.work(ctx, it, stop) })
+	queue := lanes.New(gatewayQueued, lanes.Deliveries, func(it inbound) {
+		if qctx.Err() == nil && it.msg != nil { // not once Run has ended
+			a.receiveMessage(ctx, it.msg)
+		}
+	})
 	a.running, a.deliver, a.runCtx, a.queue, a.queueCtx, a.stop = true, deliver, ctx, queue, qctx, stop
 	a.identified = false
 	a.runMu.Unlock()
@@ -202,18 +210,6 @@ func (a *Adapter) enqueue(channel string, it inbound) {
 		return
 	}
 	_ = queue.Add(qctx, channel, it) // fails only when Run ends
-}
-
-// work delivers one item, unless Run has ended.
-func (a *Adapter) work(ctx context.Context, it inbound, stop chan struct{}) {
-	select {
-	case <-stop:
-		return
-	default:
-	}
-	if ctx.Err() == nil && it.msg != nil {
-		a.receiveMessage(ctx, it.msg)
-	}
 }
 
 // receiveMessage normalises one MESSAGE_CREATE and delivers it once.

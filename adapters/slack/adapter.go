@@ -39,8 +39,6 @@ type Adapter struct {
 
 	lookalike  bool
 	pace       paceConfig
-	queued     int // envelopes queued or in delivery at most (back-pressure on the socket)
-	delivering int // envelopes in delivery at once at most (the rest wait in their lanes)
 	historyGap time.Duration
 	ambiguous  func(error) bool
 
@@ -151,8 +149,6 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		httpClient: &http.Client{Timeout: 30 * time.Second},
 		lookalike:  true,
 		pace:       paceConfig{interval: time.Second, burst: 4},
-		queued:     512,
-		delivering: 16,
 		historyGap: time.Second,
 		ambiguous:  isAmbiguous,
 	}

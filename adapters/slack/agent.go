@@ -340,18 +340,15 @@ func (a *Adapter) settleStreamText(ctx context.Context, ref core.MessageRef, ss 
 	a.streams.mu.Lock()
 	known, sent := ss.known, ss.sent
 	a.streams.mu.Unlock()
-	if known && strings.TrimSpace(u.Text) == "" && strings.TrimSpace(sent) == "" {
-		return nil // no answer, and no text was streamed: the plan shows it all
-	}
 	if !known {
 		text, _, err := a.streamText(ctx, ref)
 		if err != nil {
 			return fmt.Errorf("slack: read the stopped stream's text: %w", err)
 		}
 		sent = text
-		if strings.TrimSpace(u.Text) == "" && strings.TrimSpace(sent) == "" {
-			return nil
-		}
+	}
+	if strings.TrimSpace(u.Text) == "" && strings.TrimSpace(sent) == "" {
+		return nil // no answer, and no text was streamed: the plan shows it all
 	}
 	if strings.TrimSpace(sent) == strings.TrimSpace(want) {
 		return nil

@@ -19,6 +19,10 @@ import (
 // before it reconnects.
 const socketPingTimeout = 30 * time.Second
 
+// socketQueued is how many envelopes may wait or be in delivery at once;
+// beyond it the socket is not read (back-pressure: Slack redelivers).
+const socketQueued = 512
+
 // socketJob is one Socket Mode envelope waiting in its channel's lane.
 type socketJob struct {
 	envelopeID string
@@ -51,7 +55,7 @@ func (a *Adapter) runSocket(parent context.Context, deliver func(context.Context
 		cancel()
 	})
 
-	jobs := lanes.New(a.queued, a.delivering, func(job socketJob) { a.handleSocketJob(ctx, smc, job, deliver) })
+	jobs := lanes.New(socketQueued, lanes.Deliveries, func(job socketJob) { a.handleSocketJob(ctx, smc, job, deliver) })
 
 	a.dispatchSocket(ctx, smc, jobs)
 

@@ -184,7 +184,7 @@ func (a *Adapter) poll(ctx, held context.Context, deliver func(context.Context, 
 }
 
 // handleBatch delivers one getUpdates batch: each chat's updates in order,
-// chats side by side (at most 16 deliveries at once), so a slow delivery
+// chats side by side (at most lanes.Deliveries at once), so a slow delivery
 // in one chat (a first append, a lease claim) holds back no other chat's.
 // A chat's updates after one that failed wait for the refetch. It returns
 // the offset to confirm: past every update up to the first not delivered.
@@ -192,7 +192,7 @@ func (a *Adapter) handleBatch(ctx context.Context, ups []update, offset int64, d
 	errs := make([]error, len(ups))
 	var mu sync.Mutex
 	failed := map[int64]bool{} // chats with an update not delivered
-	l := lanes.New(len(ups), 16, func(i int) {
+	l := lanes.New(len(ups), lanes.Deliveries, func(i int) {
 		u := &ups[i]
 		chat := chatOf(u)
 		mu.Lock()

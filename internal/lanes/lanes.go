@@ -11,6 +11,13 @@ import (
 	"sync"
 )
 
+// Deliveries is how many inbound deliveries an adapter runs at once: enough
+// that a few slow channels do not hold up the rest, few enough that an
+// overload queues here rather than in the store's and Redis's connection
+// pools (measured at saturation: 8 and 16 alike, 64 let three replicas miss
+// their acks; docs/operations.md).
+const Deliveries = 16
+
 // Lanes queues items by key and runs each key's items in the order added.
 type Lanes[T any] struct {
 	run     func(T)
