@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/replica"
@@ -40,6 +42,10 @@ type chanView struct {
 	// touched is when the engine last handed the view out (guarded by
 	// Engine.chMu): eviction drops views untouched for a while (evict.go).
 	touched time.Time
+
+	// tr makes journal append spans (trace.go); traced: spans go somewhere.
+	tr     trace.Tracer
+	traced bool
 }
 
 func newChanView(key core.ChannelKey, j core.Journal) *chanView {
@@ -128,7 +134,9 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]core.Draft, er
 		if err != nil || len(drafts) == 0 {
 			return nil, err
 		}
-		cmds, err := v.j.AppendAt(ctx, core.Expect{Head: v.seq, Fence: fence}, drafts...)
+		actx, span := v.appendSpan(ctx, attempt, drafts)
+		cmds, err := v.j.AppendAt(actx, core.Expect{Head: v.seq, Fence: fence}, drafts...)
+		v.endAppendSpan(span, cmds, err)
 		switch {
 		case errors.Is(err, core.ErrHeadMoved) && attempt < maxReplans:
 			if err := v.catchUp(ctx); err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
@@ -125,6 +127,8 @@ type Config struct {
 	// negative: never). Loading a channel restores its latest checkpoint
 	// and folds only what follows (checkpoint.go).
 	CheckpointEvery int
+	// Tracing makes the runs' OpenTelemetry spans (trace.go; zero: none).
+	Tracing Tracing
 	// Verifier checks a checkpoint's signature before it is restored
 	// (nil: the journal's own, when it offers one; with neither, channels
 	// are always folded whole and no checkpoint is taken).
@@ -144,6 +148,8 @@ type Engine struct {
 	log      *slog.Logger
 	now      func() time.Time
 	budgets  Budgets
+	tr       trace.Tracer // spans (trace.go); traced: they go somewhere
+	traced   bool
 
 	chMu     sync.Mutex
 	channels map[core.ChannelKey]*chanView
@@ -216,6 +222,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.model == nil {
 		e.offline = true
 	}
+	e.tr, e.traced = newTracer(cfg.Tracing)
 	if e.tools == nil {
 		e.tools, _ = gate.NewRegistry()
 	}
@@ -427,6 +434,7 @@ func (e *Engine) view(ch core.ChannelKey) *chanView {
 	if v == nil {
 		v = newChanView(ch, e.j)
 		v.ck.cfg = e.ckpt
+		v.tr, v.traced = e.tr, e.traced
 		e.channels[ch] = v
 	}
 	v.touched = e.now()

@@ -159,11 +159,15 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 		began := time.Now()
 		var reply core.Reply
 		var err error
-		if sm, ok := d.e.model.(core.StreamingModel); ok && text != nil {
-			reply, err = sm.StepStream(mctx, v, text)
+		sm, streams := d.e.model.(core.StreamingModel)
+		streams = streams && text != nil
+		sctx, span := d.modelSpan(mctx, v, attempt, streams)
+		if streams {
+			reply, err = sm.StepStream(sctx, v, text)
 		} else {
-			reply, err = d.e.model.Step(mctx, v)
+			reply, err = d.e.model.Step(sctx, v)
 		}
+		d.endModelSpan(span, reply, err)
 		d.e.metrics().ModelCalled(time.Since(began), reply.Usage, err)
 		if err == nil {
 			return reply, nil
@@ -182,7 +186,7 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 		if me.RetryAfter > 0 {
 			w = me.RetryAfter
 		}
-		d.e.log.Warn("model call failed; retrying", "run", runID, "failure", string(me.Failure), "wait", w)
+		d.e.log.WarnContext(ctx, "model call failed; retrying", "run", runID, "failure", string(me.Failure), "wait", w)
 		t := time.NewTimer(w)
 		select {
 		case <-mctx.Done():

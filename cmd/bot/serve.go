@@ -25,6 +25,7 @@ import (
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/internal/egress"
+	"github.com/marlowe-bot/marlowe/internal/telemetry"
 	"github.com/marlowe-bot/marlowe/llm"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 	"github.com/marlowe-bot/marlowe/tools"
@@ -36,10 +37,17 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	// Configuration errors first, before anything is created on disk.
-	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
+	tracing, err := telemetry.FromEnv(ctx, cfg.Getenv)
+	if err != nil {
+		return fmt.Errorf("tracing configuration: %w", err)
+	}
+	defer flushTraces(tracing, log)
+	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log),
+		llm.WithHTTPClient(&http.Client{Transport: tracing.Transport(nil)}))
 	if err != nil {
 		return fmt.Errorf("model configuration: %w", err)
 	}
+	log.Info("tracing", "traces", tracing.Description)
 	st, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
@@ -137,6 +145,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		Replica:       cfg.Replica,
 		LeaseTTL:      cfg.LeaseTTL,
 		Metrics:       metrics,
+		Tracing:       engineTracing(tracing, info),
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)

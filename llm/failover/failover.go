@@ -26,6 +26,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/marlowe-bot/marlowe/core"
 )
 
@@ -147,6 +150,7 @@ func (m *Model) call(ctx context.Context, step func(core.Model) (core.Reply, err
 	if until, open := m.open(); open {
 		m.log.DebugContext(ctx, "model failover: primary skipped, breaker open",
 			"primary", m.names[0], "secondary", m.names[1], "until", until)
+		failoverEvent(ctx, m.names, "breaker-open")
 		return step(m.secondary)
 	}
 
@@ -160,6 +164,7 @@ func (m *Model) call(ctx context.Context, step func(core.Model) (core.Reply, err
 		return core.Reply{}, err
 	}
 	m.failed(ctx, me)
+	failoverEvent(ctx, m.names, string(me.Failure))
 
 	r, err2 := step(m.secondary)
 	if err2 == nil {
@@ -240,4 +245,18 @@ func combine(primary *core.ModelError, secondaryErr error) error {
 		RetryAfter: chosen.RetryAfter,
 		Err:        errors.Join(sec, primary),
 	}
+}
+
+// failoverEvent notes on the caller's span (the engine's model call span,
+// when traced) that the call went to the secondary, and why.
+func failoverEvent(ctx context.Context, names [2]string, why string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attribute.Bool("marlowe.model.failover", true))
+	span.AddEvent("marlowe.model.failover", trace.WithAttributes(
+		attribute.String("marlowe.model.primary", names[0]),
+		attribute.String("marlowe.model.secondary", names[1]),
+		attribute.String("marlowe.model.failover_reason", why)))
 }

@@ -1,0 +1,394 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// Tracing configures the run's OpenTelemetry spans. The zero value makes
+// none (a no-op tracer: no allocation, no export).
+type Tracing struct {
+	// Provider makes the engine's tracer (nil: no spans).
+	Provider trace.TracerProvider
+	// Content lets message text, prompts, model output, tool arguments and
+	// results become span attributes (MARLOWE_TRACE_CONTENT=1). Off, no
+	// span carries any of them.
+	Content bool
+	// Model is the configured model's name, gen_ai.request.model.
+	Model string
+}
+
+// Span and attribute names. docs/operations.md lists them; a trace leads
+// to `bot replay --run <marlowe.run.id>` (the trace id is the run's ULID).
+const (
+	spanIngress = "marlowe.ingress"
+	spanDrive   = "marlowe.run"
+	spanPost    = "marlowe.post"
+	spanEdit    = "marlowe.edit"
+	spanAppend  = "marlowe.journal.append"
+
+	attrRunID        = "marlowe.run.id"
+	attrSeq          = "marlowe.journal.seq"
+	attrSeqLast      = "marlowe.journal.seq_last"
+	attrKinds        = "marlowe.journal.kinds"
+	attrPlatform     = "marlowe.platform"
+	attrChannel      = "marlowe.channel"
+	attrChannelKind  = "marlowe.channel.kind"
+	attrRouteReason  = "marlowe.route.reason"
+	attrOutcome      = "marlowe.ingress.outcome"
+	attrResumed      = "marlowe.run.resumed"
+	attrStatus       = "marlowe.run.status"
+	attrAttempt      = "marlowe.model.attempt"
+	attrStreaming    = "marlowe.model.streaming"
+	attrConsequence  = "marlowe.tool.consequence"
+	attrVerdict      = "marlowe.gate.verdict"
+	attrPostRole     = "marlowe.post.role"
+	attrPostMethod   = "marlowe.post.method"
+	attrApprovalWait = "marlowe.approval.wait_seconds"
+	attrDecision     = "marlowe.approval.decision"
+	attrText         = "marlowe.message.text" // content: only with Tracing.Content
+
+	attrGenOp         = "gen_ai.operation.name"
+	attrGenProvider   = "gen_ai.provider.name"
+	attrGenReqModel   = "gen_ai.request.model"
+	attrGenRespModel  = "gen_ai.response.model"
+	attrGenIn         = "gen_ai.usage.input_tokens"
+	attrGenOut        = "gen_ai.usage.output_tokens"
+	attrGenFinish     = "gen_ai.response.finish_reasons"
+	attrGenToolName   = "gen_ai.tool.name"
+	attrGenToolCallID = "gen_ai.tool.call.id"
+	attrGenToolArgs   = "gen_ai.tool.call.arguments" // content
+	attrGenToolResult = "gen_ai.tool.call.result"    // content
+	attrGenOutput     = "gen_ai.output.messages"     // content
+	attrGenSystem     = "gen_ai.system_instructions" // content
+	attrGenInput      = "gen_ai.input.messages"      // content
+	attrErrorType     = "error.type"
+)
+
+// tracer is the engine's tracer; traced reports whether spans are made at
+// all, so the hooks skip building attributes when they would go nowhere.
+func newTracer(t Tracing) (trace.Tracer, bool) {
+	if t.Provider == nil {
+		return noop.NewTracerProvider().Tracer(""), false
+	}
+	return t.Provider.Tracer("github.com/marlowe-bot/marlowe/engine"), true
+}
+
+// RunTraceID is the trace id of a run: the 16 bytes of its ULID (so the
+// trace id, read as a ULID, is the run id), or for an id that is not a
+// ULID the first 16 bytes of its sha256.
+func RunTraceID(runID string) trace.TraceID {
+	if u, err := ulid.ParseStrict(runID); err == nil {
+		return trace.TraceID(u)
+	}
+	sum := sha256.Sum256([]byte(runID))
+	var t trace.TraceID
+	copy(t[:], sum[:16])
+	return t
+}
+
+// RunOfTrace is the run id a trace id stands for, when the run id is a
+// ULID (every run the boundary mints).
+func RunOfTrace(t trace.TraceID) string { return ulid.ULID(t).String() }
+
+// runSpan starts a root span in the run's trace: a span context holding
+// only a trace id asks the bot's ID generator (internal/telemetry) for
+// that trace, so every piece of one run's work, on any replica and after
+// any restart, lands in one trace with nothing shared between processes.
+func (e *Engine) runSpan(ctx context.Context, runID, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !e.traced {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: RunTraceID(runID)}))
+	opts = append(opts, trace.WithAttributes(attribute.String(attrRunID, runID)))
+	return e.tr.Start(ctx, name, opts...)
+}
+
+// traceIngress records a routed message's ingress as a span in the trace
+// of the run it started, steered or cancelled: platform, channel kind and
+// route reason, never the text (unless content tracing is on). Ignored
+// messages make no span: they leave no trace of any kind.
+func (e *Engine) traceIngress(ctx context.Context, began time.Time, ev *core.Event, reason, run, outcome string, cmds []core.Command) {
+	if !e.traced || run == "" {
+		return
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(attrPlatform, ev.Scope.Platform),
+		attribute.String(attrChannel, string(ev.Scope.Key())),
+		attribute.String(attrChannelKind, string(ev.Visibility)),
+		attribute.String(attrRouteReason, reason),
+		attribute.String(attrOutcome, outcome),
+	}
+	for _, c := range cmds {
+		if c.Kind() == core.KindMessageReceived {
+			attrs = append(attrs, attribute.Int64(attrSeq, int64(c.Seq())))
+		}
+	}
+	if e.cfg.Tracing.Content {
+		attrs = append(attrs, attribute.String(attrText, ev.Text))
+	}
+	_, span := e.runSpan(ctx, run, spanIngress, trace.WithTimestamp(began), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	span.End()
+}
+
+// inTrace reports whether ctx holds a span of a run's trace: only runSpan
+// starts roots, so work outside a run (the ingress's own append, which
+// its span records by seq, a notice) makes no stray one-span traces.
+func inTrace(ctx context.Context) bool {
+	return trace.SpanFromContext(ctx).SpanContext().IsValid()
+}
+
+// endSpan records err (if any) on span and ends it.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// modelSpan starts one model call attempt's GenAI client span.
+func (d *driver) modelSpan(ctx context.Context, v core.View, attempt int, streaming bool) (context.Context, trace.Span) {
+	e := d.e
+	if !e.traced {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(attrGenOp, "chat"),
+		attribute.String(attrGenReqModel, e.cfg.Tracing.Model),
+		attribute.Int(attrAttempt, attempt),
+		attribute.Bool(attrStreaming, streaming),
+		attribute.String(attrRunID, d.rs.ID),
+	}
+	if e.cfg.Tracing.Content {
+		attrs = append(attrs, attribute.String(attrGenSystem, v.System), attribute.String(attrGenInput, messagesText(v.Messages)))
+	}
+	return e.tr.Start(ctx, "chat "+e.cfg.Tracing.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// endModelSpan sets what the reply says (the finish reason is derived:
+// tool_calls when the reply asks for tools, else stop) and ends the span.
+func (d *driver) endModelSpan(span trace.Span, r core.Reply, err error) {
+	if !d.e.traced {
+		return
+	}
+	if err != nil {
+		if me, ok := core.AsModelError(err); ok {
+			span.SetAttributes(attribute.String(attrErrorType, string(me.Failure)))
+		} else {
+			span.SetAttributes(attribute.String(attrErrorType, "other"))
+		}
+		endSpan(span, err)
+		return
+	}
+	finish := "stop"
+	if len(r.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	span.SetAttributes(
+		attribute.String(attrGenProvider, r.Provider),
+		attribute.String(attrGenRespModel, r.Model),
+		attribute.Int(attrGenIn, r.Usage.InputTokens),
+		attribute.Int(attrGenOut, r.Usage.OutputTokens),
+		attribute.StringSlice(attrGenFinish, []string{finish}),
+	)
+	if d.e.cfg.Tracing.Content {
+		span.SetAttributes(attribute.String(attrGenOutput, r.Text))
+	}
+	span.End()
+}
+
+func messagesText(ms []core.Message) string {
+	var n int
+	for _, m := range ms {
+		n += len(m.Text) + len(m.Role) + 2
+	}
+	b := make([]byte, 0, n)
+	for _, m := range ms {
+		b = append(b, m.Role...)
+		b = append(b, ": "...)
+		b = append(b, m.Text...)
+		b = append(b, '\n')
+	}
+	return string(b)
+}
+
+// toolSpan starts the span of one tool call's execution: every tool the
+// engine runs, built-in or from a connector, gets one here (its own HTTP
+// calls are children of it).
+func (d *driver) toolSpan(ctx context.Context, tool core.Tool, cs *callState, verdict string, args []byte) (context.Context, trace.Span) {
+	if !d.e.traced {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(attrGenOp, "execute_tool"),
+		attribute.String(attrGenToolName, tool.Name),
+		attribute.String(attrGenToolCallID, cs.call.ID),
+		attribute.String(attrConsequence, string(tool.Consequence)),
+		attribute.String(attrVerdict, verdict),
+		attribute.String(attrRunID, d.rs.ID),
+		attribute.Int64(attrSeq, int64(cs.reqSeq)),
+	}
+	if d.e.cfg.Tracing.Content {
+		attrs = append(attrs, attribute.String(attrGenToolArgs, string(args)))
+	}
+	return d.e.tr.Start(ctx, "execute_tool "+tool.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+}
+
+func (d *driver) endToolSpan(span trace.Span, obs core.Observation, err error) {
+	if !d.e.traced {
+		return
+	}
+	if err != nil {
+		span.SetAttributes(attribute.String(attrErrorType, "tool_error"))
+	} else if d.e.cfg.Tracing.Content {
+		span.SetAttributes(attribute.String(attrGenToolResult, obs.Text))
+	}
+	endSpan(span, err)
+}
+
+// gateEvent notes on the drive's span a gate verdict that ran nothing
+// (deny) or asked first (ask): tool, consequence, verdict.
+func (d *driver) gateEvent(ctx context.Context, tool core.Tool, verdict string) {
+	if !d.e.traced {
+		return
+	}
+	trace.SpanFromContext(ctx).AddEvent("marlowe.gate", trace.WithAttributes(
+		attribute.String(attrGenToolName, tool.Name),
+		attribute.String(attrConsequence, string(tool.Consequence)),
+		attribute.String(attrVerdict, verdict),
+	))
+}
+
+// approvalEvent notes an approval's request or resolution on the drive's
+// span; a resolution carries how long the card waited.
+func (d *driver) approvalEvent(ctx context.Context, name string, a *runApproval) {
+	if !d.e.traced || a == nil || a.req == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("marlowe.approval.id", a.req.ApprovalID),
+		attribute.String(attrGenToolName, a.req.Tool),
+		attribute.Int64(attrSeq, int64(a.seq)),
+	}
+	if a.res != nil {
+		attrs = append(attrs, attribute.String(attrDecision, a.res.Decision), attribute.Int64(attrSeqLast, int64(a.resSeq)))
+		if !a.reqAt.IsZero() && !a.resAt.IsZero() {
+			attrs = append(attrs, attribute.Float64(attrApprovalWait, a.resAt.Sub(a.reqAt).Seconds()))
+		}
+	}
+	trace.SpanFromContext(ctx).AddEvent(name, trace.WithAttributes(attrs...))
+}
+
+// postSpan starts the span of one platform write (a post or an edit).
+func (e *Engine) postSpan(ctx context.Context, name string, out core.Outbound, role, method string) (context.Context, trace.Span) {
+	if !e.traced || !inTrace(ctx) {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(attrPlatform, out.Scope.Platform),
+		attribute.String(attrChannel, string(out.Scope.Key())),
+		attribute.String(attrPostRole, role),
+		attribute.String(attrPostMethod, method),
+	}
+	if e.cfg.Tracing.Content {
+		attrs = append(attrs, attribute.String(attrText, out.Text))
+	}
+	return e.tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// appendSpan starts the span of one journal append; endAppendSpan puts the
+// seqs it got on it.
+func (v *chanView) appendSpan(ctx context.Context, attempt int, drafts []core.Draft) (context.Context, trace.Span) {
+	if !v.traced || !inTrace(ctx) {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	kinds := make([]string, len(drafts))
+	for i, d := range drafts {
+		kinds[i] = string(d.Kind())
+	}
+	return v.tr.Start(ctx, spanAppend, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String(attrChannel, string(v.key)),
+		attribute.StringSlice(attrKinds, kinds),
+		attribute.Int("marlowe.journal.attempt", attempt),
+	))
+}
+
+func (v *chanView) endAppendSpan(span trace.Span, cmds []core.Command, err error) {
+	if !v.traced {
+		return
+	}
+	if len(cmds) > 0 {
+		span.SetAttributes(attribute.Int64(attrSeq, int64(cmds[0].Seq())), attribute.Int64(attrSeqLast, int64(cmds[len(cmds)-1].Seq())))
+	}
+	endSpan(span, err)
+}
+
+func ingressOutcome(started, steered, cancelled bool) string {
+	switch {
+	case started:
+		return "started"
+	case steered:
+		return "steered"
+	case cancelled:
+		return "cancelled"
+	}
+	return "other"
+}
+
+// verdictOf is the gate verdict a call runs under: allow, or approved
+// when a person approved its card.
+func verdictOf(cs *callState) string {
+	if cs.approval != "" {
+		return "approved"
+	}
+	return string(cs.decision)
+}
+
+// post is postOnce in a span: method says how the surface sends it
+// (post, attempted: journaled attempt first, stream), and the surface's
+// pacer notes each rate-limit refusal it waits out on the same span.
+func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out core.Outbound, rec postRecord) (core.MessageRef, error) {
+	if !e.traced {
+		return e.postOnce(ctx, s, rs, out, rec)
+	}
+	if rs != nil {
+		if ref, ok := rs.Effects[out.Key]; ok {
+			return ref, nil // posted already: no platform call, no span
+		}
+	}
+	method := "post"
+	if rec.send != nil {
+		method = "stream"
+	} else if _, ok := s.(core.AttemptedPoster); ok && out.Key != "" {
+		method = "attempted"
+	}
+	ctx, span := e.postSpan(ctx, spanPost, out, rec.role, method)
+	if rec.run != "" {
+		span.SetAttributes(attribute.String(attrRunID, rec.run))
+	}
+	ref, err := e.postOnce(ctx, s, rs, out, rec)
+	endSpan(span, err)
+	return ref, err
+}
+
+// journalEdit is journalEditOnce in a span.
+func (e *Engine) journalEdit(ctx context.Context, rs *RunReplay, effect string, ref core.MessageRef, text string, perform func(ctx context.Context, key string) error) error {
+	if !e.traced {
+		return e.journalEditOnce(ctx, rs, effect, ref, text, perform)
+	}
+	ctx, span := e.postSpan(ctx, spanEdit, core.Outbound{Scope: ref.Scope, Text: text}, "edit", "update")
+	span.SetAttributes(attribute.String(attrRunID, rs.ID))
+	err := e.journalEditOnce(ctx, rs, effect, ref, text, perform)
+	endSpan(span, err)
+	return err
+}
