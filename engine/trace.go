@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -147,13 +148,39 @@ func inTrace(ctx context.Context) bool {
 	return trace.SpanFromContext(ctx).SpanContext().IsValid()
 }
 
-// endSpan records err (if any) on span and ends it.
-func endSpan(span trace.Span, err error) {
+// endSpan marks a failed span and ends it. An error's text is content (a
+// tool's error may quote its arguments, a provider's the prompt): without
+// the opt-in a failed span carries status Error and error.type, a class
+// (errorType), never the message.
+func endSpan(span trace.Span, err error, content bool, class string) {
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String(attrErrorType, errorType(err, class)))
+		desc := "failed"
+		if content {
+			desc = err.Error()
+			span.RecordError(err)
+		}
+		span.SetStatus(codes.Error, desc)
 	}
 	span.End()
+}
+
+// errorType classifies err without its text; class is the fallback.
+func errorType(err error, class string) string {
+	if me, ok := core.AsModelError(err); ok {
+		return string(me.Failure)
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, core.ErrHeadMoved):
+		return "head_moved"
+	case errors.Is(err, core.ErrFenced):
+		return "fenced"
+	}
+	return class
 }
 
 // modelSpan starts one model call attempt's GenAI client span.
@@ -182,12 +209,7 @@ func (d *driver) endModelSpan(span trace.Span, r core.Reply, err error) {
 		return
 	}
 	if err != nil {
-		if me, ok := core.AsModelError(err); ok {
-			span.SetAttributes(attribute.String(attrErrorType, string(me.Failure)))
-		} else {
-			span.SetAttributes(attribute.String(attrErrorType, "other"))
-		}
-		endSpan(span, err)
+		endSpan(span, err, d.e.cfg.Tracing.Content, "other")
 		return
 	}
 	finish := "stop"
@@ -248,12 +270,10 @@ func (d *driver) endToolSpan(span trace.Span, obs core.Observation, err error) {
 	if !d.e.traced {
 		return
 	}
-	if err != nil {
-		span.SetAttributes(attribute.String(attrErrorType, "tool_error"))
-	} else if d.e.cfg.Tracing.Content {
+	if err == nil && d.e.cfg.Tracing.Content {
 		span.SetAttributes(attribute.String(attrGenToolResult, obs.Text))
 	}
-	endSpan(span, err)
+	endSpan(span, err, d.e.cfg.Tracing.Content, "tool_error")
 }
 
 // gateEvent notes on the drive's span a gate verdict that ran nothing
@@ -330,7 +350,7 @@ func (v *chanView) endAppendSpan(span trace.Span, cmds []core.Command, err error
 	if len(cmds) > 0 {
 		span.SetAttributes(attribute.Int64(attrSeq, int64(cmds[0].Seq())), attribute.Int64(attrSeqLast, int64(cmds[len(cmds)-1].Seq())))
 	}
-	endSpan(span, err)
+	endSpan(span, err, false, "journal_error")
 }
 
 func ingressOutcome(started, steered, cancelled bool) string {
@@ -377,7 +397,7 @@ func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out co
 		span.SetAttributes(attribute.String(attrRunID, rec.run))
 	}
 	ref, err := e.postOnce(ctx, s, rs, out, rec)
-	endSpan(span, err)
+	endSpan(span, err, e.cfg.Tracing.Content, "post_error")
 	return ref, err
 }
 
@@ -389,6 +409,6 @@ func (e *Engine) journalEdit(ctx context.Context, rs *RunReplay, effect string, 
 	ctx, span := e.postSpan(ctx, spanEdit, core.Outbound{Scope: ref.Scope, Text: text}, "edit", "update")
 	span.SetAttributes(attribute.String(attrRunID, rs.ID))
 	err := e.journalEditOnce(ctx, rs, effect, ref, text, perform)
-	endSpan(span, err)
+	endSpan(span, err, e.cfg.Tracing.Content, "edit_error")
 	return err
 }

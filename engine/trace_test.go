@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -33,10 +36,10 @@ func tracedRun(t *testing.T, content bool) ([]sdktrace.ReadOnlySpan, string, *ha
 	t.Cleanup(func() { _ = tr.Shutdown(t.Context()) })
 	log := &toolLog{}
 	m := coretest.NewScriptedModel(
-		coretest.Calls(coretest.Call("c1", "wipe", `{"id":"`+marker+`"}`)),
+		coretest.Calls(coretest.Call("c0", "probe", `{"q":"`+marker+`"}`), coretest.Call("c1", "wipe", `{"id":"`+marker+`"}`)),
 		func(v core.View) (core.Reply, error) { return core.Reply{Text: "done: " + lastText(v)}, nil },
 	)
-	h := newHarness(t, m, []core.Tool{wipeTool(log)}, platformAdmins(bob.ID), func(c *engine.Config) {
+	h := newHarness(t, m, []core.Tool{wipeTool(log), failingTool()}, platformAdmins(bob.ID), func(c *engine.Config) {
 		c.Tracing = engine.Tracing{Provider: tr.Provider, Content: content, Model: "test-model"}
 		c.Logger = slog.New(telemetry.LogHandler(c.Logger.Handler()))
 	})
@@ -58,6 +61,16 @@ func tracedRun(t *testing.T, content bool) ([]sdktrace.ReadOnlySpan, string, *ha
 		t.Fatal(err)
 	}
 	return exp.GetSpans().Snapshots(), run, h
+}
+
+// failingTool is a read tool whose error quotes its argument, as a
+// fetch's "GET <url>: ..." would.
+func failingTool() core.Tool {
+	return core.Tool{Name: "probe", Description: "probe", Consequence: core.Read,
+		Schema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			return core.Observation{}, fmt.Errorf("probe %s: refused", args)
+		}}
 }
 
 func byName(spans []sdktrace.ReadOnlySpan, name string) []sdktrace.ReadOnlySpan {
@@ -151,6 +164,11 @@ func TestTraceOfOneRunIsOneTreeWithGenAIAttributes(t *testing.T) {
 		t.Errorf("model span's parent is not a drive span")
 	}
 
+	if p := byName(spans, "execute_tool probe"); len(p) != 1 || p[0].Status().Code != codes.Error {
+		t.Errorf("failed tool's span = %v", p)
+	} else if et, _ := attrOf(p[0], "error.type"); et.AsString() != "tool_error" {
+		t.Errorf("failed tool's error.type = %q", et.AsString())
+	}
 	tools := byName(spans, "execute_tool wipe")
 	if len(tools) != 1 {
 		t.Fatalf("tool spans = %d", len(tools))
@@ -235,7 +253,7 @@ func TestAttackContentNeverReachesSpansWithoutOptIn(t *testing.T) {
 	}
 	spans, _, _ = tracedRun(t, true)
 	got := strings.Join(leaks(spans), ",")
-	for _, want := range []string{"marlowe.message.text", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "gen_ai.output.messages", "gen_ai.input.messages"} {
+	for _, want := range []string{"exception.message", "marlowe.message.text", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "gen_ai.output.messages", "gen_ai.input.messages"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("with the opt-in, %s does not carry the content (found: %s)", want, got)
 		}
