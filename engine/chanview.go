@@ -46,6 +46,8 @@ type chanView struct {
 	// tr makes journal append spans (trace.go); traced: spans go somewhere.
 	tr     trace.Tracer
 	traced bool
+	// appendFailed, when set, counts a journal append that failed.
+	appendFailed func()
 }
 
 func newChanView(key core.ChannelKey, j core.Journal) *chanView {
@@ -146,6 +148,9 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]core.Draft, er
 		case errors.Is(err, core.ErrFenced):
 			return nil, fmt.Errorf("append %s to %s: %w: %w", drafts[0].Kind(), v.key, replica.ErrLeaseLost, err)
 		case err != nil:
+			if v.appendFailed != nil {
+				v.appendFailed()
+			}
 			return nil, fmt.Errorf("append %s to %s: %w", drafts[0].Kind(), v.key, journalFailed(err))
 		}
 		for _, c := range cmds {

@@ -435,6 +435,9 @@ func (e *Engine) view(ch core.ChannelKey) *chanView {
 		v = newChanView(ch, e.j)
 		v.ck.cfg = e.ckpt
 		v.tr, v.traced = e.tr, e.traced
+		if m := e.ops(); m != nil {
+			v.appendFailed = m.JournalAppendFailed
+		}
 		e.channels[ch] = v
 	}
 	v.touched = e.now()

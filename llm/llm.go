@@ -105,7 +105,13 @@ type Option func(*options)
 type options struct {
 	log        *slog.Logger
 	httpClient *http.Client
+	onFailover func(string)
 }
+
+// WithFailoverHook sets a function told each time a call goes to the
+// fallback model (with the reason: the primary's failure, or
+// breaker-open).
+func WithFailoverHook(f func(reason string)) Option { return func(o *options) { o.onFailover = f } }
 
 // WithHTTPClient sets the HTTP client of every model and embedding call
 // (cmd/bot passes one whose transport carries W3C trace context).
@@ -161,7 +167,8 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 			}
 			model = failover.New(primary, secondary,
 				failover.WithLogger(log),
-				failover.WithNames(primaryEP.String(), fallbackEP.String()))
+				failover.WithNames(primaryEP.String(), fallbackEP.String()),
+				failover.WithOnFailover(o.onFailover))
 		}
 	}
 

@@ -42,8 +42,10 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return fmt.Errorf("tracing configuration: %w", err)
 	}
 	defer flushTraces(tracing, log)
+	alerts := newAlertMetrics()
 	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log),
-		llm.WithHTTPClient(&http.Client{Transport: tracing.Transport(nil)}))
+		llm.WithHTTPClient(&http.Client{Transport: tracing.Transport(nil)}),
+		llm.WithFailoverHook(alerts.failedOver))
 	if err != nil {
 		return fmt.Errorf("model configuration: %w", err)
 	}
@@ -126,6 +128,8 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	})
 
 	metrics := newMetrics(filter, mem, surfaces.byName)
+	metrics.alerts = alerts
+	alerts.register(metrics.reg)
 	eng, err := engine.New(engine.Config{
 		ExportURL:     cfg.PublicURL,
 		Journal:       st.Journal,
