@@ -127,6 +127,9 @@ type Config struct {
 	// negative: never). Loading a channel restores its latest checkpoint
 	// and folds only what follows (checkpoint.go).
 	CheckpointEvery int
+	// Prices estimate what model calls cost (MARLOWE_MODEL_PRICES): spend
+	// in metrics and `status`, and the daily budget set as money (spend.go).
+	Prices core.Prices
 	// Tracing makes the runs' OpenTelemetry spans (trace.go; zero: none).
 	Tracing Tracing
 	// Verifier checks a checkpoint's signature before it is restored

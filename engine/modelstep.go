@@ -40,7 +40,7 @@ func (d *driver) overBudget(pol core.Policy, dayTokens int) string {
 	if daily > 0 && dayTokens >= daily {
 		return fmt.Sprintf("this channel's daily token budget (%d tokens) is used up; it resets at midnight UTC", daily)
 	}
-	return ""
+	return d.overSpend(pol)
 }
 
 var errWallBudget = errors.New("run time budget exhausted during the model call")
@@ -169,6 +169,7 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 		}
 		d.endModelSpan(span, reply, err)
 		d.e.metrics().ModelCalled(time.Since(began), reply.Usage, err)
+		d.e.spent(d.rs.Scope.Key(), reply, err)
 		if err == nil {
 			return reply, nil
 		}

@@ -45,18 +45,6 @@ var discordOnly = map[string]bool{
 	"marlowe_delivery_retries_total":        true,
 }
 
-// exportedNames scrapes /metrics and returns the sample names (histogram
-// series keep their _bucket, _sum and _count suffixes, as queries name them).
-func exportedNames(t *testing.T, addr string) map[string]bool {
-	t.Helper()
-	names := map[string]bool{}
-	for k := range scrape(t, addr) {
-		name, _, _ := strings.Cut(k, "{")
-		names[name] = true
-	}
-	return names
-}
-
 type dashboard struct {
 	Title  string `json:"title"`
 	Panels []struct {
@@ -87,13 +75,26 @@ type alertRules struct {
 // which appear with their first event are there).
 func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	t.Parallel()
-	b := startQA(t, qaOpts{})
+	b := startQA(t, qaOpts{env: map[string]string{"MARLOWE_MODEL_PRICES": "fake-model=1/2"}})
 	b.slack.RateLimit("chat.postMessage", 1, time.Second)
 	b.model.Enqueue(llmtest.Text("dashkiwi answer"))
 	b.slack.Say(qaGeneral, "", qaAlice, b.mention+" a question")
 	b.waitPostFor(15*time.Second, "the answer", hasText("dashkiwi answer"))
 	b.waitLog("run completed")
-	exported := exportedNames(t, b.readyAddr())
+	samples := scrape(t, b.readyAddr())
+	exported := map[string]bool{}
+	spend := 0.0
+	for k, v := range samples {
+		name, _, _ := strings.Cut(k, "{")
+		exported[name] = true
+		if name == "marlowe_model_spend_total" {
+			spend += v
+		}
+	}
+	// MARLOWE_MODEL_PRICES reached the engine: the run's tokens were priced.
+	if spend <= 0 {
+		t.Errorf("estimated spend after a priced run = %v", spend)
+	}
 	var raw []byte
 	src, err := os.ReadFile("metrics.go")
 	if err != nil {

@@ -150,6 +150,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		LeaseTTL:      cfg.LeaseTTL,
 		Metrics:       metrics,
 		Tracing:       engineTracing(tracing, info),
+		Prices:        cfg.Prices,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)

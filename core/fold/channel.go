@@ -31,9 +31,10 @@ type Channel struct {
 	// live holds the runs not yet ended, so the owner finds what to drive
 	// without walking every run the channel ever had.
 	live      map[string]struct{}
-	threads   map[string]string   // thread root → latest run id
-	seen      map[string]struct{} // delivered message ids (redelivery dedupe)
-	dayTokens map[string]int      // UTC date → tokens spent
+	threads   map[string]string                // thread root → latest run id
+	seen      map[string]struct{}              // delivered message ids (redelivery dedupe)
+	dayTokens map[string]int                   // UTC date → tokens spent
+	dayUsage  map[string]map[string]core.Usage // UTC date → model → tokens (spend estimates)
 	// history keeps each conversation's recent turns (routed messages and
 	// the bot's answers) so a new run knows what came before; threadConv,
 	// msgConv and top say which conversation a message continues
@@ -60,7 +61,7 @@ func NewChannel(ch core.ChannelKey) Channel {
 	return Channel{
 		ch: ch, counts: map[string]int{}, consents: map[string]*Grant{}, approvals: map[string]*Approval{},
 		runs: map[string]*Run{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
-		dayTokens: map[string]int{}, history: map[string][]core.ThreadTurn{},
+		dayTokens: map[string]int{}, dayUsage: map[string]map[string]core.Usage{}, history: map[string][]core.ThreadTurn{},
 		threadConv: newFIFOMap(conversationThreads), msgConv: newFIFOMap(conversationMessages),
 		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
 		firingRuns: map[string]*Firing{},
@@ -189,6 +190,16 @@ func (f *Channel) Apply(c core.Command) error {
 		f.live[r.ID] = struct{}{}
 	case *core.ModelStep:
 		f.dayTokens[dayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
+		if p.Usage != (core.Usage{}) {
+			day := dayKey(c.At())
+			if f.dayUsage[day] == nil {
+				f.dayUsage[day] = map[string]core.Usage{}
+			}
+			u := f.dayUsage[day][p.Model]
+			u.InputTokens += p.Usage.InputTokens
+			u.OutputTokens += p.Usage.OutputTokens
+			f.dayUsage[day][p.Model] = u
+		}
 		if c.Run() != "" {
 			r := f.touch(c)
 			r.steps++
