@@ -136,9 +136,12 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]core.Draft, er
 		if err != nil || len(drafts) == 0 {
 			return nil, err
 		}
-		actx, span := v.appendSpan(ctx, attempt, drafts)
-		cmds, err := v.j.AppendAt(actx, core.Expect{Head: v.seq, Fence: fence}, drafts...)
-		v.endAppendSpan(span, cmds, err)
+		var began time.Time
+		if v.traced {
+			began = time.Now()
+		}
+		cmds, err := v.j.AppendAt(ctx, core.Expect{Head: v.seq, Fence: fence}, drafts...)
+		v.appendEvent(ctx, began, attempt, drafts, cmds, err)
 		switch {
 		case errors.Is(err, core.ErrHeadMoved) && attempt < maxReplans:
 			if err := v.catchUp(ctx); err != nil {

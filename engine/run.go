@@ -85,8 +85,7 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 		}
 	}
 	d := &driver{e: e, rs: rs, v: v, s: s, outage: outage, typing: newTypist(e, s, rs)}
-	if e.traced {
-		span := trace.SpanFromContext(ctx)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.String(attrPlatform, rs.Scope.Platform), attribute.String(attrChannel, string(rs.Scope.Key())))
 		defer func() { span.SetAttributes(attribute.String(attrStatus, string(rs.Status))) }()
 	}

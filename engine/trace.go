@@ -110,8 +110,11 @@ func (e *Engine) runSpan(ctx context.Context, runID, name string, opts ...trace.
 		return ctx, trace.SpanFromContext(context.Background())
 	}
 	ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: RunTraceID(runID)}))
-	opts = append(opts, trace.WithAttributes(attribute.String(attrRunID, runID)))
-	return e.tr.Start(ctx, name, opts...)
+	ctx, span := e.tr.Start(ctx, name, opts...)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(attrRunID, runID))
+	}
+	return ctx, span
 }
 
 // traceIngress records a routed message's ingress as a span in the trace
@@ -121,6 +124,11 @@ func (e *Engine) runSpan(ctx context.Context, runID, name string, opts ...trace.
 func (e *Engine) traceIngress(ctx context.Context, began time.Time, ev *core.Event, reason, run, outcome string, cmds []core.Command) {
 	if !e.traced || run == "" {
 		return
+	}
+	_, span := e.runSpan(ctx, run, spanIngress, trace.WithTimestamp(began), trace.WithSpanKind(trace.SpanKindConsumer))
+	defer span.End()
+	if !span.IsRecording() {
+		return // not sampled: build nothing
 	}
 	attrs := []attribute.KeyValue{
 		attribute.String(attrPlatform, ev.Scope.Platform),
@@ -137,8 +145,7 @@ func (e *Engine) traceIngress(ctx context.Context, began time.Time, ev *core.Eve
 	if e.cfg.Tracing.Content {
 		attrs = append(attrs, attribute.String(attrText, ev.Text))
 	}
-	_, span := e.runSpan(ctx, run, spanIngress, trace.WithTimestamp(began), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
-	span.End()
+	span.SetAttributes(attrs...)
 }
 
 // inTrace reports whether ctx holds a span of a run's trace: only runSpan
@@ -189,6 +196,10 @@ func (d *driver) modelSpan(ctx context.Context, v core.View, attempt int, stream
 	if !e.traced {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
+	ctx, span := e.tr.Start(ctx, "chat "+e.cfg.Tracing.Model, trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		return ctx, span
+	}
 	attrs := []attribute.KeyValue{
 		attribute.String(attrGenOp, "chat"),
 		attribute.String(attrGenReqModel, e.cfg.Tracing.Model),
@@ -199,13 +210,18 @@ func (d *driver) modelSpan(ctx context.Context, v core.View, attempt int, stream
 	if e.cfg.Tracing.Content {
 		attrs = append(attrs, attribute.String(attrGenSystem, v.System), attribute.String(attrGenInput, messagesText(v.Messages)))
 	}
-	return e.tr.Start(ctx, "chat "+e.cfg.Tracing.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	span.SetAttributes(attrs...)
+	return ctx, span
 }
 
 // endModelSpan sets what the reply says (the finish reason is derived:
 // tool_calls when the reply asks for tools, else stop) and ends the span.
 func (d *driver) endModelSpan(span trace.Span, r core.Reply, err error) {
 	if !d.e.traced {
+		return
+	}
+	if !span.IsRecording() {
+		span.End()
 		return
 	}
 	if err != nil {
@@ -251,6 +267,10 @@ func (d *driver) toolSpan(ctx context.Context, tool core.Tool, cs *callState, ve
 	if !d.e.traced {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
+	ctx, span := d.e.tr.Start(ctx, "execute_tool "+tool.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	if !span.IsRecording() {
+		return ctx, span
+	}
 	attrs := []attribute.KeyValue{
 		attribute.String(attrGenOp, "execute_tool"),
 		attribute.String(attrGenToolName, tool.Name),
@@ -263,14 +283,15 @@ func (d *driver) toolSpan(ctx context.Context, tool core.Tool, cs *callState, ve
 	if d.e.cfg.Tracing.Content {
 		attrs = append(attrs, attribute.String(attrGenToolArgs, string(args)))
 	}
-	return d.e.tr.Start(ctx, "execute_tool "+tool.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	span.SetAttributes(attrs...)
+	return ctx, span
 }
 
 func (d *driver) endToolSpan(span trace.Span, obs core.Observation, err error) {
 	if !d.e.traced {
 		return
 	}
-	if err == nil && d.e.cfg.Tracing.Content {
+	if err == nil && d.e.cfg.Tracing.Content && span.IsRecording() {
 		span.SetAttributes(attribute.String(attrGenToolResult, obs.Text))
 	}
 	endSpan(span, err, d.e.cfg.Tracing.Content, "tool_error")
@@ -279,7 +300,7 @@ func (d *driver) endToolSpan(span trace.Span, obs core.Observation, err error) {
 // gateEvent notes on the drive's span a gate verdict that ran nothing
 // (deny) or asked first (ask): tool, consequence, verdict.
 func (d *driver) gateEvent(ctx context.Context, tool core.Tool, verdict string) {
-	if !d.e.traced {
+	if !d.e.traced || !trace.SpanFromContext(ctx).IsRecording() {
 		return
 	}
 	trace.SpanFromContext(ctx).AddEvent("marlowe.gate", trace.WithAttributes(
@@ -292,7 +313,7 @@ func (d *driver) gateEvent(ctx context.Context, tool core.Tool, verdict string) 
 // approvalEvent notes an approval's request or resolution on the drive's
 // span; a resolution carries how long the card waited.
 func (d *driver) approvalEvent(ctx context.Context, name string, a *runApproval) {
-	if !d.e.traced || a == nil || a.req == nil {
+	if !d.e.traced || a == nil || a.req == nil || !trace.SpanFromContext(ctx).IsRecording() {
 		return
 	}
 	attrs := []attribute.KeyValue{
@@ -314,6 +335,10 @@ func (e *Engine) postSpan(ctx context.Context, name string, out core.Outbound, r
 	if !e.traced || !inTrace(ctx) {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
+	ctx, span := e.tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		return ctx, span
+	}
 	attrs := []attribute.KeyValue{
 		attribute.String(attrPlatform, out.Scope.Platform),
 		attribute.String(attrChannel, string(out.Scope.Key())),
@@ -323,34 +348,38 @@ func (e *Engine) postSpan(ctx context.Context, name string, out core.Outbound, r
 	if e.cfg.Tracing.Content {
 		attrs = append(attrs, attribute.String(attrText, out.Text))
 	}
-	return e.tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	span.SetAttributes(attrs...)
+	return ctx, span
 }
 
-// appendSpan starts the span of one journal append; endAppendSpan puts the
-// seqs it got on it.
-func (v *chanView) appendSpan(ctx context.Context, attempt int, drafts []core.Draft) (context.Context, trace.Span) {
-	if !v.traced || !inTrace(ctx) {
-		return ctx, trace.SpanFromContext(context.Background())
-	}
-	kinds := make([]string, len(drafts))
-	for i, d := range drafts {
-		kinds[i] = string(d.Kind())
-	}
-	return v.tr.Start(ctx, spanAppend, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String(attrChannel, string(v.key)),
-		attribute.StringSlice(attrKinds, kinds),
-		attribute.Int("marlowe.journal.attempt", attempt),
-	))
-}
-
-func (v *chanView) endAppendSpan(span trace.Span, cmds []core.Command, err error) {
+// appendEvent notes one journal append on the span it happened under
+// (a drive's, a post's): kinds, the seqs it got, how long it took, and an
+// error class if it failed. An event, not a span: a run makes a dozen
+// appends, and events cost a fraction of a span (BenchmarkRunTracing).
+func (v *chanView) appendEvent(ctx context.Context, began time.Time, attempt int, drafts []core.Draft, cmds []core.Command, err error) {
 	if !v.traced {
 		return
 	}
-	if len(cmds) > 0 {
-		span.SetAttributes(attribute.Int64(attrSeq, int64(cmds[0].Seq())), attribute.Int64(attrSeqLast, int64(cmds[len(cmds)-1].Seq())))
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
 	}
-	endSpan(span, err, false, "journal_error")
+	kinds := make([]string, len(drafts))
+	for i, d := range drafts {
+		kinds[i] = d.Kind().String()
+	}
+	attrs := []attribute.KeyValue{
+		attribute.StringSlice(attrKinds, kinds),
+		attribute.Int("marlowe.journal.attempt", attempt),
+		attribute.Float64("marlowe.journal.append_ms", float64(time.Since(began).Microseconds())/1000),
+	}
+	if len(cmds) > 0 {
+		attrs = append(attrs, attribute.Int64(attrSeq, int64(cmds[0].Seq())), attribute.Int64(attrSeqLast, int64(cmds[len(cmds)-1].Seq())))
+	}
+	if err != nil {
+		attrs = append(attrs, attribute.String(attrErrorType, errorType(err, "journal_error")))
+	}
+	span.AddEvent(spanAppend, trace.WithAttributes(attrs...))
 }
 
 func ingressOutcome(started, steered, cancelled bool) string {
@@ -393,7 +422,7 @@ func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out co
 		method = "attempted"
 	}
 	ctx, span := e.postSpan(ctx, spanPost, out, rec.role, method)
-	if rec.run != "" {
+	if rec.run != "" && span.IsRecording() {
 		span.SetAttributes(attribute.String(attrRunID, rec.run))
 	}
 	ref, err := e.postOnce(ctx, s, rs, out, rec)
@@ -407,7 +436,9 @@ func (e *Engine) journalEdit(ctx context.Context, rs *RunReplay, effect string, 
 		return e.journalEditOnce(ctx, rs, effect, ref, text, perform)
 	}
 	ctx, span := e.postSpan(ctx, spanEdit, core.Outbound{Scope: ref.Scope, Text: text}, "edit", "update")
-	span.SetAttributes(attribute.String(attrRunID, rs.ID))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(attrRunID, rs.ID))
+	}
 	err := e.journalEditOnce(ctx, rs, effect, ref, text, perform)
 	endSpan(span, err, e.cfg.Tracing.Content, "edit_error")
 	return err
