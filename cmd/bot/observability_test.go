@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -12,13 +13,16 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
@@ -241,7 +245,7 @@ func TestTraceOfARunReachesAnOTLPReceiver(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL,
 		"OTEL_SERVICE_NAME":           "marlowe-qa",
 	}})
-	b.model.Enqueue(llmtest.Text("otlpkiwi answer"))
+	b.model.Enqueue(llmtest.Tools(llmtest.Call("c1", "recall", `{"query":"`+secret+`"}`)), llmtest.Text("otlpkiwi answer"))
 	b.slack.Say(qaGeneral, "", qaAlice, b.mention+" "+secret)
 	b.waitPostFor(15*time.Second, "the answer", hasText("otlpkiwi answer"))
 	b.waitLog("run completed")
@@ -271,9 +275,22 @@ func TestTraceOfARunReachesAnOTLPReceiver(t *testing.T) {
 				t.Errorf("span %s attribute %s carries the message text", s.Name, kv.Key)
 			}
 		}
+		for _, ev := range s.Events {
+			for _, kv := range ev.Attributes {
+				if strings.Contains(kv.GetValue().String(), secret) {
+					t.Errorf("span %s event %s attribute %s carries the message text", s.Name, ev.Name, kv.Key)
+				}
+			}
+		}
 	}
+	t.Logf("the run's trace (trace id %s, run %s):\n%s", hex.EncodeToString(want[:]), run, spanTree(byID))
 	if got := engine.RunOfTrace(trace.TraceID(want)); got != run {
 		t.Errorf("trace id reads back as %s, want run %s", got, run)
+	}
+	// The trace id leads to the run: `bot replay --run <trace id>`.
+	out, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": b.dir}), "", "replay", "--run", hex.EncodeToString(want[:]))
+	if err != nil || !strings.Contains(out, `"id": "`+run+`"`) {
+		t.Errorf("replay --run <trace id> = %v\n%s", err, out)
 	}
 	appends := 0
 	for _, s := range byID {
@@ -286,7 +303,7 @@ func TestTraceOfARunReachesAnOTLPReceiver(t *testing.T) {
 	if appends == 0 {
 		t.Error("no journal append events in the run's trace")
 	}
-	for _, n := range []string{"marlowe.ingress", "marlowe.run", "chat fake-model", "marlowe.post"} {
+	for _, n := range []string{"marlowe.ingress", "marlowe.run", "chat fake-model", "execute_tool recall", "marlowe.post"} {
 		if names[n] == 0 {
 			t.Errorf("no %s span in the run's trace; got %v", n, slices.Sorted(maps.Keys(names)))
 		}
@@ -310,4 +327,91 @@ func TestTraceOfARunReachesAnOTLPReceiver(t *testing.T) {
 	if !slices.Contains(sent, tp) {
 		t.Errorf("model requests carried traceparent %v, want %s", sent, tp)
 	}
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchOTLP starts an OTLP/HTTP endpoint that drops every export unread
+// (decoding is the collector's work, not the bot's) and returns its base
+// URL (OTEL_EXPORTER_OTLP_ENDPOINT).
+func benchOTLP(b *testing.B) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK) // an empty ExportTraceServiceResponse
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// spanTree renders a trace as text: one line per span, children indented
+// under their parent, with its duration, its attributes and its events
+// (docs/operations.md shows one).
+func spanTree(byID map[string]*tracepb.Span) string {
+	kids := map[string][]*tracepb.Span{}
+	var roots []*tracepb.Span
+	for _, s := range byID {
+		if p := hex.EncodeToString(s.ParentSpanId); byID[p] != nil {
+			kids[p] = append(kids[p], s)
+		} else {
+			roots = append(roots, s)
+		}
+	}
+	byStart := func(a, b *tracepb.Span) int { return int(a.StartTimeUnixNano>>10) - int(b.StartTimeUnixNano>>10) }
+	var sb strings.Builder
+	var walk func(s *tracepb.Span, depth int)
+	walk = func(s *tracepb.Span, depth int) {
+		pad := strings.Repeat("  ", depth)
+		ms := float64(s.EndTimeUnixNano-s.StartTimeUnixNano) / 1e6
+		var attrs []string
+		for _, kv := range s.Attributes {
+			attrs = append(attrs, kv.Key+"="+anyValue(kv.GetValue()))
+		}
+		slices.Sort(attrs)
+		kind := strings.TrimPrefix(s.Kind.String(), "SPAN_KIND_")
+		fmt.Fprintf(&sb, "%s%s [%s %.1f ms] %s\n", pad, s.Name, strings.ToLower(kind), ms, strings.Join(attrs, " "))
+		for _, ev := range s.Events {
+			var ea []string
+			for _, kv := range ev.Attributes {
+				ea = append(ea, kv.Key+"="+anyValue(kv.GetValue()))
+			}
+			slices.Sort(ea)
+			fmt.Fprintf(&sb, "%s  · %s %s\n", pad, ev.Name, strings.Join(ea, " "))
+		}
+		ks := kids[hex.EncodeToString(s.SpanId)]
+		slices.SortFunc(ks, byStart)
+		for _, k := range ks {
+			walk(k, depth+1)
+		}
+	}
+	slices.SortFunc(roots, byStart)
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	return sb.String()
+}
+
+func anyValue(v *commonpb.AnyValue) string {
+	switch x := v.Value.(type) {
+	case *commonpb.AnyValue_StringValue:
+		return strconv.Quote(x.StringValue)
+	case *commonpb.AnyValue_IntValue:
+		return strconv.FormatInt(x.IntValue, 10)
+	case *commonpb.AnyValue_BoolValue:
+		return strconv.FormatBool(x.BoolValue)
+	case *commonpb.AnyValue_DoubleValue:
+		return strconv.FormatFloat(x.DoubleValue, 'f', -1, 64)
+	case *commonpb.AnyValue_ArrayValue:
+		var parts []string
+		for _, e := range x.ArrayValue.Values {
+			parts = append(parts, anyValue(e))
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	return v.String()
 }
