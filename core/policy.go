@@ -71,8 +71,8 @@ type Policy struct {
 	// DailySpendBudget is the per-UTC-day budget as an amount of money, in
 	// the currency of MARLOWE_MODEL_PRICES (0 = none); spend is estimated
 	// from the model prices.
-	DailySpendBudget float64 `json:"daily_spend_budget,omitempty"`
-	LinkedChannels   []ChannelKey  `json:"linked_channels,omitempty"` // memory cross-reads, admin only
+	DailySpendBudget float64      `json:"daily_spend_budget,omitempty"`
+	LinkedChannels   []ChannelKey `json:"linked_channels,omitempty"` // memory cross-reads, admin only
 }
 
 // ThreadWindow returns the effective thread window length.
