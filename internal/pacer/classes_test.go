@@ -124,7 +124,9 @@ func TestEditsLeaveRoomForTheAnswer(t *testing.T) {
 	const chat = 42
 	var wg sync.WaitGroup
 	for i := range 3 {
-		wg.Go(func() { _ = p.Do(t.Context(), chat, core.PriorityEdit, fmt.Sprint("msg", i), s.call(fmt.Sprint("edit", i), nil)) })
+		wg.Go(func() {
+			_ = p.Do(t.Context(), chat, core.PriorityEdit, fmt.Sprint("msg", i), s.call(fmt.Sprint("edit", i), nil))
+		})
 	}
 	c.runUntil(t, "two edits sent", func() bool { return s.n() == 2 })
 	start := c.Now()
