@@ -41,6 +41,21 @@ func (s *busyStats) add(method string, d time.Duration, end time.Time) {
 	}
 }
 
+// await waits (wall time, bounded) until n answers are measured.
+func (s *busyStats) await(n int) bool {
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		got := len(s.arrival)
+		s.mu.Unlock()
+		if got >= n {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}
+
 func pct(ds []time.Duration, p int) time.Duration {
 	if len(ds) == 0 {
 		return 0

@@ -128,7 +128,7 @@ func TestEditsLeaveRoomForTheAnswer(t *testing.T) {
 			_ = p.Do(t.Context(), chat, core.PriorityEdit, fmt.Sprint("msg", i), s.call(fmt.Sprint("edit", i), nil))
 		})
 	}
-	c.runUntil(t, "two edits sent", func() bool { return s.n() == 2 })
+	runUntil(t, c, "two edits sent", func() bool { return s.n() == 2 })
 	start := c.Now()
 	if err := p.Do(t.Context(), chat, core.PriorityHigh, "", s.call("answer", nil)); err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestEditsLeaveRoomForTheAnswer(t *testing.T) {
 	if waited := c.Now().Sub(start); waited != 0 {
 		t.Fatalf("the answer waited %v behind edits", waited)
 	}
-	c.runUntil(t, "the last edit sent", func() bool { return s.n() == 4 })
+	runUntil(t, c, "the last edit sent", func() bool { return s.n() == 4 })
 	wg.Wait()
 	if got := s.names(); got[2] != "answer" {
 		t.Errorf("order %q: the answer should overtake the third edit", got)
@@ -160,7 +160,7 @@ func TestGroupNeverExceedsTwentyAMinute(t *testing.T) {
 			}
 		})
 	}
-	c.runUntil(t, "every answer sent", func() bool { return s.n() == answers })
+	runUntil(t, c, "every answer sent", func() bool { return s.n() == answers })
 	wg.Wait()
 	s.mu.Lock()
 	at := slices.Clone(s.at)
@@ -209,7 +209,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 			return s.call("answer", nil)(ctx)
 		})
 	}()
-	c.runUntil(t, "the answer sent", func() bool { return s.n() == 2 })
+	runUntil(t, c, "the answer sent", func() bool { return s.n() == 2 })
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	if c.Now() != before {
 		t.Errorf("the answer waited for the decorations' retry_after")
 	}
-	c.advance(31 * time.Second)
+	c.Advance(31 * time.Second)
 	if err := p.Decorate(t.Context(), chat, s.call("typing", nil)); err != nil {
 		t.Fatalf("decoration after retry_after: %v", err)
 	}
@@ -275,7 +275,7 @@ func TestGlobalSlotWaitIsCancellableAndOvertaken(t *testing.T) {
 	answer := make(chan error, 1)
 	go func() { answer <- p.Do(t.Context(), "B", core.PriorityHigh, "", s.call("B answer", nil)) }()
 	await(t, "B's answer queued", func() bool { n, _ := p.Queued("B", core.PriorityHigh); return n == 1 })
-	c.runUntil(t, "B's calls sent", func() bool { return s.n() == 3 })
+	runUntil(t, c, "B's calls sent", func() bool { return s.n() == 3 })
 	if err := <-answer; err != nil {
 		t.Fatal(err)
 	}
