@@ -156,8 +156,34 @@ func busyGroup(b *testing.B, msgs int, every time.Duration) {
 		b.Logf("%-20s n=%d p50=%v p99=%v max=%v", m, len(ds), pct(ds, 50), pct(ds, 99), pct(ds, 100))
 	}
 	b.Logf("answer ready→posted p50=%v p99=%v max=%v; arrival→posted p50=%v max=%v", pct(st.ready, 50), pct(st.ready, 99), pct(st.ready, 100), pct(st.arrival, 50), pct(st.arrival, 100))
-	b.ReportMetric(float64(pct(st.ready, 50).Milliseconds()), "answer-p50-ms")
-	b.ReportMetric(float64(pct(st.ready, 99).Milliseconds()), "answer-p99-ms")
-	b.ReportMetric(float64(pct(st.ready, 100).Milliseconds()), "answer-max-ms")
-	b.ReportMetric(float64(st.lastCall.Sub(lastIn).Milliseconds()), "last-call-after-last-msg-ms")
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(pct(st.ready, 50)), "answer-p50-ms")
+	b.ReportMetric(ms(pct(st.ready, 99)), "answer-p99-ms")
+	b.ReportMetric(ms(pct(st.ready, 100)), "answer-max-ms")
+	b.ReportMetric(ms(st.lastCall.Sub(lastIn)), "last-call-after-last-msg-ms")
+	// What the fake saw: Telegram's message limits, counted on its side.
+	var sends []time.Time
+	for _, c := range f.Calls() {
+		if c.Method == "sendMessage" {
+			sends = append(sends, c.At)
+		}
+	}
+	perMin, perSec := 0, 0
+	for i := range sends {
+		m, s := 0, 0
+		for _, u := range sends[i:] {
+			if u.Sub(sends[i]) < time.Minute {
+				m++
+			}
+			if u.Sub(sends[i]) < time.Second {
+				s++
+			}
+		}
+		perMin, perSec = max(perMin, m), max(perSec, s)
+	}
+	b.ReportMetric(float64(perMin), "max-msgs/min")
+	b.ReportMetric(float64(perSec), "max-msgs/s")
+	if perMin > 20 {
+		b.Errorf("%d messages in one minute in a group (Telegram: 20)", perMin)
+	}
 }
