@@ -123,7 +123,7 @@ func (a *Adapter) postPart(ctx context.Context, out core.Outbound, key string, p
 		started := a.now()
 		var ts string
 		var sent atomic.Bool // read after do returns early on ctx: the call may still run
-		err := a.pacer.do(ctx, scope.Channel, out.Priority, "", func(ctx context.Context) error {
+		err := a.pacer.send(ctx, "chat.postMessage", scope.Channel, out.Priority, "", func(ctx context.Context) error {
 			sent.Store(true)
 			var err error
 			_, ts, err = a.api.PostMessageContext(ctx, scope.Channel, opts...)
@@ -241,14 +241,14 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 	}
 	coalesce := ""
 	if out.Priority == core.PriorityEdit {
-		coalesce = ref.ID
+		coalesce = channel + "/" + ref.ID // the updates' queue is the workspace's
 	}
 	// An edit sets the message's whole content, so repeating it is safe:
 	// a transient failure is retried a few times rather than leaving, say,
 	// a finished run's checklist saying "Working on it" for good.
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		err := a.pacer.do(ctx, channel, out.Priority, coalesce, func(ctx context.Context) error {
+		err := a.pacer.update(ctx, out.Priority, coalesce, func(ctx context.Context) error {
 			_, _, _, err := a.api.UpdateMessageContext(ctx, channel, ref.ID, opts...)
 			return err
 		})
@@ -287,7 +287,8 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 	if ref.Scope.Channel == "" || ref.ID == "" || name == "" {
 		return errors.New("slack: react needs a channel, a ts and an emoji name")
 	}
-	err := a.pacer.do(ctx, ref.Scope.Channel, core.PriorityNormal, "", func(ctx context.Context) error {
+	// A decoration: on reactions.add's own budget, dropped over it.
+	err := a.pacer.decorate(ctx, keyReactions, func(ctx context.Context) error {
 		return a.api.AddReactionContext(ctx, name, slack.NewRefToMessage(ref.Scope.Channel, ref.ID))
 	})
 	var se slack.SlackErrorResponse
