@@ -18,14 +18,16 @@ type paceConfig struct {
 	burst    int
 }
 
-// decoInterval and decoBurst are a channel's budget for reactions and
-// typing, apart from its messages': Discord buckets each route on its own
-// (X-RateLimit-Bucket, which discordgo tracks and waits on); the reaction
-// route's is commonly one per 250 ms per channel. Over it a decoration is
-// dropped, never queued.
+// decoInterval and decoBurst are a channel's budget for reactions, and
+// apart from it for typing, apart from its messages': Discord buckets each
+// route on its own (X-RateLimit-Bucket and -Remaining, which discordgo
+// tracks and waits on; for reactions it keeps one per 200 ms of its own);
+// the reaction route's bucket is one per 250 ms per channel. Over the
+// budget a decoration is dropped, never queued or left to wait in
+// discordgo for a spent bucket.
 const (
 	decoInterval = 250 * time.Millisecond
-	decoBurst    = 2
+	decoBurst    = 1
 )
 
 // pacer runs REST writes through one queue per channel (internal/pacer):
@@ -87,7 +89,7 @@ func (p *pacer) send(ctx context.Context, method, channel string, prio core.Prio
 // decorate sends a reaction or typing now, or drops it (nil: a decoration
 // not shown costs nothing) when the channel's decoration budget is spent.
 func (p *pacer) decorate(ctx context.Context, method, channel string, fn func(context.Context) error) error {
-	err := p.q.Decorate(ctx, channel, fn)
+	err := p.q.Decorate(ctx, channel+"/"+method, fn) // each route its own budget
 	if errors.Is(err, pq.ErrDropped) {
 		return nil
 	}

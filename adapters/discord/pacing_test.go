@@ -55,8 +55,38 @@ func TestDiscordAnswersTakeNoBudgetFromDecorations(t *testing.T) {
 	if n := len(f.Posts()); n != 5 {
 		t.Fatalf("%d answers posted, want 5", n)
 	}
-	if n, m := len(f.Reactions()), len(f.Typings()); n+m != decoBurst {
-		t.Errorf("%d reactions and %d typings sent, want %d in all (the decoration budget; the rest dropped)", n, m, decoBurst)
+	if n, m := len(f.Reactions()), len(f.Typings()); n != decoBurst || m != decoBurst {
+		t.Errorf("%d reactions and %d typings sent, want %d of each (their budgets; the rest dropped)", n, m, decoBurst)
 	}
 	clock.Advance(time.Hour) // the queues run dry and exit
+}
+
+// With the fake keeping to Discord's per-route buckets (5 messages per
+// 5 s per channel, one reaction per 250 ms), the adapter at its default
+// pace never draws a 429: the bucket headers the fake sends on every
+// answer are what discordgo waits on once a route's bucket is spent (the
+// sixth answer waits for the message bucket's reset), and reactions over
+// their budget are dropped rather than sent into a spent bucket.
+func TestDiscordKeepsToRouteBuckets(t *testing.T) {
+	f := newFake(t, discordfake.Config{RouteBuckets: true})
+	a := startAdapter(t, f, newRecorder().deliver, WithChannelPace(time.Second, 5))
+	ctx := t.Context()
+	for i := range 6 {
+		id := f.Say(discordfake.Msg{Channel: oldThread, Author: alice, Content: fmt.Sprint("question ", i)})
+		sc := scopeOf(general, oldThread)
+		if err := a.React(ctx, core.MessageRef{Scope: sc, ID: id}, "eyes"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("ans-", i), Scope: sc, Text: fmt.Sprint("answer ", i), Priority: core.PriorityHigh}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(f.Posts()); n != 6 {
+		t.Fatalf("%d answers posted, want 6", n)
+	}
+	for _, c := range f.Calls() {
+		if c.Status == 429 {
+			t.Errorf("429 on %s %s", c.Method, c.Path)
+		}
+	}
 }
