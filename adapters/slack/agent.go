@@ -357,7 +357,7 @@ func (a *Adapter) settleStreamText(ctx context.Context, ref core.MessageRef, ss 
 	if u.Key != "" {
 		opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: metaEventType, EventPayload: map[string]any{"key": u.Key}}))
 	}
-	err := a.pacer.update(ctx, core.PriorityHigh, "", func(ctx context.Context) error {
+	err := a.pacer.update(ctx, ref.Scope.Channel, core.PriorityHigh, "", func(ctx context.Context) error {
 		_, _, _, err := a.api.UpdateMessageContext(ctx, ref.Scope.Channel, ref.ID, opts...)
 		return err
 	})

@@ -241,14 +241,14 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 	}
 	coalesce := ""
 	if out.Priority == core.PriorityEdit {
-		coalesce = channel + "/" + ref.ID // the updates' queue is the workspace's
+		coalesce = ref.ID
 	}
 	// An edit sets the message's whole content, so repeating it is safe:
 	// a transient failure is retried a few times rather than leaving, say,
 	// a finished run's checklist saying "Working on it" for good.
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		err := a.pacer.update(ctx, out.Priority, coalesce, func(ctx context.Context) error {
+		err := a.pacer.update(ctx, channel, out.Priority, coalesce, func(ctx context.Context) error {
 			_, _, _, err := a.api.UpdateMessageContext(ctx, channel, ref.ID, opts...)
 			return err
 		})

@@ -20,8 +20,8 @@ type paceConfig struct {
 
 // Slack counts per method (docs/slack.md, "Pacing"): chat.postMessage
 // about one a second per channel; reactions.add and chat.update are Tier 3,
-// 50+ a minute per workspace, "sporadic bursts welcome". The Tier 3 budget
-// here is one call per 1.2 s after a burst of tier3Burst.
+// 50+ a minute per workspace, sporadic bursts welcome. The decorations'
+// Tier 3 budget here is one call per 1.2 s after a burst of tier3Burst.
 const (
 	tier3Interval = time.Minute / 50
 	tier3Burst    = 10
@@ -31,17 +31,18 @@ const (
 const (
 	keyReactions = "reactions.add"
 	keyStatus    = "assistant.threads.setStatus"
-	keyUpdates   = "chat.update"
 )
 
 // pacer runs Web API writes (internal/pacer). Messages and stream calls
 // queue per channel at chat.postMessage's pace: priorities, coalesced
-// edits, a token bucket. chat.update queues on its own Tier 3 budget, per
-// workspace (one bot token is one workspace), so a checklist edit never
-// takes a channel's message budget. Reactions and the thread status are
-// decorations: sent at once on their own Tier 3 budget or dropped. On a
-// 429 the Retry-After Slack sent is waited out before the same call is
-// sent again.
+// edits, a token bucket. chat.update queues apart, per channel at the same
+// pace, so a checklist edit never takes a channel's message budget; its
+// workspace-wide Tier 3 is left to Slack's 429s (the engine waits for a
+// run's last checklist edit: a 50-a-minute queue for the whole workspace
+// held runs for minutes at 100 mentions a second). Reactions and the
+// thread status are decorations: sent at once on their own Tier 3 budget
+// or dropped. On a 429 the Retry-After Slack sent is waited out before the
+// same call is sent again.
 type pacer struct {
 	q       *pq.Pacer[string]
 	upd     *pq.Pacer[string]
@@ -75,7 +76,12 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 			OnLimited:  onLimited,
 			After:      after,
 		}),
-		upd: pq.New(now, pq.Config[string]{Rate: tier3, RetryAfter: retry, OnLimited: onLimited, After: after}),
+		upd: pq.New(now, pq.Config[string]{
+			Rate:       func(string) (time.Duration, int) { return cfg.interval, cfg.burst },
+			RetryAfter: retry,
+			OnLimited:  onLimited,
+			After:      after,
+		}),
 	}
 }
 
@@ -91,9 +97,9 @@ func (p *pacer) send(ctx context.Context, method, channel string, prio core.Prio
 	return p.timed(ctx, p.q, method, channel, prio, coalesce, fn)
 }
 
-// update runs a chat.update on the workspace's Tier 3 budget.
-func (p *pacer) update(ctx context.Context, prio core.Priority, coalesce string, fn func(context.Context) error) error {
-	return p.timed(ctx, p.upd, "chat.update", keyUpdates, prio, coalesce, fn)
+// update runs a chat.update in channel's queue of updates.
+func (p *pacer) update(ctx context.Context, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
+	return p.timed(ctx, p.upd, "chat.update", channel, prio, coalesce, fn)
 }
 
 func (p *pacer) timed(ctx context.Context, q *pq.Pacer[string], method, key string, prio core.Priority, coalesce string, fn func(context.Context) error) error {

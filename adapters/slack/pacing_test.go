@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,11 +12,13 @@ import (
 )
 
 // Slack counts per method: chat.postMessage about one a second per
-// channel, reactions.add and chat.update on Tier 3 budgets of their own.
+// channel, reactions.add on a Tier 3 budget of its own, chat.update on its
+// own queue.
 // Four mentions in one channel at once (the channel's burst), each
 // answered with a 👀, the answer, and an edit of it, at the default pace
 // (1/s per channel, burst 4): every answer goes without waiting on the
-// (stopped) fake clock. The old pacer put the 👀 and the edits in the
+// (stopped) fake clock; the edits go on their own budget, as the clock
+// moves. The old pacer put the 👀 and the edits in the
 // channel's bucket with the answers, and the fifth call of the channel
 // waited for a token that, on a stopped clock, never came.
 func TestSlackAnswersTakeNoBudgetFromReactionsOrEdits(t *testing.T) {
@@ -25,6 +28,7 @@ func TestSlackAnswersTakeNoBudgetFromReactionsOrEdits(t *testing.T) {
 	a.pacer = newPacer(clock.Now, clock.After, a.pace, a.log)
 	ctx := t.Context()
 	done := make(chan error, 1)
+	var edits sync.WaitGroup
 	go func() {
 		for i := range 4 {
 			ts := f.AddMessage(chPublic, "", alice, fmt.Sprint("question ", i))
@@ -39,10 +43,12 @@ func TestSlackAnswersTakeNoBudgetFromReactionsOrEdits(t *testing.T) {
 				done <- err
 				return
 			}
-			if err := a.Update(ctx, posted, core.Outbound{Text: fmt.Sprint("answer ", i, " (edited)"), Priority: core.PriorityEdit}); err != nil {
-				done <- err
-				return
-			}
+			// The edit is not awaited: edits wait their turn, answers never.
+			edits.Go(func() {
+				if err := a.Update(ctx, posted, core.Outbound{Text: fmt.Sprint("answer ", i, " (edited)"), Priority: core.PriorityEdit}); err != nil {
+					t.Error(err)
+				}
+			})
 		}
 		done <- nil
 	}()
@@ -59,6 +65,19 @@ func TestSlackAnswersTakeNoBudgetFromReactionsOrEdits(t *testing.T) {
 	}
 	if n := f.CallCount("reactions.add"); n != 4 {
 		t.Errorf("%d reactions, want 4 (within reactions.add's burst)", n)
+	}
+	editsDone := make(chan struct{})
+	go func() { edits.Wait(); close(editsDone) }()
+	for waiting := true; waiting; {
+		clock.Advance(time.Second)
+		select {
+		case <-editsDone:
+			waiting = false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if n := f.CallCount("chat.update"); n != 4 {
+		t.Errorf("%d edits sent, want 4", n)
 	}
 	clock.Advance(time.Hour) // the queues run dry and exit
 }
