@@ -169,7 +169,7 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 		}
 		d.endModelSpan(span, reply, err)
 		d.e.metrics().ModelCalled(time.Since(began), reply.Usage, err)
-		d.e.spent(d.rs.Scope.Key(), reply, err)
+		d.e.spent(d.rs.Scope, reply, err)
 		if err == nil {
 			return reply, nil
 		}

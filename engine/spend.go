@@ -22,13 +22,13 @@ type SpendMetrics interface {
 	ModelSpent(ch core.ChannelKey, model string, u core.Usage, cost float64, priced bool)
 }
 
-func (e *Engine) spent(ch core.ChannelKey, r core.Reply, err error) {
+func (e *Engine) spent(sc core.Scope, r core.Reply, err error) {
 	m, ok := e.cfg.Metrics.(SpendMetrics)
 	if !ok || err != nil || r.Usage == (core.Usage{}) {
 		return
 	}
 	cost, priced := e.cfg.Prices.Cost(r.Model, r.Usage)
-	m.ModelSpent(ch, r.Model, r.Usage, cost, priced)
+	m.ModelSpent(sc.Key(), r.Model, r.Usage, cost, priced)
 }
 
 // daySpend is the channel's estimated spend today (UTC) and the models

@@ -189,9 +189,9 @@ func (f *Channel) Apply(c core.Command) error {
 		f.threads[r.Thread] = r.ID
 		f.live[r.ID] = struct{}{}
 	case *core.ModelStep:
-		f.dayTokens[dayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
+		day := dayKey(c.At())
+		f.dayTokens[day] += p.Usage.InputTokens + p.Usage.OutputTokens
 		if p.Usage != (core.Usage{}) {
-			day := dayKey(c.At())
 			if f.dayUsage[day] == nil {
 				f.dayUsage[day] = map[string]core.Usage{}
 			}
