@@ -205,7 +205,7 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 // modelFailed turns a failed model call into a visible state: blocked for
 // what may pass (rate limit, outage, time), broken for what will not.
 func (d *driver) modelFailed(ctx context.Context, err error) error {
-	d.e.log.Warn("model call failed", "run", d.rs.ID, "error", err)
+	d.e.log.WarnContext(ctx, "model call failed", "run", d.rs.ID, "error", err)
 	if errors.Is(err, errWallBudget) {
 		return d.pause(ctx, core.RunBlocked, fmt.Sprintf("the time budget (%s per run) is used up", d.e.budgets.MaxWall))
 	}

@@ -235,9 +235,20 @@ func TestTraceOfOneRunIsOneTreeWithGenAIAttributes(t *testing.T) {
 			t.Errorf("no append event for %s (got %v)", k, appended)
 		}
 	}
-	// Logs inside a traced run carry its trace id.
-	if !strings.Contains(h.logs.String(), "trace_id="+want.String()) {
-		t.Errorf("no log line carries the run's trace id %s", want)
+	// Logs of a traced run carry its trace id: a run's end leads to its trace.
+	for _, msg := range []string{`msg="approval requested"`, `msg="run completed"`} {
+		found := false
+		for line := range strings.Lines(h.logs.String()) {
+			if strings.Contains(line, msg) {
+				found = true
+				if !strings.Contains(line, "trace_id="+want.String()) {
+					t.Errorf("log line without the run's trace id: %s", line)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no %s log line", msg)
+		}
 	}
 }
 
