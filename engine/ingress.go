@@ -262,6 +262,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 	if isForgetAction(action) {
 		return e.deliverForgetClick(ctx, click, id, action) // forget.go
 	}
+	began := time.Now()
 	v, a, err := e.findApproval(ctx, click.Scope, id)
 	if err != nil {
 		return fmt.Errorf("deliver click: %w", err)
@@ -372,6 +373,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 		e.disarmExpiry(id)
 		e.enqueue(k, job{run: run})
 	}
+	e.traceClick(ctx, began, scope, run, id, clickOutcomeName(outcome), decision, cmds)
 	e.log.Info("card click", "approval", id, "by", click.By.ID, "outcome", clickOutcomeName(outcome), "decision", decision)
 	return nil
 }

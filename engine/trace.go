@@ -32,6 +32,7 @@ type Tracing struct {
 // to `bot replay --run <marlowe.run.id>` (the trace id is the run's ULID).
 const (
 	spanIngress = "marlowe.ingress"
+	spanClick   = "marlowe.click"
 	spanDrive   = "marlowe.run"
 	spanPost    = "marlowe.post"
 	spanEdit    = "marlowe.edit"
@@ -153,6 +154,33 @@ func (e *Engine) traceIngress(ctx context.Context, began time.Time, ev *core.Eve
 // its span records by seq, a notice) makes no stray one-span traces.
 func inTrace(ctx context.Context) bool {
 	return trace.SpanFromContext(ctx).SpanContext().IsValid()
+}
+
+// traceClick records a click on an approval card as a span in the trace of
+// the run that asked: outcome (accepted, refused, expired), decision and
+// the seq of its card.clicked. Who clicked is not on it.
+func (e *Engine) traceClick(ctx context.Context, began time.Time, sc core.Scope, run, approval, outcome, decision string, cmds []core.Command) {
+	if !e.traced || run == "" {
+		return
+	}
+	_, span := e.runSpan(ctx, run, spanClick, trace.WithTimestamp(began), trace.WithSpanKind(trace.SpanKindConsumer))
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(attrPlatform, sc.Platform),
+		attribute.String(attrChannel, string(sc.Key())),
+		attribute.String("marlowe.approval.id", approval),
+		attribute.String(attrOutcome, outcome),
+		attribute.String(attrDecision, decision),
+	}
+	for _, c := range cmds {
+		if c.Kind() == core.KindCardClicked {
+			attrs = append(attrs, attribute.Int64(attrSeq, int64(c.Seq())))
+		}
+	}
+	span.SetAttributes(attrs...)
 }
 
 // endSpan marks a failed span and ends it. An error's text is content (a

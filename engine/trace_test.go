@@ -131,6 +131,15 @@ func TestTraceOfOneRunIsOneTreeWithGenAIAttributes(t *testing.T) {
 		t.Errorf("ingress has no journal seq: %v", seq)
 	}
 
+	clicks := byName(spans, "marlowe.click")
+	if len(clicks) != 1 {
+		t.Fatalf("click spans = %d, want 1", len(clicks))
+	}
+	for k, v := range map[string]string{"marlowe.ingress.outcome": "accepted", "marlowe.approval.decision": "approved", "marlowe.run.id": run} {
+		if got, _ := attrOf(clicks[0], k); got.AsString() != v {
+			t.Errorf("click %s = %q, want %q", k, got.AsString(), v)
+		}
+	}
 	drives := byName(spans, "marlowe.run")
 	if len(drives) != 2 {
 		t.Errorf("drive spans = %d, want 2 (parked at the card, resumed by the click)", len(drives))
