@@ -200,6 +200,7 @@ type Server struct {
 	typings   []Typing
 	threads   []string
 	callbacks []Callback
+	pings     []Ping // mass mentions notified (pings.go)
 	followups []Followup
 	clickAt   map[string]time.Time // interaction id → dispatch time
 	answered  map[string]bool

@@ -69,6 +69,13 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	if status == http.StatusOK {
 		s.recordFiles(out, ups)
 	}
+	if status < 300 {
+		if p := pingsOf(r.Method, path, body); len(p) > 0 {
+			s.mu.Lock()
+			s.pings = append(s.pings, p...)
+			s.mu.Unlock()
+		}
+	}
 	s.record(r.Method, path, status)
 	if hit != nil && hit.lose {
 		if hj, ok := w.(http.Hijacker); ok {

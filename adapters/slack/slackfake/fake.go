@@ -130,6 +130,10 @@ type Call struct {
 	Method string
 	Status int // HTTP status; 429 for rate limited
 	At     time.Time
+	// Texts is every string the request carried: each form value, and
+	// each string inside a form value or body that is JSON (blocks,
+	// chunks, files), decoded, so a test can read what Slack would show.
+	Texts []string
 }
 
 // Ack is one Socket Mode acknowledgement.
@@ -328,11 +332,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		req.token = strings.TrimPrefix(h, "Bearer ")
 	}
 	now := time.Now()
+	texts := requestTexts(r.Form, req.json)
 
 	s.mu.Lock()
 	if l := s.limits[method]; l != nil && l.n > 0 {
 		l.n--
-		s.calls = append(s.calls, Call{Method: method, Status: http.StatusTooManyRequests, At: now})
+		s.calls = append(s.calls, Call{Method: method, Status: http.StatusTooManyRequests, At: now, Texts: texts})
 		ra := l.retryAfter
 		s.mu.Unlock()
 		w.Header().Set("Retry-After", strconv.Itoa(ra))
@@ -343,14 +348,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	if f := s.fails[method]; f != nil && f.n > 0 {
 		f.n--
-		s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now})
+		s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now, Texts: texts})
 		code := f.code
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(fail(code))
 		return
 	}
-	s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now})
+	s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now, Texts: texts})
 	lose := false
 	if s.lose[method] > 0 {
 		s.lose[method]--
