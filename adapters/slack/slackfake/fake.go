@@ -61,6 +61,10 @@ type Config struct {
 	// (conversations.info's context_team_id; default TeamID): a Slack
 	// Connect channel shared from another organisation.
 	ChannelTeams map[string]string
+	// Members maps channel ids to their members (conversations.members;
+	// members.go). A DM's member is its person: D… ids default to the
+	// U… id with the same suffix, as conversations.open makes them.
+	Members map[string][]string
 	// Users are the workspace members users.list returns (the bot user is
 	// added automatically).
 	Users []User
@@ -394,6 +398,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			resp = s.usersList(req)
 		case "users.info":
 			resp = s.usersInfo(req)
+		case "conversations.members":
+			resp = s.conversationsMembers(req)
 		case "chat.postEphemeral":
 			resp = s.postEphemeral(req)
 		case "views.publish":
@@ -607,7 +613,7 @@ func (s *Server) conversationsInfo(r apiReq) any {
 	return map[string]any{"ok": true, "channel": map[string]any{
 		"id": ch, "is_channel": t == "channel", "is_group": t == "group", "is_im": t == "im",
 		"is_mpim": t == "mpim", "is_private": t == "group" || t == "mpim",
-		"context_team_id": team, "is_ext_shared": shared,
+		"context_team_id": team, "is_ext_shared": shared, "user": s.dmUser(ch, t),
 	}}
 }
 
