@@ -126,3 +126,21 @@ func TestAttackPostIntoAPrivateChannelTheRequesterCannotReadIsRefused(t *testing
 		t.Fatalf("%d posts by a member of the private channel, want 1 (decisions %v)", n, w.decisions())
 	}
 }
+
+// ATTACK (paging people outside the requester's reach): ask_human puts a
+// question in the inboxes (DMs) of the people it names. Someone outside
+// the requester's workspace is refused before anyone is asked, as
+// dm_person's person is; on the old code the question went to approval.
+func TestAttackAskHumanOutsideTheWorkspaceIsRefused(t *testing.T) {
+	wrap := func(s *coretest.FakeSurface) core.Surface {
+		return roomsSurface{FakeSurface: s, users: map[string]map[string]bool{"W1": {"UALICE": true, "UBOB": true}, "W2": {"UEVE": true}}}
+	}
+	w := newWorldOn(t, wrap, call("ask_human", `{"question":"approve the budget?","ask":["<@UEVE>"]}`), coretest.Text("done"))
+	w.ask(alice, "ask <@UEVE> whether to approve the budget")
+	w.refusedBeforeAsking("ask_human", "not in the workspace")
+	for _, p := range w.s.Posts() {
+		if p.Out.Scope.Channel == "D-UEVE" {
+			t.Fatal("the question reached someone outside the requester's workspace")
+		}
+	}
+}

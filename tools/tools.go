@@ -392,6 +392,23 @@ func AskHuman() core.Tool {
 			"ask":{"type":"array","items":{"type":"string"},"description":"who should answer: user ids, or admins (default: the people in the thread)"},
 			"deadline_minutes":{"type":"integer","description":"how long to wait for the answer"}},
 			"required":["question"]}`),
+		// The people named are reached in their inboxes (DMs): each must
+		// be reachable by the requester, as dm_person's person is.
+		Check: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Consequence, error) {
+			var a struct{ Ask []string }
+			if err := json.Unmarshal(args, &a); err != nil {
+				return "", err
+			}
+			for _, who := range a.Ask {
+				w := strings.TrimSpace(who)
+				if uid := core.UserRef(w); uid != "" && !strings.EqualFold(strings.TrimLeft(w, "@"), "admins") {
+					if err := userReachable(ctx, tc, uid); err != nil {
+						return "", err
+					}
+				}
+			}
+			return "", nil
+		},
 		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
 			var a struct {
 				Question        string
