@@ -73,13 +73,22 @@ func defangFile(f core.File) core.File {
 	return f
 }
 
+// maxOpenToken bounds how much of a streaming answer a possible token
+// holds back: Slack's broadcast and group tokens are short.
+const maxOpenToken = 256
+
 // withoutOpenToken is the part of a streaming answer that may be sent
-// now: up to an angle bracket not yet closed. The answer grows between
-// appends, so "<!chan" sent now and "nel>" next would join, in the
-// message, into the token no single append carried; held back, the token
-// is whole (and defanged) by the next append. The stop sends everything.
+// now: up to a "<" or "<!…" not yet closed at its end. The answer grows
+// between appends, so "<!chan" sent now and "nel>" next would join, in
+// the message, into the token no single append carried; held back, the
+// token is whole (and defanged) by the next append. The stop sends
+// everything.
 func withoutOpenToken(s string) string {
-	if i := strings.LastIndexByte(s, '<'); i >= 0 && !strings.Contains(s[i:], ">") {
+	i := strings.LastIndexByte(s, '<')
+	if i < 0 || len(s)-i > maxOpenToken {
+		return s
+	}
+	if tail := s[i:]; (tail == "<" || strings.HasPrefix(tail, "<!")) && !strings.Contains(tail, ">") {
 		return s[:i]
 	}
 	return s

@@ -141,3 +141,21 @@ func TestEveryOutboundPathIsDefanged(t *testing.T) {
 		}
 	}
 }
+
+// A streaming answer holds back only what may still become a token.
+func TestWithoutOpenToken(t *testing.T) {
+	long := "x <!" + strings.Repeat("a", 300)
+	for _, c := range []struct{ in, want string }{
+		{"a < b, so a is smaller", "a < b, so a is smaller"},
+		{"ping <", "ping "},
+		{"ping <!chan", "ping "},
+		{"ping <!subteam^S01|@en", "ping "},
+		{"ping <!here> now", "ping <!here> now"},
+		{"see <https://example.com", "see <https://example.com"},
+		{long, long},
+	} {
+		if got := withoutOpenToken(c.in); got != c.want {
+			t.Errorf("withoutOpenToken(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
