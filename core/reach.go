@@ -27,8 +27,8 @@ var ErrUnreachable = errors.New("you cannot read that room now, and I only post 
 // (chat membership) is asked that. A surface with only Rooms cannot tell
 // membership: a channel in a workspace is taken as readable by members of
 // that workspace, and a DM (no workspace) by nobody, so one DM never
-// reaches another. A surface with none of these (the sandbox: one room
-// list, no DMs between people) is not asked.
+// reaches another. A surface with none of these (a test fake) is not
+// asked. Every platform adapter, the sandbox included, is a RoomReader.
 func CanReadNow(ctx context.Context, s Surface, channel, userID string) (bool, error) {
 	if channel == "" || userID == "" {
 		return false, nil
