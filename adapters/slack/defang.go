@@ -17,10 +17,19 @@ import (
 // broadcastToken matches Slack's broadcast and user-group mention tokens.
 var broadcastToken = regexp.MustCompile(`<!(here|channel|everyone|subteam\^[A-Za-z0-9]+)(\|[^>]*)?>`)
 
+// plainBroadcast matches a bare "@here", "@channel" or "@everyone": Slack
+// parses them itself where text is not verbatim (mrkdwn text objects,
+// link_names).
+var plainBroadcast = regexp.MustCompile(`(^|[^\p{L}\p{N}_@])@(here|channel|everyone)\b`)
+
 // defang neutralises broadcast and user-group mentions in outbound text, so
-// no model output or quoted message can page a whole channel. It keeps the
-// word readable ("@here") with a word joiner that stops linking.
+// no model output or quoted message can page a whole channel: the tokens
+// (<!here>, <!subteam^…>) and the bare words. It keeps the word readable
+// ("@here") with a word joiner that stops linking.
 func defang(s string) string {
+	if strings.Contains(s, "@") {
+		s = plainBroadcast.ReplaceAllString(s, "${1}@\u2060${2}")
+	}
 	if !strings.Contains(s, "<!") {
 		return s
 	}

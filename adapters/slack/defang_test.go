@@ -12,10 +12,11 @@ import (
 
 // hostile pages everyone it can: each broadcast form, with and without a
 // label, and a user group.
-const hostile = "ping <!channel> and <!here|@here> and <!everyone> and <!subteam^S0123ABC|@eng> now"
+const hostile = "ping <!channel> and <!here|@here> and <!everyone> and <!subteam^S0123ABC|@eng> now, @channel (@here) @everyone!"
 
-// rawBroadcast is a broadcast token Slack would act on.
-var rawBroadcast = regexp.MustCompile(`<!(here|channel|everyone|subteam\^)`)
+// rawBroadcast is a broadcast token, or a bare broadcast word, Slack
+// would act on.
+var rawBroadcast = regexp.MustCompile(`<!(here|channel|everyone|subteam\^)|(^|[^\p{L}\p{N}_@])@(here|channel|everyone)\b`)
 
 // ATTACK: the same hostile text (an answer, or text quoted from an
 // injected message) goes through every outbound path of the adapter: a
@@ -156,6 +157,23 @@ func TestWithoutOpenToken(t *testing.T) {
 	} {
 		if got := withoutOpenToken(c.in); got != c.want {
 			t.Errorf("withoutOpenToken(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// Bare broadcast words are defanged too (Slack parses them in mrkdwn text
+// objects); addresses and longer words are left alone.
+func TestDefangBareBroadcastWords(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"@here look", "@\u2060here look"},
+		{"hey @channel!", "hey @\u2060channel!"},
+		{"(@everyone)", "(@\u2060everyone)"},
+		{"mail ops@here.com", "mail ops@here.com"},
+		{"the @channels list", "the @channels list"},
+		{"<!here>", "@\u2060here"},
+	} {
+		if got := defang(c.in); got != c.want {
+			t.Errorf("defang(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
