@@ -24,7 +24,14 @@ func TestStoreURLPasswordWithReservedCharsRefused(t *testing.T) {
 			{"rediss user", "MARLOWE_REDIS_URL", "rediss://app:" + pw + "@127.0.0.1:1", "rediss://xxxxx@127.0.0.1:1"},
 			{"postgres", "MARLOWE_DATABASE_URL", "postgres://marlowe:" + pw + "@127.0.0.1:1/marlowe?sslmode=disable", "postgres://xxxxx@127.0.0.1:1/marlowe?sslmode=disable"},
 			{"postgresql", "MARLOWE_DATABASE_URL", "postgresql://marlowe:" + pw + "@127.0.0.1:1/m", "postgresql://xxxxx@127.0.0.1:1/m"},
+			// The password in the query: a # cuts it into a fragment, an @
+			// makes its tail look like a host.
+			{"redis query", "MARLOWE_REDIS_URL", "redis://127.0.0.1:1/0?password=" + pw, queryShown("redis://127.0.0.1:1/0?password=xxxxx", c)},
+			{"postgres query", "MARLOWE_DATABASE_URL", "postgres://127.0.0.1:1/m?sslmode=disable&password=" + pw, queryShown("postgres://127.0.0.1:1/m?sslmode=disable&password=xxxxx", c)},
 		} {
+			if tc.shown == "" {
+				continue // this character is unambiguous there
+			}
 			t.Run(char+" "+tc.name, func(t *testing.T) {
 				for _, cmd := range []string{"doctor", "serve"} {
 					vars := map[string]string{
@@ -55,6 +62,19 @@ func TestStoreURLPasswordWithReservedCharsRefused(t *testing.T) {
 			})
 		}
 	}
+}
+
+// queryShown is how a URL with the password in its query is named when
+// refused for the password's character c: "" when c is unambiguous there.
+func queryShown(redactedURL, c string) string {
+	scheme, _, _ := strings.Cut(redactedURL, "://")
+	switch c {
+	case "#":
+		return redactedURL + "#…"
+	case "@":
+		return scheme + "://xxxxx@…"
+	}
+	return ""
 }
 
 // A well-formed URL, the password percent-encoded, is not refused.
