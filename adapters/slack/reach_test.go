@@ -54,6 +54,11 @@ func TestSlackReachability(t *testing.T) {
 			}
 		})
 	}
+	// A guest reads the public channels they are in.
+	f.SetMembers(chPublic, bob, guest)
+	if err := core.CheckReach(ctx, a, inDM, guest, chPublic); err != nil {
+		t.Fatalf("a guest in the channel: %v", err)
+	}
 	// Membership changes are seen at once.
 	f.SetMembers(chPrivate, bob, alice)
 	if err := core.CheckReach(ctx, a, inPublic, alice, chPrivate); err != nil {
