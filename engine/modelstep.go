@@ -144,11 +144,14 @@ func normalizeCallIDs(calls []core.ToolCall, step int) {
 
 // callModel makes one model call within the run's remaining time, retrying
 // transient failures a bounded number of times.
-// It reads nothing of the run but runID (callModelAcked runs it beside the
-// driver goroutine).
-// With text set and a model that streams, each attempt streams its text
-// there (a retry starts the text again).
-func (d *driver) callModel(ctx context.Context, v core.View, runID string, remaining time.Duration, text func(string, bool)) (core.Reply, error) {
+// It reads nothing of the run but its id and scope, which never change
+// (callModelAcked runs it beside the driver goroutine).
+//
+// Nothing of the reply is shown while the model writes it: a step's text
+// may precede a tool call, which the gate has not decided yet, and what a
+// channel sees must be what the journal records. The answer is shown once
+// its step is journaled without calls (streamAnswer streams it then).
+func (d *driver) callModel(ctx context.Context, v core.View, runID string, remaining time.Duration) (core.Reply, error) {
 	if remaining <= 0 {
 		return core.Reply{}, errWallBudget
 	}
@@ -157,16 +160,8 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 	wait := d.e.cfg.RetryBackoff
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
-		var reply core.Reply
-		var err error
-		sm, streams := d.e.model.(core.StreamingModel)
-		streams = streams && text != nil
-		sctx, span := d.modelSpan(mctx, v, attempt, streams)
-		if streams {
-			reply, err = sm.StepStream(sctx, v, text)
-		} else {
-			reply, err = d.e.model.Step(sctx, v)
-		}
+		sctx, span := d.modelSpan(mctx, v, runID, attempt)
+		reply, err := d.e.model.Step(sctx, v)
 		d.endModelSpan(span, reply, err)
 		d.e.metrics().ModelCalled(time.Since(began), reply.Usage, err)
 		d.e.spent(d.rs.Scope, reply, err)

@@ -219,7 +219,7 @@ func errorType(err error, class string) string {
 }
 
 // modelSpan starts one model call attempt's GenAI client span.
-func (d *driver) modelSpan(ctx context.Context, v core.View, attempt int, streaming bool) (context.Context, trace.Span) {
+func (d *driver) modelSpan(ctx context.Context, v core.View, runID string, attempt int) (context.Context, trace.Span) {
 	e := d.e
 	if !e.traced {
 		return ctx, trace.SpanFromContext(context.Background())
@@ -232,8 +232,11 @@ func (d *driver) modelSpan(ctx context.Context, v core.View, attempt int, stream
 		attribute.String(attrGenOp, "chat"),
 		attribute.String(attrGenReqModel, e.cfg.Tracing.Model),
 		attribute.Int(attrAttempt, attempt),
-		attribute.Bool(attrStreaming, streaming),
-		attribute.String(attrRunID, d.rs.ID),
+		// The engine asks for whole steps: an answer is shown only once its
+		// step is journaled (streamAnswer streams it then), never while the
+		// model writes.
+		attribute.Bool(attrStreaming, false),
+		attribute.String(attrRunID, runID),
 	}
 	if e.cfg.Tracing.Content {
 		attrs = append(attrs, attribute.String(attrGenSystem, v.System), attribute.String(attrGenInput, messagesText(v.Messages)))
