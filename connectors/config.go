@@ -70,7 +70,7 @@ type Server struct {
 // ConfigError names the file, server and field a configuration error is in.
 type ConfigError struct {
 	File, Server, Field string
-	Problem            string
+	Problem             string
 }
 
 func (e *ConfigError) Error() string {
