@@ -103,7 +103,7 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 	var exposed []string
 	var pol core.Policy
 	_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
-	exposed = d.e.tools.Exposed(pol)
+	exposed = d.e.tools.ExposedIn(rs.Scope.Key(), pol)
 	tool, args, cerr := d.e.tools.ValidateCall(cs.call, exposed)
 	if cerr != nil {
 		done, err := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: cs.call.Name, OK: false, Code: cerr.Code, Error: cerr.JSON()})
@@ -192,9 +192,8 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 // is worse than telling people); anything else runs again with the same
 // effect keys, so its posts are not duplicated.
 func (d *driver) interrupted(ctx context.Context, cs *callState, tool core.Tool, args map[string]any) (bool, error) {
-	if tool.Consequence == core.Irreversible && !d.e.keptFromRunning(cs.call.ID) {
-		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted",
-			Error: "the bot restarted while this irreversible action was running; its outcome is unknown and it was not retried — check before trying again"})
+	if notRepeatable(tool) && !d.e.keptFromRunning(cs.call.ID) {
+		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted", Error: inDoubtMessage})
 	}
 	return d.execute(ctx, cs, tool, args)
 }

@@ -23,6 +23,9 @@ type schema struct {
 	Required   []string
 	Enum       []any
 	Items      *schema
+	// Open accepts any properties: a connector tool's schema outside this
+	// subset is checked only to be an object (the server checks the rest).
+	Open bool
 }
 
 type rawSchema struct {
@@ -108,6 +111,9 @@ func (s *schema) validate(v any, path string, problems *[]string) {
 		sort.Strings(names)
 		for _, name := range names {
 			ps := s.Properties[name]
+			if ps == nil && s.Open {
+				continue
+			}
 			if ps == nil {
 				if p := s.foldedProperty(name); p != "" {
 					add("unknown property %q (did you mean %q? names are case-sensitive)", name, p)

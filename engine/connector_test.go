@@ -1,0 +1,149 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/gate"
+	"github.com/marlowe-bot/marlowe/engine"
+)
+
+// fakeSource offers connector tools through the registry's dynamic port,
+// as the connectors package does.
+type fakeSource struct{ tools []core.Tool }
+
+func (s fakeSource) ToolsIn(core.ChannelKey) []core.Tool { return s.tools }
+func (s fakeSource) Tool(name string) (core.Tool, bool) {
+	for _, t := range s.tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return core.Tool{}, false
+}
+
+// A connector call whose outcome is unknown after a crash (the process
+// died while the server had it) is not sent again unless the tool is
+// read-only or idempotent: it completes as interrupted, and the model is
+// told so. On the old code every non-irreversible call ran again.
+func TestConnectorCallInterruptedByACrashIsNotResent(t *testing.T) {
+	cases := []struct {
+		name        string
+		consequence core.Consequence
+		idempotent  bool
+		wantCalls   int32
+	}{
+		{"write", core.Write, false, 1},
+		{"send", core.Send, false, 1},
+		{"idempotent write", core.Write, true, 2},
+		{"read", core.Read, false, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var calls atomic.Int32
+			started := make(chan struct{}, 4)
+			tool := core.Tool{
+				Name: "github__create-issue", Description: "Create an issue.", Consequence: c.consequence,
+				Schema:    json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}}}`),
+				Connector: &core.ToolOrigin{Server: "github", Tool: "create-issue", Definition: "d1", Idempotent: c.idempotent},
+				Run: func(ctx context.Context, _ core.ToolContext, _ json.RawMessage) (core.Observation, error) {
+					if calls.Add(1) == 1 {
+						started <- struct{}{}
+						<-ctx.Done() // the process dies with the call at the server
+						return core.Observation{}, ctx.Err()
+					}
+					return core.Observation{Text: "created #7"}, nil
+				},
+			}
+			m := coretest.NewScriptedModel(
+				coretest.Calls(coretest.Call("c1", "github__create-issue", `{"title":"flaky test"}`)),
+				coretest.Text("done"))
+			h := newHarness(t, m, nil, func(cfg *engine.Config) {
+				cfg.Tools = cfg.Tools.WithSource(fakeSource{tools: []core.Tool{tool}}, 20)
+				cfg.DefaultPolicy = core.Policy{ApprovalLevels: []core.Consequence{core.Irreversible}}
+			})
+			h.deliver(h.mention(alice, "C1", "file an issue about the flaky test"))
+			<-started
+			h.restart()
+			h.idle()
+			if got := calls.Load(); got != c.wantCalls {
+				t.Errorf("the server got the call %d times, want %d", got, c.wantCalls)
+			}
+			done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
+			if len(done) != 1 {
+				t.Fatalf("%d tool.completed, want 1", len(done))
+			}
+			if c.wantCalls == 1 && (done[0].OK || done[0].Code != "interrupted" || !strings.Contains(done[0].Error, "outcome is unknown")) {
+				t.Errorf("in-doubt call completed as %+v", done[0])
+			}
+			if c.wantCalls == 2 && !done[0].OK {
+				t.Errorf("repeatable call completed as %+v", done[0])
+			}
+			h.verify("C1")
+		})
+	}
+}
+
+// Connector tools reach the model through the registry's source, only in
+// the channels they are offered in, and find_tool replaces their schemas
+// past the configured count; the gate denies a call in a channel where the
+// tool is not offered.
+func TestConnectorToolsAreOfferedPerChannelAndCutOverToFindTool(t *testing.T) {
+	mk := func(name string) core.Tool {
+		return core.Tool{Name: name, Description: "tool " + name, Consequence: core.Read,
+			Schema:    json.RawMessage(`{"type":"object","properties":{"q":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`),
+			Connector: &core.ToolOrigin{Server: "s", Tool: name},
+			Run: func(context.Context, core.ToolContext, json.RawMessage) (core.Observation, error) {
+				return core.Observation{Text: "ran " + name}, nil
+			}}
+	}
+	src := perChannel{"test/W1/C1": {mk("s__a"), mk("s__b"), mk("s__c")}}
+	reg, err := gate.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	few, many := reg.WithSource(src, 5), reg.WithSource(src, 2)
+	if got := few.ExposedIn("test/W1/C1", core.Policy{}); strings.Join(got, ",") != "s__a,s__b,s__c" {
+		t.Errorf("exposed under the cut-over: %v", got)
+	}
+	if got := few.ExposedIn("test/W1/C2", core.Policy{}); len(got) != 0 {
+		t.Errorf("exposed in a channel without the server: %v", got)
+	}
+	exposed := many.ExposedIn("test/W1/C1", core.Policy{})
+	specs := many.Specs(exposed)
+	if len(specs) != 1 || specs[0].Name != gate.FindToolName {
+		t.Errorf("past the cut-over the model is shown %v, want find_tool alone", specs)
+	}
+	ft, _ := many.Get(gate.FindToolName)
+	obs, err := ft.Run(context.Background(), core.ToolContext{Scope: chanScope("C1")}, json.RawMessage(`{"query":"b"}`))
+	if err != nil || !strings.Contains(obs.Text, `"name":"s__b"`) || !strings.Contains(obs.Text, "inputSchema") {
+		t.Errorf("find_tool: %q %v", obs.Text, err)
+	}
+	// A call to a tool only find_tool showed validates (its anyOf schema is
+	// outside the built-in subset, so only "an object" is checked).
+	if _, _, cerr := many.ValidateCall(core.ToolCall{ID: "1", Name: "s__b", Args: `{"q":null}`}, exposed); cerr != nil {
+		t.Errorf("validate: %v", cerr)
+	}
+	if _, _, cerr := many.ValidateCall(core.ToolCall{ID: "1", Name: "s__b", Args: `[1]`}, exposed); cerr == nil {
+		t.Error("non-object arguments validated")
+	}
+}
+
+type perChannel map[core.ChannelKey][]core.Tool
+
+func (p perChannel) ToolsIn(ch core.ChannelKey) []core.Tool { return p[ch] }
+func (p perChannel) Tool(name string) (core.Tool, bool) {
+	for _, ts := range p {
+		for _, t := range ts {
+			if t.Name == name {
+				return t, true
+			}
+		}
+	}
+	return core.Tool{}, false
+}
