@@ -147,3 +147,100 @@ func (p perChannel) Tool(name string) (core.Tool, bool) {
 	}
 	return core.Tool{}, false
 }
+
+// connectorHarness offers one connector tool (irreversible unless
+// annotated otherwise) that records the arguments it ran with.
+func connectorHarness(t *testing.T, c core.Consequence, calls ...core.ToolCall) (*harness, *toolLog, core.Event) {
+	log := &toolLog{}
+	mk := func(name string) core.Tool {
+		return core.Tool{Name: "github__" + name, Description: "from the server", Consequence: c,
+			Schema:    json.RawMessage(`{"type":"object","properties":{"repo":{"type":"string"},"title":{"type":"string"}}}`),
+			Connector: &core.ToolOrigin{Server: "github", Tool: name, Definition: "d-" + name},
+			Run: func(_ context.Context, _ core.ToolContext, args json.RawMessage) (core.Observation, error) {
+				log.add(name + " " + string(args))
+				return core.Observation{Text: "ok"}, nil
+			}}
+	}
+	var steps []coretest.Step
+	for _, call := range calls {
+		steps = append(steps, coretest.Calls(call))
+	}
+	steps = append(steps, func(v core.View) (core.Reply, error) { return core.Reply{Text: "result: " + lastText(v)}, nil })
+	m := coretest.NewScriptedModel(steps...)
+	h := newHarness(t, m, nil, platformAdmins(bob.ID), func(cfg *engine.Config) {
+		cfg.Tools = cfg.Tools.WithSource(fakeSource{tools: []core.Tool{mk("delete_repo"), mk("create_issue")}}, 20)
+	})
+	ev := h.mention(alice, "C1", "please do it")
+	h.deliver(ev)
+	h.idle()
+	return h, log, ev
+}
+
+// A connector's irreversible call asks for approval with a card naming the
+// server, the tool and the exact arguments; the requester cannot approve
+// it; another person's approval runs it once with exactly those arguments.
+func TestConnectorApprovalCardShowsServerToolAndExactArguments(t *testing.T) {
+	args := `{"repo":"acme/api","title":"a \"quoted\" title ✓"}`
+	h, log, ev := connectorHarness(t, core.Irreversible, coretest.Call("c1", "github__delete_repo", args))
+	cards := threadCards(h, "C1")
+	if len(cards) != 1 {
+		t.Fatalf("cards: %+v", h.s.Posts())
+	}
+	card := cards[0].Out.Card
+	for _, w := range []string{"github__delete_repo", `tool "delete_repo"`, `connector "github"`, `{"repo":"acme/api","title":"a \"quoted\" title ✓"}`} {
+		if !strings.Contains(card.Body, w) {
+			t.Errorf("card body %q lacks %q", card.Body, w)
+		}
+	}
+	h.click(alice, token(card, "approve"), threadOf(ev))
+	h.idle()
+	if got := log.get(); len(got) != 0 {
+		t.Fatalf("the requester's own approval ran an irreversible connector call: %v", got)
+	}
+	h.click(bob, token(card, "approve"), threadOf(ev))
+	h.idle()
+	if got := log.get(); len(got) != 1 || got[0] != "delete_repo "+`{"repo":"acme/api","title":"a \"quoted\" title ✓"}` {
+		t.Fatalf("executions = %v", got)
+	}
+	if n := h.count("C1", core.KindConsentGranted); n != 0 {
+		t.Errorf("a consent was recorded for an irreversible call")
+	}
+}
+
+// Declining a connector call runs nothing and tells the model who declined.
+func TestConnectorCallDeclined(t *testing.T) {
+	h, log, ev := connectorHarness(t, core.Send, coretest.Call("c1", "github__create_issue", `{"repo":"acme/api","title":"x"}`))
+	card := threadCards(h, "C1")[0].Out.Card
+	h.click(bob, token(card, "decline"), threadOf(ev))
+	h.idle()
+	if got := log.get(); len(got) != 0 {
+		t.Fatalf("declined call ran: %v", got)
+	}
+	if ans, ok := h.s.Find("result:"); !ok || !strings.Contains(ans.Out.Text, "declined by Bob") {
+		t.Errorf("answer: %+v", ans.Out.Text)
+	}
+}
+
+// "Always allow" on a connector tool covers that tool in that channel,
+// never another tool of the same server.
+func TestConnectorAlwaysAllowCoversThatToolOnly(t *testing.T) {
+	h, log, ev := connectorHarness(t, core.Send,
+		coretest.Call("c1", "github__create_issue", `{"repo":"acme/api","title":"one"}`),
+		coretest.Call("c2", "github__delete_repo", `{"repo":"acme/api"}`),
+		coretest.Call("c3", "github__create_issue", `{"repo":"acme/api","title":"two"}`))
+	card := threadCards(h, "C1")[0].Out.Card
+	h.click(bob, token(card, "always"), threadOf(ev))
+	h.idle()
+	cards := threadCards(h, "C1")
+	if len(cards) != 2 || !strings.Contains(cards[1].Out.Card.Body, "github__delete_repo") {
+		t.Fatalf("the other tool was not asked for: %d cards", len(cards))
+	}
+	h.click(bob, token(cards[1].Out.Card, "approve"), threadOf(ev))
+	h.idle()
+	if n := len(threadCards(h, "C1")); n != 2 {
+		t.Errorf("the consented tool asked again: %d cards", n)
+	}
+	if got := log.get(); len(got) != 3 {
+		t.Errorf("executions = %v", got)
+	}
+}

@@ -342,6 +342,9 @@ func sortedKeys(m map[string]any) []string {
 // Summary renders a call for an approval card: the tool and the arguments
 // it will run with, each shortened.
 func Summary(t core.Tool, args map[string]any) string {
+	if t.Connector != nil {
+		return connectorSummary(t, args)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "The assistant wants to run %s:", t.Name)
 	for _, k := range sortedKeys(args) {

@@ -126,3 +126,25 @@ func findTool(src core.ToolSource) core.Tool {
 		},
 	}
 }
+
+// maxCardArgs bounds the arguments a connector card shows.
+const maxCardArgs = 2500
+
+// connectorSummary is a connector call's approval card text: the server,
+// its tool and the exact arguments the tool will get (the canonical JSON
+// the gate judged), so the person approves what will be sent.
+func connectorSummary(t core.Tool, args map[string]any) string {
+	raw, err := CanonicalArgs(args)
+	if err != nil {
+		raw = []byte("(arguments could not be encoded)")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "The assistant wants to run %s: tool %q of connector %q (%s), with exactly these arguments:\n", t.Name, t.Connector.Tool, t.Connector.Server, t.Consequence)
+	if len(raw) <= maxCardArgs {
+		b.Write(raw)
+		return b.String()
+	}
+	b.WriteString(core.Truncate(string(raw), maxCardArgs))
+	fmt.Fprintf(&b, " (%d bytes in all; the rest is in the journal: bot replay --run)", len(raw))
+	return b.String()
+}
