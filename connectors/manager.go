@@ -292,19 +292,27 @@ func (s *server) run(ctx context.Context) {
 
 // session runs one connection until it ends, returning why.
 func (s *server) session(ctx context.Context) error {
-	client := mcp.NewClient(&mcp.Implementation{Name: "marlowe", Version: "1"}, &mcp.ClientOptions{
-		Logger: s.m.log.With("server", s.cfg.Name),
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			select {
-			case s.refresh <- struct{}{}:
-			default:
-			}
-		},
-		Capabilities: &mcp.ClientCapabilities{}, // no roots, no sampling, no elicitation
-	})
-	cctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, 30*time.Second))
-	conn, err := s.m.dial.dial(cctx, client, s.cfg, s.stderr)
-	cancel()
+	newClient := func() *mcp.Client {
+		return mcp.NewClient(&mcp.Implementation{Name: "marlowe", Version: "1"}, &mcp.ClientOptions{
+			Logger: s.m.log.With("server", s.cfg.Name),
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				select {
+				case s.refresh <- struct{}{}:
+				default:
+				}
+			},
+			Capabilities: &mcp.ClientCapabilities{}, // no roots, no sampling, no elicitation
+		})
+	}
+	// The connect context lives as long as the connection (the legacy SSE
+	// transport's stream hangs off it); a timer bounds the handshake.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timer := time.AfterFunc(max(s.cfg.Timeout, 30*time.Second), cancel)
+	conn, err := s.m.dial.dial(cctx, newClient, s.cfg, s.stderr)
+	if !timer.Stop() && err != nil {
+		return fmt.Errorf("no answer within %s: %w", max(s.cfg.Timeout, 30*time.Second), err)
+	}
 	if err != nil {
 		return err
 	}

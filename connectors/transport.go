@@ -60,7 +60,8 @@ func (c *connection) close() {
 
 // dial connects client to server s. stderr receives a stdio server's
 // standard error.
-func (d dialer) dial(ctx context.Context, client *mcp.Client, s Server, stderr io.Writer) (*connection, error) {
+func (d dialer) dial(ctx context.Context, newClient func() *mcp.Client, s Server, stderr io.Writer) (*connection, error) {
+	client := newClient()
 	switch s.Type {
 	case Stdio:
 		cmd := exec.Command(s.Command, s.Args...)
@@ -87,8 +88,9 @@ func (d dialer) dial(ctx context.Context, client *mcp.Client, s Server, stderr i
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			// A server that only has the legacy SSE transport.
-			sess, sseErr := client.Connect(ctx, &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc}, nil)
+			// A server that only has the legacy SSE transport (a fresh
+			// client: the failed attempt leaves state in the first).
+			sess, sseErr := newClient().Connect(ctx, &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc}, nil)
 			if sseErr == nil {
 				return &connection{session: sess}, nil
 			}
