@@ -218,6 +218,9 @@ type ApprovalRequested struct {
 	// InDM marks a request asked in a direct message with the bot: with no
 	// approvers listed, only the channel's admins decide it.
 	InDM bool `json:"in_dm,omitempty"`
+	// Pin is set on a question asking the channel's admins to accept a
+	// connector tool's changed definition (this hash): only admins answer.
+	Pin string `json:"pin,omitempty"`
 }
 
 type ApprovalResolved struct {

@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -243,4 +245,104 @@ func TestConnectorAlwaysAllowCoversThatToolOnly(t *testing.T) {
 	if got := log.get(); len(got) != 3 {
 		t.Errorf("executions = %v", got)
 	}
+}
+
+// mutableSource is a connector whose tool definitions change under the
+// channel (a rug pull).
+type mutableSource struct {
+	mu    sync.Mutex
+	tools []core.Tool
+}
+
+func (s *mutableSource) set(ts ...core.Tool) { s.mu.Lock(); s.tools = ts; s.mu.Unlock() }
+func (s *mutableSource) ToolsIn(core.ChannelKey) []core.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.tools)
+}
+func (s *mutableSource) Tool(name string) (core.Tool, bool) {
+	for _, t := range s.ToolsIn("") {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return core.Tool{}, false
+}
+
+// The channel pins a connector tool's definition on first use. When the
+// server changes it, the call is withheld and the channel's admins are
+// asked in their inboxes; the requester cannot accept it; nothing runs on
+// the new definition until an admin does, and then it runs.
+func TestConnectorDefinitionChangeIsWithheldUntilAnAdminAccepts(t *testing.T) {
+	log := &toolLog{}
+	mk := func(def string) core.Tool {
+		return core.Tool{Name: "crm__lookup", Description: "Look a customer up.", Consequence: core.Read,
+			Schema:    json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`),
+			Connector: &core.ToolOrigin{Server: "crm", Tool: "lookup", Definition: def},
+			Run: func(_ context.Context, _ core.ToolContext, args json.RawMessage) (core.Observation, error) {
+				log.add(def + " " + string(args))
+				return core.Observation{Text: "found"}, nil
+			}}
+	}
+	src := &mutableSource{}
+	src.set(mk("def-1"))
+	// Every run looks acme up once, then answers with what it got.
+	m := coretest.NewScriptedModel(
+		coretest.Calls(coretest.Call("c1", "crm__lookup", `{"q":"acme"}`)),
+		func(v core.View) (core.Reply, error) { return core.Reply{Text: "result: " + lastText(v)}, nil },
+	)
+	h := newHarness(t, m, nil, func(cfg *engine.Config) {
+		cfg.Tools = cfg.Tools.WithSource(src, 20)
+		cfg.Operators = []core.Operator{{Platform: platform, UserID: bob.ID}}
+	})
+	h.deliver(h.mention(alice, "C1", "look up acme"))
+	h.idle()
+	if got := log.get(); len(got) != 1 {
+		t.Fatalf("first use: %v", got)
+	}
+	// The server changes the tool (a rug pull).
+	src.set(mk("def-2"))
+	ev := h.mention(alice, "C1", "look up acme again")
+	h.deliver(ev)
+	h.idle()
+	if got := log.get(); len(got) != 1 {
+		t.Fatalf("a changed definition ran before anyone accepted it: %v", got)
+	}
+	cards := threadCards(h, "C1")
+	if len(cards) != 1 || !strings.Contains(cards[0].Out.Card.Title, "changed the definition") {
+		t.Fatalf("no question to the admins: %+v", h.s.Cards())
+	}
+	ar := payloads[*core.ApprovalRequested](h, "C1", core.KindApprovalRequested)
+	if len(ar) != 1 || ar[0].Pin != "def-2" || !slices.Contains(ar[0].Notify, bob.ID) {
+		t.Fatalf("the admins' inboxes were not asked: %+v", *ar[0])
+	}
+	card := cards[0].Out.Card
+	h.click(alice, card.Actions[0].Token, threadOf(ev)) // the requester, not an admin
+	h.idle()
+	if n := h.count("C1", core.KindApprovalResolved); n != 0 {
+		t.Fatalf("the requester accepted a changed definition")
+	}
+	h.click(bob, card.Actions[0].Token, threadOf(ev))
+	h.idle()
+	if !answered(h, "accepted the tool's new definition") {
+		t.Errorf("the model was not told of the acceptance: %+v", h.s.Posts())
+	}
+	if got := log.get(); len(got) != 1 {
+		t.Fatalf("accepting ran the withheld call itself: %v", got)
+	}
+	h.deliver(h.mention(alice, "C1", "and once more"))
+	h.idle()
+	if got := log.get(); len(got) != 2 || got[1] != `def-2 {"q":"acme"}` {
+		t.Errorf("after acceptance: %v", got)
+	}
+	h.verify("C1")
+}
+
+func answered(h *harness, text string) bool {
+	for _, p := range h.s.Posts() {
+		if strings.HasPrefix(p.Out.Text, "result:") && strings.Contains(p.Out.Text, text) {
+			return true
+		}
+	}
+	return false
 }

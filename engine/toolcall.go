@@ -56,6 +56,9 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		}
 		switch res.Decision {
 		case "approved":
+			if ok, err := d.stillPinned(ctx, cs, tool); !ok || err != nil {
+				return false, err
+			}
 			if cs.allowedRun {
 				return d.interrupted(ctx, cs, tool, args)
 			}
@@ -68,6 +71,9 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 			}
 			return d.execute(ctx, cs, tool, args)
 		case "answered":
+			if a.req.Pin != "" {
+				return false, d.answerPin(ctx, cs, a)
+			}
 			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: true, Trust: string(core.Trusted),
 				Result: fmt.Sprintf("%s answered: %s", who, res.Choice)})
 		case "declined":
@@ -87,6 +93,9 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		return false, d.fail(ctx, core.RunBroken, "unknown approval decision "+res.Decision)
 	}
 	if cs.decision == gate.Allow {
+		if ok, err := d.stillPinned(ctx, cs, tool); !ok || err != nil {
+			return false, err
+		}
 		return d.interrupted(ctx, cs, tool, args)
 	}
 	// Denied but not completed: finish the record.
@@ -112,6 +121,14 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		}
 		_, err = d.appendRun(ctx, nil, req, done)
 		return false, err
+	}
+	switch pinState(pol, tool) {
+	case "unpinned":
+		if err := d.pin(ctx, "", tool.Name, tool.Connector.Definition); err != nil {
+			return false, err
+		}
+	case "changed":
+		return d.withhold(ctx, cs, tool, req)
 	}
 	if tool.Check != nil {
 		// Arguments are judged before anyone is asked: a call that would
@@ -259,7 +276,7 @@ func runTool(ctx context.Context, tool core.Tool, tc core.ToolContext, args json
 	return tool.Run(ctx, tc, args)
 }
 
-func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, esc *core.Escalation) (bool, error) {
+func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, esc *core.Escalation, pin ...string) (bool, error) {
 	rs := d.rs
 	opts := esc.Options
 	if len(opts) > maxOptions {
@@ -273,6 +290,9 @@ func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, es
 		ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
 		Summary: core.Truncate(esc.Context, 1500), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
 		Question: core.Truncate(q, 300), Options: opts, Reason: "the assistant asked for a decision",
+	}
+	if len(pin) > 0 {
+		ar.Pin, ar.Reason = pin[0], "a connector changed a tool's definition"
 	}
 	d.addressEscalation(ctx, ar, esc)
 	ad, err := d.agent(core.Meta{Cause: cs.reqID}, ar)
