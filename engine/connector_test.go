@@ -346,3 +346,34 @@ func answered(h *harness, text string) bool {
 	}
 	return false
 }
+
+// A run resumed before its connector is back (the tool unknown for now)
+// does not treat an allowed call as never made: it is in doubt. The old
+// code completed it as an unknown tool, as if nothing had happened.
+func TestConnectorCallWhoseServerIsNotBackAfterACrashIsInDoubt(t *testing.T) {
+	started := make(chan struct{}, 1)
+	src := &mutableSource{}
+	src.set(core.Tool{
+		Name: "github__create-issue", Description: "Create an issue.", Consequence: core.Read,
+		Schema:    json.RawMessage(`{"type":"object"}`),
+		Connector: &core.ToolOrigin{Server: "github", Tool: "create-issue", Definition: "d1"},
+		Run: func(ctx context.Context, _ core.ToolContext, _ json.RawMessage) (core.Observation, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return core.Observation{}, ctx.Err()
+		},
+	})
+	m := coretest.NewScriptedModel(
+		coretest.Calls(coretest.Call("c1", "github__create-issue", `{}`)),
+		coretest.Text("done"))
+	h := newHarness(t, m, nil, func(cfg *engine.Config) { cfg.Tools = cfg.Tools.WithSource(src, 20) })
+	h.deliver(h.mention(alice, "C1", "file it"))
+	<-started
+	src.set() // the server is not back when the run resumes
+	h.restart()
+	h.idle()
+	done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
+	if len(done) != 1 || done[0].Code != "interrupted" || !strings.Contains(done[0].Error, "outcome is unknown") {
+		t.Fatalf("tool.completed = %+v", done)
+	}
+}

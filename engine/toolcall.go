@@ -31,8 +31,12 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 	}
 	tool, args, cerr := d.e.tools.ValidateCall(cs.call, nil)
 	if cerr != nil {
-		// Cannot happen for a call that passed validation when requested,
-		// unless the registry changed across a restart.
+		// The registry changed across a restart: a connector's server not
+		// back yet, or a tool gone. A call that was allowed may have run:
+		// its outcome is unknown and it is not sent again.
+		if (cs.decision == gate.Allow || cs.allowedRun) && !d.e.keptFromRunning(cs.call.ID) {
+			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted", Error: inDoubtMessage})
+		}
 		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: cerr.Code, Error: cerr.JSON()})
 	}
 	if cs.approval != "" {
