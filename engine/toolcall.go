@@ -30,6 +30,11 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		return d.requestCall(ctx, cs)
 	}
 	tool, args, cerr := d.e.tools.ValidateCall(cs.call, nil)
+	if cerr == nil && tool.Connector != nil {
+		var pol core.Policy
+		_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
+		tool = gate.InChannel(tool, pol)
+	}
 	if cerr != nil {
 		// The registry changed across a restart: a connector's server not
 		// back yet, or a tool gone. A call that was allowed may have run:
@@ -118,6 +123,7 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 	_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
 	exposed = d.e.tools.ExposedIn(rs.Scope.Key(), pol)
 	tool, args, cerr := d.e.tools.ValidateCall(cs.call, exposed)
+	tool = gate.InChannel(tool, pol)
 	if cerr != nil {
 		done, err := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: cs.call.Name, OK: false, Code: cerr.Code, Error: cerr.JSON()})
 		if err != nil {
