@@ -23,6 +23,7 @@ type Approval struct {
 	Unattended  bool
 	InDM        bool   // asked in a direct message with the bot
 	Pin         string // a changed connector definition put to the admins
+	InDoubt     bool   // a connector call whose outcome is unknown: retry or skip
 	RequestedAt time.Time
 	Summary     string
 	Reason      string
