@@ -485,3 +485,39 @@ func TestConnectorChannelPolicyRaisesConsequenceAndTurnsServersOff(t *testing.T)
 		})
 	}
 }
+
+// A routine (an unattended run) is offered the same connector tools under
+// the same gate: its send-level connector call parks for its owner, and
+// runs on the owner's approval.
+func TestRoutineUsesConnectorsUnderTheSameGate(t *testing.T) {
+	log := &toolLog{}
+	tool := core.Tool{Name: "slackish__post_update", Description: "Post an update.", Consequence: core.Send,
+		Schema:    json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
+		Connector: &core.ToolOrigin{Server: "slackish", Tool: "post_update", Definition: "d1"},
+		Run: func(_ context.Context, _ core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			log.add(string(args))
+			return core.Observation{Text: "posted"}, nil
+		}}
+	m := coretest.NewScriptedModel(
+		coretest.Calls(coretest.Call("c1", "slackish__post_update", `{"text":"weekly digest"}`)),
+		coretest.Text("done"))
+	h := newHarness(t, m, nil, func(cfg *engine.Config) { cfg.Tools = cfg.Tools.WithSource(fakeSource{tools: []core.Tool{tool}}, 20) })
+	if _, err := h.e.StartUnattended(context.Background(), core.UnattendedRun{
+		Scope: chanScope("C1"), Owner: alice, Instruction: "post the weekly digest", Trigger: "routine-1",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.idle()
+	if len(log.get()) != 0 {
+		t.Fatalf("the routine's send ran without approval")
+	}
+	cards := dmCards(h, alice)
+	if len(cards) != 1 || !strings.Contains(cards[0].Out.Card.Body, "slackish__post_update") {
+		t.Fatalf("owner's cards: %+v", h.s.Cards())
+	}
+	h.click(alice, token(cards[0].Out.Card, "approve"), dmScope(alice))
+	h.idle()
+	if got := log.get(); len(got) != 1 || got[0] != `{"text":"weekly digest"}` {
+		t.Errorf("executions = %v", got)
+	}
+}
