@@ -75,6 +75,7 @@ func unknownConnectorTool(call core.ToolCall) (core.Tool, map[string]any, bool) 
 	if json.Unmarshal([]byte(call.Args), &args) != nil || args == nil {
 		args = map[string]any{}
 	}
+	server, name, _ := strings.Cut(call.Name, "__")
 	return core.Tool{Name: call.Name, Consequence: core.Irreversible, Schema: json.RawMessage(`{"type":"object"}`),
-		Connector: &core.ToolOrigin{}}, args, true
+		Connector: &core.ToolOrigin{Server: server, Tool: name}}, args, true
 }
