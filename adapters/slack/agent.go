@@ -125,6 +125,7 @@ func (b *streamBook) get(ts string) *streamState {
 // started and never stopped (every other message of the bot carries its
 // key in metadata, a started stream none until it is stopped).
 func (a *Adapter) StartStream(ctx context.Context, out core.Outbound, u core.StreamUpdate) (core.MessageRef, error) {
+	out, u = defangOutbound(out), defangUpdate(u)
 	if err := checkScope(out.Scope); err != nil {
 		return core.MessageRef{}, err
 	}
@@ -181,6 +182,8 @@ func (a *Adapter) StartStream(ctx context.Context, out core.Outbound, u core.Str
 // of u.Text the message lacks, in pieces of at most streamChunk
 // characters, each paced through the channel's queue.
 func (a *Adapter) AppendStream(ctx context.Context, ref core.MessageRef, u core.StreamUpdate) error {
+	u = defangUpdate(u)
+	u.Text = withoutOpenToken(u.Text)
 	return a.appendStream(ctx, ref, u, true)
 }
 
@@ -285,6 +288,7 @@ func (a *Adapter) streamCall(ctx context.Context, ref core.MessageRef, ss *strea
 // chat.stopStream with u's plan and tasks and the key in metadata, then
 // the thread's status cleared.
 func (a *Adapter) StopStream(ctx context.Context, ref core.MessageRef, u core.StreamUpdate) error {
+	u = defangUpdate(u)
 	if err := a.appendStream(ctx, ref, u, false); err != nil && !errors.Is(err, core.ErrStreamEnded) {
 		return err
 	}
@@ -357,7 +361,7 @@ func (a *Adapter) settleStreamText(ctx context.Context, ref core.MessageRef, ss 
 	if u.Key != "" {
 		opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: metaEventType, EventPayload: map[string]any{"key": u.Key}}))
 	}
-	err := a.pacer.do(ctx, ref.Scope.Channel, core.PriorityHigh, "", func(ctx context.Context) error {
+	err := a.pacer.update(ctx, ref.Scope.Channel, core.PriorityHigh, "", func(ctx context.Context) error {
 		_, _, _, err := a.api.UpdateMessageContext(ctx, ref.Scope.Channel, ref.ID, opts...)
 		return err
 	})
@@ -473,7 +477,9 @@ func (a *Adapter) setStatus(ctx context.Context, scope core.Scope, status string
 	if !a.agent.Load() || scope.Thread == "" {
 		return nil
 	}
-	err := a.pacer.do(ctx, scope.Channel, core.PriorityEdit, "status:"+scope.Thread, func(ctx context.Context) error {
+	// A decoration: on the method's own budget, dropped over it (Slack
+	// clears the status itself when the answer is posted).
+	err := a.pacer.decorate(ctx, keyStatus, func(ctx context.Context) error {
 		return a.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
 			ChannelID: scope.Channel, ThreadTS: scope.Thread, Status: status,
 		})

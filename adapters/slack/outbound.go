@@ -63,6 +63,7 @@ func checkScope(s core.Scope) error {
 // before it is sent again. Long text becomes several messages; the ref
 // returned is the first one's.
 func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
+	out = defangOutbound(out)
 	if err := checkScope(out.Scope); err != nil {
 		return core.MessageRef{}, err
 	}
@@ -123,7 +124,7 @@ func (a *Adapter) postPart(ctx context.Context, out core.Outbound, key string, p
 		started := a.now()
 		var ts string
 		var sent atomic.Bool // read after do returns early on ctx: the call may still run
-		err := a.pacer.do(ctx, scope.Channel, out.Priority, "", func(ctx context.Context) error {
+		err := a.pacer.send(ctx, "chat.postMessage", scope.Channel, out.Priority, "", func(ctx context.Context) error {
 			sent.Store(true)
 			var err error
 			_, ts, err = a.api.PostMessageContext(ctx, scope.Channel, opts...)
@@ -215,6 +216,7 @@ func (a *Adapter) findPosted(ctx context.Context, scope core.Scope, key string, 
 // (PriorityEdit) to the same message that are still queued are coalesced.
 // A card with Resolution set renders without buttons.
 func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outbound) error {
+	out = defangOutbound(out)
 	channel := ref.Scope.Channel
 	if channel == "" {
 		channel = out.Scope.Channel
@@ -248,7 +250,7 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 	// a finished run's checklist saying "Working on it" for good.
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		err := a.pacer.do(ctx, channel, out.Priority, coalesce, func(ctx context.Context) error {
+		err := a.pacer.update(ctx, channel, out.Priority, coalesce, func(ctx context.Context) error {
 			_, _, _, err := a.api.UpdateMessageContext(ctx, channel, ref.ID, opts...)
 			return err
 		})
@@ -287,7 +289,8 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 	if ref.Scope.Channel == "" || ref.ID == "" || name == "" {
 		return errors.New("slack: react needs a channel, a ts and an emoji name")
 	}
-	err := a.pacer.do(ctx, ref.Scope.Channel, core.PriorityNormal, "", func(ctx context.Context) error {
+	// A decoration: on reactions.add's own budget, dropped over it.
+	err := a.pacer.decorate(ctx, keyReactions, func(ctx context.Context) error {
 		return a.api.AddReactionContext(ctx, name, slack.NewRefToMessage(ref.Scope.Channel, ref.ID))
 	})
 	var se slack.SlackErrorResponse

@@ -51,6 +51,18 @@ type Channel struct {
 	Name    string
 	Parent  string // threads
 	Private bool   // @everyone is denied VIEW_CHANNEL
+	// Overwrites are the channel's other permission overwrites (roles
+	// and members), after Private's.
+	Overwrites []Overwrite
+	// Recipients are a DM's people (besides the bot).
+	Recipients []string
+}
+
+// Overwrite is a channel permission overwrite for a role or a member.
+type Overwrite struct {
+	ID          string
+	Member      bool // a member's overwrite; a role's otherwise
+	Allow, Deny int64
 }
 
 // Role is a guild role.
@@ -107,6 +119,10 @@ type Config struct {
 	// and nothing else is changed: a READY without resume_gateway_url stays
 	// without it.
 	Ready json.RawMessage
+	// RouteBuckets keeps to Discord's per-route buckets (buckets.go): a
+	// request over its route's bucket is answered 429. Off, the bucket
+	// headers are still sent, with limits no test reaches.
+	RouteBuckets bool
 }
 
 // Message is a stored message.
@@ -200,6 +216,7 @@ type Server struct {
 	typings   []Typing
 	threads   []string
 	callbacks []Callback
+	pings     []Ping // mass mentions notified (pings.go)
 	followups []Followup
 	clickAt   map[string]time.Time // interaction id → dispatch time
 	answered  map[string]bool
@@ -210,6 +227,7 @@ type Server struct {
 	commandPuts int
 	calls       []Call
 	rules       []*rule
+	buckets     map[string]*bucketState // route and major parameter → use (buckets.go)
 	gw          gateway
 	changed     chan struct{}
 }

@@ -65,9 +65,24 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "You are being rate limited.", "retry_after": secs, "global": hit.global})
 		return
 	}
+	if ok, retry := s.takeBucket(w.Header(), r.Method, path); !ok {
+		secs := retry.Seconds()
+		w.Header().Set("Retry-After", strconv.FormatFloat(secs, 'f', 3, 64))
+		w.Header().Set("X-RateLimit-Scope", "user")
+		s.record(r.Method, path, http.StatusTooManyRequests)
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "You are being rate limited.", "retry_after": secs, "global": false})
+		return
+	}
 	status, out := s.route(r.Method, path, r.URL.Query(), body)
 	if status == http.StatusOK {
 		s.recordFiles(out, ups)
+	}
+	if status < 300 {
+		if p := pingsOf(r.Method, path, body); len(p) > 0 {
+			s.mu.Lock()
+			s.pings = append(s.pings, p...)
+			s.mu.Unlock()
+		}
 	}
 	s.record(r.Method, path, status)
 	if hit != nil && hit.lose {
@@ -123,7 +138,7 @@ func (s *Server) route(method, path string, q url.Values, body []byte) (int, any
 		}
 		id := "9" + req.RecipientID[1:]
 		if _, ok := s.channels[id]; !ok {
-			s.channels[id] = &chanState{Channel: Channel{ID: id, Type: TypeDM}}
+			s.channels[id] = &chanState{Channel: Channel{ID: id, Type: TypeDM, Recipients: []string{req.RecipientID}}}
 		}
 		return 200, s.channelJSONLocked(s.channels[id])
 	case len(parts) >= 2 && parts[0] == "channels":
@@ -390,10 +405,24 @@ func (s *Server) channelJSONLocked(c *chanState) map[string]any {
 		if c.Private {
 			ow = append(ow, map[string]any{"id": c.guild, "type": 0, "allow": "0", "deny": strconv.FormatInt(PermViewChannel, 10)})
 		}
+		for _, o := range c.Overwrites {
+			typ := 0
+			if o.Member {
+				typ = 1
+			}
+			ow = append(ow, map[string]any{"id": o.ID, "type": typ, "allow": strconv.FormatInt(o.Allow, 10), "deny": strconv.FormatInt(o.Deny, 10)})
+		}
 		js["permission_overwrites"] = ow
 	}
 	if c.Parent != "" {
 		js["parent_id"] = c.Parent
+	}
+	if c.guild == "" {
+		rs := []any{}
+		for _, id := range c.Recipients {
+			rs = append(rs, s.userLocked(id))
+		}
+		js["recipients"] = rs
 	}
 	return js
 }
