@@ -218,6 +218,12 @@ type ApprovalRequested struct {
 	// InDM marks a request asked in a direct message with the bot: with no
 	// approvers listed, only the channel's admins decide it.
 	InDM bool `json:"in_dm,omitempty"`
+	// Pin is set on a question asking the channel's admins to accept a
+	// connector tool's changed definition (this hash): only admins answer.
+	Pin string `json:"pin,omitempty"`
+	// InDoubt is set on a question about a connector call whose outcome a
+	// crash made unknown: send it again, or skip it.
+	InDoubt bool `json:"in_doubt,omitempty"`
 }
 
 type ApprovalResolved struct {

@@ -21,7 +21,9 @@ type Approval struct {
 	ExpiresAt   time.Time
 	Notify      []string
 	Unattended  bool
-	InDM        bool // asked in a direct message with the bot
+	InDM        bool   // asked in a direct message with the bot
+	Pin         string // a changed connector definition put to the admins
+	InDoubt     bool   // a connector call whose outcome is unknown: retry or skip
 	RequestedAt time.Time
 	Summary     string
 	Reason      string
