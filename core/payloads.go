@@ -79,6 +79,8 @@ func newPayload(k Kind) (Payload, bool) {
 		return &ReportDismissed{}, true
 	case KindErasureRequested:
 		return &ErasureRequested{}, true
+	case KindConnectionChanged:
+		return &ConnectionChanged{}, true
 	case KindErasureResolved:
 		return &ErasureResolved{}, true
 	case KindMessageAttempted:
@@ -458,6 +460,7 @@ func (*CommandRedacted) Kind() Kind   { return KindCommandRedacted }
 func (*ReportFiled) Kind() Kind       { return KindReportFiled }
 func (*ReportDismissed) Kind() Kind   { return KindReportDismissed }
 func (*ErasureRequested) Kind() Kind  { return KindErasureRequested }
+func (*ConnectionChanged) Kind() Kind { return KindConnectionChanged }
 func (*ErasureResolved) Kind() Kind   { return KindErasureResolved }
 func (*MessageAttempted) Kind() Kind  { return KindMessageAttempted }
 func (*FoldCheckpoint) Kind() Kind    { return KindFoldCheckpoint }
@@ -489,6 +492,7 @@ func (*CommandRedacted) sealed()   {}
 func (*ReportFiled) sealed()       {}
 func (*ReportDismissed) sealed()   {}
 func (*ErasureRequested) sealed()  {}
+func (*ConnectionChanged) sealed() {}
 func (*ErasureResolved) sealed()   {}
 func (*MessageAttempted) sealed()  {}
 func (*FoldCheckpoint) sealed()    {}

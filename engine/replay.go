@@ -446,7 +446,7 @@ func (rs *RunReplay) apply(c core.Command) error {
 		rs.policySet = true
 	case *core.CardClicked, *core.ConsentGranted, *core.ConsentRevoked, *core.MemoryWritten, *core.MemoryForgotten,
 		*core.MemoryRedacted, *core.RoutineCreated, *core.RoutineChanged, *core.RoutineFired, *core.CommandRedacted,
-		*core.ReportFiled, *core.ReportDismissed, *core.ErasureRequested, *core.ErasureResolved, *core.MessageAttempted:
+		*core.ReportFiled, *core.ReportDismissed, *core.ErasureRequested, *core.ErasureResolved, *core.ConnectionChanged, *core.MessageAttempted:
 		// Recorded for audit; no run state of their own (the channel's fold
 		// holds the attempts).
 	default:

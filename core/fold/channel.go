@@ -270,6 +270,8 @@ func (f *Channel) Apply(c core.Command) error {
 	case *core.FoldCheckpoint:
 		// A snapshot of the state this fold already holds (snapshot.go):
 		// counted, nothing to change.
+	case *core.ConnectionChanged:
+		// Audit of a person's sign-ins: the vault holds the state.
 	case *core.CardClicked, *core.ToolRequested, *core.PermissionDecided, *core.ToolCompleted, *core.MessageUpdated:
 		// Observations: counted; their effects arrive as their own commands
 		// (approval.resolved, tool results live in the run's fold).
