@@ -122,4 +122,6 @@ type Connections interface {
 	Disconnect(ctx context.Context, platform, person, server, by string) (ok bool, err error)
 	// DisconnectAll does Disconnect for each of person's connections.
 	DisconnectAll(ctx context.Context, platform, person, by string) (int, error)
+	// Link mints a private sign-in link for person to connect server.
+	Link(platform, person, server string) (string, error)
 }
