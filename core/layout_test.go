@@ -26,6 +26,8 @@ func TestImportsPointDown(t *testing.T) {
 		"core/fold":        {"core"},
 		"core/chatcommand": {"core", "core/gate"},
 		"replica":          {"core"},
+		"vault":            {"core"},
+		"signin":           {"core", "vault"},
 		"engine":           {"core", "core/gate", "core/fold", "core/chatcommand", "replica"},
 	}
 	engineImporters := []string{"cmd/bot", "internal/testengine"}

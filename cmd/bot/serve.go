@@ -26,6 +26,7 @@ import (
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/llm"
+	"github.com/marlowe-bot/marlowe/signin"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 	"github.com/marlowe-bot/marlowe/tools"
 )
@@ -118,7 +119,12 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	})
 
 	metrics := newMetrics(filter, mem, surfaces.byName)
+	si, err := newSignIn(cfg, st, nil, log)
+	if err != nil {
+		return err
+	}
 	eng, err := engine.New(engine.Config{
+		Connections:   si.connections(),
 		ExportURL:     cfg.PublicURL,
 		Journal:       st.Journal,
 		Boundary:      boundary,
@@ -140,6 +146,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
+	}
+	if si != nil {
+		si.events.set(eng)
 	}
 	metrics.engine, metrics.draining = eng.Stats, eng.Draining
 	metrics.channelsOwned = eng.OwnedChannels
@@ -166,6 +175,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /export", exportHandler(eng))
+	if si != nil {
+		h := si.svc.Handler()
+		mux.Handle(signin.StartPath, h)
+		mux.Handle(signin.CallbackPath, h)
+	}
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
 	}
