@@ -267,11 +267,16 @@ func (s *Service) prepare(ctx context.Context, srv Server) (*pending, error) {
 }
 
 func styleFor(methods []string, secret bool) oauth2.AuthStyle {
+	post, basic := slices.Contains(methods, "client_secret_post"), slices.Contains(methods, "client_secret_basic")
 	switch {
-	case !secret || slices.Contains(methods, "client_secret_post") || slices.Contains(methods, "none"):
+	case !secret:
+		return oauth2.AuthStyleInParams // a public client: its id in the form
+	case post && !basic:
 		return oauth2.AuthStyleInParams
-	default:
+	case basic && !post:
 		return oauth2.AuthStyleInHeader
+	default:
+		return oauth2.AuthStyleAutoDetect // x/oauth2 tries Basic, then the form
 	}
 }
 
