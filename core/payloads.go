@@ -220,6 +220,13 @@ type ApprovalRequested struct {
 	// InDM marks a request asked in a direct message with the bot: with no
 	// approvers listed, only the channel's admins decide it.
 	InDM bool `json:"in_dm,omitempty"`
+	// SignIn marks a run waiting for its requester to connect this server
+	// (their own sign-in): it is resolved, approved in the requester's name,
+	// when they have connected, and the call runs again.
+	SignIn string `json:"sign_in,omitempty"`
+	// ActsAs is whose own account the call runs as ("" : the bot's
+	// credentials), for the card.
+	ActsAs string `json:"acts_as,omitempty"`
 }
 
 type ApprovalResolved struct {

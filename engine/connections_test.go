@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/coretest"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/signin"
 	"github.com/marlowe-bot/marlowe/store/sqlite"
@@ -36,6 +37,10 @@ const tokenMark = "AT-5ec2e7-"
 // grants put straight into the vault (the OAuth flow itself is tested in
 // package signin), wired to an engine where Alice is an operator.
 func connHarness(t *testing.T) (*harness, *signin.Service, *vault.Vault) {
+	return connHarnessWith(t, nil, func(*signin.Service) []core.Tool { return memTools() }, true)
+}
+
+func connHarnessWith(t *testing.T, model *coretest.ScriptedModel, tools func(*signin.Service) []core.Tool, grants bool, opts ...func(*engine.Config)) (*harness, *signin.Service, *vault.Vault) {
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "m.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -57,11 +62,15 @@ func connHarness(t *testing.T) (*harness, *signin.Service, *vault.Vault) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, nil, memTools(), operatorAlice, func(c *engine.Config) { c.Connections = svc })
+	opts = append([]func(*engine.Config){operatorAlice, func(c *engine.Config) { c.Connections = svc }}, opts...)
+	h := newHarness(t, model, tools(svc), opts...)
 	h.clk = clk
 	ev.mu.Lock()
 	ev.e = h.e
 	ev.mu.Unlock()
+	if !grants {
+		return h, svc, v
+	}
 	for _, g := range []struct {
 		who, server string
 		exp         time.Duration

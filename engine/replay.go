@@ -376,6 +376,11 @@ func (rs *RunReplay) apply(c core.Command) error {
 		rs.approvalOrder = append(rs.approvalOrder, p.ApprovalID)
 		if cs := rs.findCall(p.CallID); cs != nil {
 			cs.approval = p.ApprovalID
+			if p.SignIn != "" {
+				// The call ran and sent nothing (no sign-in): it runs
+				// again, under a fresh allow, once the person connected.
+				cs.allowedRun = false
+			}
 		}
 		rs.Status = core.RunWaitingApproval
 		rs.park(c.At())

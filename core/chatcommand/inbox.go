@@ -18,6 +18,7 @@ import (
 //	forget <@user>       — the same for someone else (operators only)
 //	connections          — the servers you connected to act as you (`connections all`: everybody's, operators only)
 //	disconnect <server>  — revoke and delete your connection to server
+//	connect <server>     — a private sign-in link to server (your DM)
 
 type InboxKind int
 
@@ -31,6 +32,7 @@ const (
 	InboxForget      // forget me / forget <@user> (Arg: the user, "" for me)
 	InboxConnections // connections [all] (Arg: "all" or "")
 	InboxDisconnect  // disconnect <server> (Arg: the server)
+	InboxConnect     // connect <server> (Arg: the server): a fresh sign-in link
 	inboxEnd         // keep last: the help test walks every kind before it
 )
 
@@ -58,6 +60,8 @@ func ParseInbox(text string) InboxCommand {
 		return InboxCommand{Kind: InboxConnections}
 	case len(f) == 2 && f[0] == "connections" && f[1] == "all":
 		return InboxCommand{Kind: InboxConnections, Arg: "all"}
+	case len(f) == 2 && f[0] == "connect":
+		return InboxCommand{Kind: InboxConnect, Arg: orig[1]}
 	case len(f) == 2 && f[0] == "disconnect":
 		return InboxCommand{Kind: InboxDisconnect, Arg: orig[1]} // server names are case-sensitive
 	case len(f) == 1 && f[0] == "inbox":

@@ -21,7 +21,8 @@ type Approval struct {
 	ExpiresAt   time.Time
 	Notify      []string
 	Unattended  bool
-	InDM        bool // asked in a direct message with the bot
+	InDM        bool   // asked in a direct message with the bot
+	SignIn      string // waits for Requester to connect this server
 	RequestedAt time.Time
 	Summary     string
 	Reason      string
