@@ -69,6 +69,10 @@ type Policy struct {
 	ToplevelWindowS  int           `json:"toplevel_window_s,omitempty"` // 0 = default
 	DailyTokenBudget int           `json:"daily_token_budget,omitempty"`
 	LinkedChannels   []ChannelKey  `json:"linked_channels,omitempty"` // memory cross-reads, admin only
+	// Pins holds, per connector tool, the definition (core.ToolOrigin's
+	// hash) the channel first used or an admin last accepted: a tool whose
+	// server now declares another is withheld until an admin accepts it.
+	Pins map[string]string `json:"pins,omitempty"`
 }
 
 // ThreadWindow returns the effective thread window length.

@@ -144,6 +144,8 @@ type Tool struct {
 	// ("" is Consequence): the read-only form of a write tool (the routine
 	// tool's `routines`) is Read, which is never gated. It must not act.
 	Check func(ctx context.Context, tc ToolContext, args json.RawMessage) (Consequence, error)
+	// Connector is set on a tool a connector offers (nil: built in).
+	Connector *ToolOrigin
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -151,8 +153,12 @@ var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 // Validate checks a tool's declaration. A tool that fails it stops the
 // process at start.
 func (t Tool) Validate() error {
-	if !toolName.MatchString(t.Name) {
-		return fmt.Errorf("tool %q: name must match %s", t.Name, toolName)
+	nameRE := toolName
+	if t.Connector != nil {
+		nameRE = connectorToolName
+	}
+	if !nameRE.MatchString(t.Name) {
+		return fmt.Errorf("tool %q: name must match %s", t.Name, nameRE)
 	}
 	if !t.Consequence.Valid() {
 		return fmt.Errorf("tool %q: missing or invalid consequence level %q (want read, write, send or irreversible)", t.Name, t.Consequence)

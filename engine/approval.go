@@ -125,6 +125,14 @@ func authorizeClick(p core.Policy, a *fold.Approval, c clicker, action byte) str
 		}
 		return "only " + core.MentionOf(a.Requester) + " can cancel this; it continues when they connect " + a.SignIn
 	}
+	if a.Pin != "" {
+		// Accepting what a server now says a tool is belongs to the
+		// channel's governance: admins only, never the requester alone.
+		if c.admin {
+			return ""
+		}
+		return "only the channel's admins can accept a connector's changed tool definition"
+	}
 	if a.Question != "" {
 		if decider || by.ID == a.Requester || slices.Contains(a.Notify, by.ID) {
 			return ""

@@ -56,6 +56,9 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		}
 		switch res.Decision {
 		case "approved":
+			if ok, err := d.stillPinned(ctx, cs, tool); !ok || err != nil {
+				return false, err
+			}
 			if cs.allowedRun {
 				return d.interrupted(ctx, cs, tool, args)
 			}
@@ -72,6 +75,9 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 			}
 			return d.execute(ctx, cs, tool, args)
 		case "answered":
+			if a.req.Pin != "" {
+				return false, d.answerPin(ctx, cs, a)
+			}
 			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: true, Trust: string(core.Trusted),
 				Result: fmt.Sprintf("%s answered: %s", who, res.Choice)})
 		case "declined":
@@ -91,6 +97,9 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		return false, d.fail(ctx, core.RunBroken, "unknown approval decision "+res.Decision)
 	}
 	if cs.decision == gate.Allow {
+		if ok, err := d.stillPinned(ctx, cs, tool); !ok || err != nil {
+			return false, err
+		}
 		return d.interrupted(ctx, cs, tool, args)
 	}
 	// Denied but not completed: finish the record.
@@ -107,7 +116,7 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 	var exposed []string
 	var pol core.Policy
 	_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
-	exposed = d.e.tools.Exposed(pol)
+	exposed = d.e.tools.ExposedIn(rs.Scope.Key(), pol)
 	tool, args, cerr := d.e.tools.ValidateCall(cs.call, exposed)
 	if cerr != nil {
 		done, err := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: cs.call.Name, OK: false, Code: cerr.Code, Error: cerr.JSON()})
@@ -116,6 +125,14 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		}
 		_, err = d.appendRun(ctx, nil, req, done)
 		return false, err
+	}
+	switch pinState(pol, tool) {
+	case "unpinned":
+		if err := d.pin(ctx, "", tool.Name, tool.Connector.Definition); err != nil {
+			return false, err
+		}
+	case "changed":
+		return d.withhold(ctx, cs, tool, req)
 	}
 	if tool.Check != nil {
 		// Arguments are judged before anyone is asked: a call that would
@@ -199,9 +216,8 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 // is worse than telling people); anything else runs again with the same
 // effect keys, so its posts are not duplicated.
 func (d *driver) interrupted(ctx context.Context, cs *callState, tool core.Tool, args map[string]any) (bool, error) {
-	if tool.Consequence == core.Irreversible && !d.e.keptFromRunning(cs.call.ID) {
-		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted",
-			Error: "the bot restarted while this irreversible action was running; its outcome is unknown and it was not retried — check before trying again"})
+	if notRepeatable(tool) && !d.e.keptFromRunning(cs.call.ID) {
+		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted", Error: inDoubtMessage})
 	}
 	return d.execute(ctx, cs, tool, args)
 }
@@ -270,7 +286,7 @@ func runTool(ctx context.Context, tool core.Tool, tc core.ToolContext, args json
 	return tool.Run(ctx, tc, args)
 }
 
-func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, esc *core.Escalation) (bool, error) {
+func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, esc *core.Escalation, pin ...string) (bool, error) {
 	rs := d.rs
 	opts := esc.Options
 	if len(opts) > maxOptions {
@@ -284,6 +300,9 @@ func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, es
 		ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
 		Summary: core.Truncate(esc.Context, 1500), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
 		Question: core.Truncate(q, 300), Options: opts, Reason: "the assistant asked for a decision",
+	}
+	if len(pin) > 0 {
+		ar.Pin, ar.Reason = pin[0], "a connector changed a tool's definition"
 	}
 	d.addressEscalation(ctx, ar, esc)
 	ad, err := d.agent(core.Meta{Cause: cs.reqID}, ar)

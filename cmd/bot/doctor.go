@@ -120,6 +120,7 @@ func runDoctor(ctx context.Context, d *doctor, getenv func(string) string) {
 	doctorModel(ctx, d, cfg)
 	doctorPlatforms(ctx, d, cfg)
 	doctorSignIn(ctx, d, cfg, nil)
+	doctorConnectors(ctx, d, cfg.Getenv)
 }
 
 func doctorKeys(d *doctor, cfg config) *core.Signer {

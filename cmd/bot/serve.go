@@ -20,6 +20,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/adapters/sandbox"
 	"github.com/marlowe-bot/marlowe/adapters/slack"
+	"github.com/marlowe-bot/marlowe/connectors"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
@@ -101,6 +102,18 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
+	// Connectors (MCP servers) offer their tools through the registry.
+	connCfg, err := loadConnectors(cfg.Getenv)
+	if err != nil {
+		return err
+	}
+	connMetrics := newConnectorMetrics()
+	var conns *connectors.Manager
+	if connCfg != nil {
+		conns = startConnectors(ctx, connCfg, connMetrics, log)
+		defer conns.Close()
+		registry = registry.WithSource(conns, connCfg.FindToolAfter)
+	}
 
 	surfaces, err := newSurfaces(cfg, rdb, elect, st.Deliveries, st.Journal, log)
 	if err != nil {
@@ -123,6 +136,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	connMetrics.register(metrics.reg)
 	eng, err := engine.New(engine.Config{
 		Connections:   si.connections(),
 		ExportURL:     cfg.PublicURL,
@@ -171,8 +185,12 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
-	mux.Handle("GET /readyz", readyHandler(append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
-		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})))
+	checks := append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
+		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})
+	if conns != nil {
+		checks = append(checks, connectorsCheck(conns))
+	}
+	mux.Handle("GET /readyz", readyHandler(checks))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /export", exportHandler(eng))
 	if si != nil {

@@ -23,6 +23,7 @@ type Approval struct {
 	Unattended  bool
 	InDM        bool   // asked in a direct message with the bot
 	SignIn      string // waits for Requester to connect this server
+	Pin         string // a changed connector definition put to the admins
 	RequestedAt time.Time
 	Summary     string
 	Reason      string
