@@ -51,6 +51,10 @@ type SignIn struct {
 	ExpiresAt   time.Time
 }
 
+// ErrNotSignedIn is wrapped by every error that means "this person has no
+// usable sign-in to this server": not connected, or lapsed.
+var ErrNotSignedIn = errors.New("not signed in")
+
 // ErrSignInUsed is a sign-in link followed a second time.
 var ErrSignInUsed = errors.New("sign-in link already used")
 

@@ -20,8 +20,8 @@ var _ core.Connections = (*Service)(nil)
 
 // Errors of Token. Neither holds token material.
 var (
-	ErrNotConnected = errors.New("not connected")
-	ErrReconnect    = errors.New("the connection lapsed and could not be refreshed: connect again")
+	ErrNotConnected = fmt.Errorf("not connected: %w", core.ErrNotSignedIn)
+	ErrReconnect    = fmt.Errorf("the connection lapsed and could not be refreshed: connect again (%w)", core.ErrNotSignedIn)
 )
 
 // refreshSkew is how long before its expiry an access token is refreshed,
