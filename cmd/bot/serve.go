@@ -108,9 +108,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return err
 	}
 	connMetrics := newConnectorMetrics()
+	// Per-person sign-in for the connectors in "person" identity mode.
+	si, err := newSignIn(cfg, st, personServers(connCfg), log)
+	if err != nil {
+		return err
+	}
 	var conns *connectors.Manager
 	if connCfg != nil {
-		conns = startConnectors(ctx, connCfg, connMetrics, log)
+		conns = startConnectors(ctx, connCfg, connMetrics, si.tokens(), log)
 		defer conns.Close()
 		registry = registry.WithSource(conns, connCfg.FindToolAfter)
 	}
@@ -132,10 +137,6 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	})
 
 	metrics := newMetrics(filter, mem, surfaces.byName)
-	si, err := newSignIn(cfg, st, nil, log)
-	if err != nil {
-		return err
-	}
 	connMetrics.register(metrics.reg)
 	eng, err := engine.New(engine.Config{
 		Connections:   si.connections(),

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/marlowe-bot/marlowe/connectors"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/signin"
 	"github.com/marlowe-bot/marlowe/vault"
@@ -152,4 +153,37 @@ func doctorSignIn(ctx context.Context, d *doctor, cfg config, servers []signin.S
 		}
 		d.add(ok("sign-in "+sv.Name, fmt.Sprintf("resource %s, authorization server %s, %s", prm.Resource, asm.Issuer, reg)))
 	}
+}
+
+// personServers are the connectors in "person" identity mode, as the
+// sign-in service knows them.
+func personServers(cfg *connectors.Config) []signin.Server {
+	if cfg == nil {
+		return nil
+	}
+	var out []signin.Server
+	for _, s := range cfg.Servers {
+		if s.Identity == connectors.IdentityPerson && !s.Disabled {
+			out = append(out, signin.Server{Name: s.Name, URL: s.URL, ClientID: s.OAuthClientID, ClientSecret: s.OAuthClientSecret})
+		}
+	}
+	return out
+}
+
+// doctorPersonServers reads the person servers for doctor (a bad file is
+// the connectors line's to report).
+func doctorPersonServers(getenv func(string) string) []signin.Server {
+	cfg, err := loadConnectors(getenv)
+	if err != nil {
+		return nil
+	}
+	return personServers(cfg)
+}
+
+// tokens is what the connectors ask for each person's token (nil-safe).
+func (s *signIn) tokens() func(context.Context, string, string, string) (string, error) {
+	if s == nil {
+		return nil
+	}
+	return s.svc.Token
 }

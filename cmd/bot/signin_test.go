@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -31,5 +32,33 @@ func TestDoctorSignIn(t *testing.T) {
 				t.Errorf("doctor echoed the key: %s", lines[0])
 			}
 		})
+	}
+}
+
+// A connector in person mode: serve needs MARLOWE_SECRETS_KEY; doctor
+// checks its discovery (a server with no protected-resource metadata
+// fails, naming it) and whether MARLOWE_PUBLIC_URL is set.
+func TestDoctorChecksPersonServers(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/mcp.json"
+	// A URL that answers nothing OAuth: its discovery fails.
+	if err := os.WriteFile(file, []byte(`{"mcpServers":{"gh":{"url":"http://`+refusedAddr(t)+`/mcp","identity":"person"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lines := doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": file}, "sign-in")
+	if len(lines) != 1 || !strings.Contains(lines[0], "✗ sign-in: 1 connector(s) act as each person but MARLOWE_SECRETS_KEY is not set") {
+		t.Fatalf("no key: %q", lines)
+	}
+	lines = doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": file, "MARLOWE_SECRETS_KEY": vault.NewKey()}, "sign-in")
+	if len(lines) != 1 || !strings.Contains(lines[0], "✗ sign-in: MARLOWE_PUBLIC_URL is not set") {
+		t.Fatalf("no public url: %q", lines)
+	}
+	lines = doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": file, "MARLOWE_SECRETS_KEY": vault.NewKey(), "MARLOWE_PUBLIC_URL": "https://m.example"}, "sign-in gh")
+	if len(lines) != 1 || !strings.Contains(lines[0], "✗ sign-in gh: no protected resource metadata") {
+		t.Fatalf("discovery: %q", lines)
+	}
+	_, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir(), "MARLOWE_MCP_CONFIG": file, "MARLOWE_HTTP_ADDR": "127.0.0.1:0"}), "", "serve")
+	if err == nil || !strings.Contains(err.Error(), "MARLOWE_SECRETS_KEY") {
+		t.Fatalf("serve without a key: %v", err)
 	}
 }
