@@ -20,6 +20,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/signin"
+	"github.com/marlowe-bot/marlowe/signin/signintest"
 	"github.com/marlowe-bot/marlowe/store/sqlite"
 	"github.com/marlowe-bot/marlowe/vault"
 )
@@ -58,7 +59,7 @@ func (e *events) kinds() []string {
 
 type rig struct {
 	t      *testing.T
-	as     *testAS
+	as     *signintest.AS
 	mcpURL string
 	bot    *httptest.Server
 	svc    *signin.Service
@@ -77,8 +78,8 @@ func (r *rig) advance(d time.Duration) {
 }
 
 func newRig(t *testing.T) *rig {
-	r := &rig{t: t, as: newTestAS(t), logs: &syncBuf{}, ev: &events{}}
-	r.mcpURL = newProtectedMCP(t, r.as)
+	r := &rig{t: t, as: signintest.NewAS(t), logs: &syncBuf{}, ev: &events{}}
+	r.mcpURL = signintest.NewProtectedMCP(t, r.as)
 	var h http.Handler = http.NotFoundHandler()
 	r.bot = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h.ServeHTTP(w, req) }))
 	t.Cleanup(r.bot.Close)
@@ -152,7 +153,7 @@ func follow(t *testing.T, c *http.Client, link string) (int, string) {
 
 func (r *rig) connect(person, account string) {
 	r.t.Helper()
-	r.as.setUser(account)
+	r.as.SetUser(account)
 	link, err := r.svc.Link("slack", person, "github")
 	if err != nil {
 		r.t.Fatal(err)
@@ -173,7 +174,7 @@ func (r *rig) noSecrets(extra ...string) {
 	for i, e := range extra {
 		haystacks["extra"+string(rune('0'+i))] = e
 	}
-	for _, s := range r.as.secrets() {
+	for _, s := range r.as.Secrets() {
 		for where, h := range haystacks {
 			if strings.Contains(h, s) {
 				r.t.Errorf("%s contains issued secret %s…", where, s[:6])
@@ -195,12 +196,12 @@ func TestSignInEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := whoami(ctx, r.mcpURL, tok)
+		got, err := signintest.Whoami(ctx, r.mcpURL, tok)
 		if err != nil || got != account {
 			t.Fatalf("%s calls as %q (%v), want %s", person, got, err, account)
 		}
 	}
-	if _, err := whoami(ctx, r.mcpURL, "forged"); err == nil {
+	if _, err := signintest.Whoami(ctx, r.mcpURL, "forged"); err == nil {
 		t.Fatal("the protected server accepted a forged token")
 	}
 	cs, err := r.svc.List(ctx, "slack", "")
@@ -215,7 +216,7 @@ func TestSignInEndToEnd(t *testing.T) {
 
 func TestSignInLinkRefusals(t *testing.T) {
 	r := newRig(t)
-	r.as.setUser("alice")
+	r.as.SetUser("alice")
 	link, _ := r.svc.Link("slack", "U1", "github")
 
 	// A link unfurler or preview fetcher only GETs: the link stays usable.
@@ -282,20 +283,20 @@ func TestSignInRefreshRevocationAndFailure(t *testing.T) {
 	// Shortly before expiry the token is refreshed, not used to the end.
 	r.advance(time.Hour - time.Minute)
 	second, err := r.svc.Token(ctx, "slack", "U1", "github")
-	if err != nil || second == first || r.as.refreshes != 1 {
-		t.Fatalf("refresh: same=%v refreshes=%d err=%v", second == first, r.as.refreshes, err)
+	if err != nil || second == first || refreshes(r.as) != 1 {
+		t.Fatalf("refresh: same=%v refreshes=%d err=%v", second == first, refreshes(r.as), err)
 	}
-	if got, err := whoami(ctx, r.mcpURL, second); err != nil || got != "alice" {
+	if got, err := signintest.Whoami(ctx, r.mcpURL, second); err != nil || got != "alice" {
 		t.Fatalf("refreshed token: %q %v", got, err)
 	}
 	// Disconnect revokes at the server: the token stops working there.
 	if ok, err := r.svc.Disconnect(ctx, "slack", "U1", "github", "U1"); !ok || err != nil {
 		t.Fatalf("disconnect: %v %v", ok, err)
 	}
-	if r.as.revocations == 0 {
+	if _, rev := r.as.Counts(); rev == 0 {
 		t.Fatal("nothing was revoked at the server")
 	}
-	if _, err := whoami(ctx, r.mcpURL, second); err == nil {
+	if _, err := signintest.Whoami(ctx, r.mcpURL, second); err == nil {
 		t.Fatal("a revoked token still works")
 	}
 	if _, err := r.svc.Token(ctx, "slack", "U1", "github"); !errors.Is(err, signin.ErrNotConnected) {
@@ -304,9 +305,7 @@ func TestSignInRefreshRevocationAndFailure(t *testing.T) {
 	// A refresh the server refuses: the person is asked to reconnect
 	// (refresh_failed), the dead grant is dropped.
 	r.connect("U1", "alice")
-	r.as.mu.Lock()
-	r.as.failRefresh = true
-	r.as.mu.Unlock()
+	r.as.FailRefresh(true)
 	r.advance(2 * time.Hour)
 	if _, err := r.svc.Token(ctx, "slack", "U1", "github"); !errors.Is(err, signin.ErrReconnect) {
 		t.Fatalf("failed refresh: %v", err)
@@ -316,9 +315,7 @@ func TestSignInRefreshRevocationAndFailure(t *testing.T) {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
 	// `forget me`: every connection of the person goes.
-	r.as.mu.Lock()
-	r.as.failRefresh = false
-	r.as.mu.Unlock()
+	r.as.FailRefresh(false)
 	r.connect("U1", "alice")
 	r.connect("U2", "bob")
 	if n, err := r.svc.DisconnectAll(ctx, "slack", "U1", "U1"); n != 1 || err != nil {
@@ -328,4 +325,9 @@ func TestSignInRefreshRevocationAndFailure(t *testing.T) {
 		t.Fatalf("left: %+v", cs)
 	}
 	r.noSecrets()
+}
+
+func refreshes(as *signintest.AS) int {
+	n, _ := as.Counts()
+	return n
 }

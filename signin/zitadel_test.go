@@ -22,6 +22,7 @@ import (
 	"github.com/zitadel/oidc/v3/example/server/storage"
 
 	"github.com/marlowe-bot/marlowe/signin"
+	"github.com/marlowe-bot/marlowe/signin/signintest"
 	"github.com/marlowe-bot/marlowe/store/sqlite"
 	"github.com/marlowe-bot/marlowe/vault"
 )
@@ -127,7 +128,7 @@ func TestSignInAgainstZitadel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if who, err := whoami(ctx, endpoint, tok); err != nil || who != "test-user@zitadel.ch" {
+	if who, err := signintest.Whoami(ctx, endpoint, tok); err != nil || who != "test-user@zitadel.ch" {
 		t.Fatalf("whoami = %q, %v", who, err)
 	}
 	// The provider's access tokens last 5 minutes: 4 minutes on, the
@@ -137,14 +138,14 @@ func TestSignInAgainstZitadel(t *testing.T) {
 	if err != nil || fresh == tok {
 		t.Fatalf("refresh at zitadel: same=%v err=%v", fresh == tok, err)
 	}
-	if who, err := whoami(ctx, endpoint, fresh); err != nil || who != "test-user@zitadel.ch" {
+	if who, err := signintest.Whoami(ctx, endpoint, fresh); err != nil || who != "test-user@zitadel.ch" {
 		t.Fatalf("whoami after refresh = %q, %v", who, err)
 	}
 	// Disconnect revokes at the provider: the token stops working there.
 	if ok, err := svc.Disconnect(ctx, "slack", "U1", "zitadel", "U1"); !ok || err != nil {
 		t.Fatalf("disconnect: %v %v", ok, err)
 	}
-	if _, err := whoami(ctx, endpoint, fresh); err == nil {
+	if _, err := signintest.Whoami(ctx, endpoint, fresh); err == nil {
 		t.Fatal("a token revoked at zitadel still works")
 	}
 	if _, err := svc.Token(ctx, "slack", "U1", "zitadel"); !errors.Is(err, signin.ErrNotConnected) {

@@ -1,4 +1,7 @@
-package signin_test
+// Package signintest is a local OAuth 2.1 authorization server and an MCP
+// server protected by it, for tests of per-person sign-in (package signin,
+// cmd/bot). Never imported by the bot itself.
+package signintest
 
 import (
 	"context"
@@ -19,13 +22,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
-// testAS is a local OAuth 2.1 authorization server for the tests: RFC 8414
+// AS is a local OAuth 2.1 authorization server for the tests: RFC 8414
 // metadata, dynamic client registration (RFC 7591), authorization code with
 // PKCE S256 only, RFC 9207 iss, refresh-token rotation and revocation
 // (RFC 7009). Its wire types are go-sdk's oauthex ones. It is small and
 // written here: no maintained OAuth server library is available to the
 // build (see docs/connectors.md). The person "logged in" at it is user.
-type testAS struct {
+type AS struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	// user is who approves at /authorize (the account at the server).
@@ -50,8 +53,8 @@ type tokenGrant struct {
 	exp          time.Time
 }
 
-func newTestAS(t *testing.T) *testAS {
-	as := &testAS{clients: map[string][]string{}, codes: map[string]codeGrant{}, access: map[string]tokenGrant{},
+func NewAS(t *testing.T) *AS {
+	as := &AS{clients: map[string][]string{}, codes: map[string]codeGrant{}, access: map[string]tokenGrant{},
 		refresh: map[string]tokenGrant{}, expiresIn: 3600}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
@@ -156,21 +159,21 @@ func newTestAS(t *testing.T) *testAS {
 	return as
 }
 
-func (as *testAS) mint(prefix string) string {
+func (as *AS) mint(prefix string) string {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	return as.mintLocked(prefix)
 }
 
-func (as *testAS) mintLocked(prefix string) string {
+func (as *AS) mintLocked(prefix string) string {
 	s := prefix + "_" + rand.Text()
 	as.issued = append(as.issued, s)
 	return s
 }
 
-func (as *testAS) setUser(u string) { as.mu.Lock(); as.user = u; as.mu.Unlock() }
+func (as *AS) SetUser(u string) { as.mu.Lock(); as.user = u; as.mu.Unlock() }
 
-func (as *testAS) secrets() []string {
+func (as *AS) Secrets() []string {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	return slices.Clone(as.issued)
@@ -178,7 +181,7 @@ func (as *testAS) secrets() []string {
 
 // verify is the protected server's token check: a live access token of
 // this AS, for this resource.
-func (as *testAS) verify(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+func (as *AS) verify(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	g, ok := as.access[tok]
@@ -198,7 +201,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // middleware, publishing its protected-resource metadata; its `whoami`
 // tool answers with the account the token belongs to. It returns the MCP
 // endpoint URL.
-func newProtectedMCP(t *testing.T, as *testAS) string {
+func NewProtectedMCP(t *testing.T, as *AS) string {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1"}, nil)
 	type none struct{}
 	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
@@ -228,7 +231,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // whoami calls the protected server's tool with tok; "" and the error when
 // it is refused.
-func whoami(ctx context.Context, endpoint, tok string) (string, error) {
+func Whoami(ctx context.Context, endpoint, tok string) (string, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "marlowe-test", Version: "1"}, nil)
 	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1, DisableStandaloneSSE: true,
 		HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
@@ -241,4 +244,21 @@ func whoami(ctx context.Context, endpoint, tok string) (string, error) {
 		return "", err
 	}
 	return res.Content[0].(*mcp.TextContent).Text, nil
+}
+
+// URL is the authorization server's issuer URL.
+func (as *AS) URL() string { return as.srv.URL }
+
+// Counts reports how many refreshes and revocations the server accepted.
+func (as *AS) Counts() (refreshes, revocations int) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return as.refreshes, as.revocations
+}
+
+// FailRefresh makes every refresh fail (true) or work again.
+func (as *AS) FailRefresh(fail bool) {
+	as.mu.Lock()
+	as.failRefresh = fail
+	as.mu.Unlock()
 }
