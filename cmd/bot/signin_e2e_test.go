@@ -74,7 +74,6 @@ func (f *sandboxFeed) all() string {
 	return strings.Join(f.msgs, "\n")
 }
 
-
 // The whole flow through `bot serve`: a connector in person mode, the
 // sandbox, an OpenAI-compatible fake model, the local OAuth 2.1 server and
 // a protected go-sdk MCP server. Alice asks in #general; the run parks; the
