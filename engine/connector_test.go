@@ -346,3 +346,78 @@ func answered(h *harness, text string) bool {
 	}
 	return false
 }
+
+// A run resumed before its connector is back (the tool unknown for now)
+// does not treat an allowed call as never made: it is in doubt. The old
+// code completed it as an unknown tool, as if nothing had happened.
+func TestConnectorCallWhoseServerIsNotBackAfterACrashIsInDoubt(t *testing.T) {
+	started := make(chan struct{}, 1)
+	src := &mutableSource{}
+	src.set(core.Tool{
+		Name: "github__create-issue", Description: "Create an issue.", Consequence: core.Read,
+		Schema:    json.RawMessage(`{"type":"object"}`),
+		Connector: &core.ToolOrigin{Server: "github", Tool: "create-issue", Definition: "d1"},
+		Run: func(ctx context.Context, _ core.ToolContext, _ json.RawMessage) (core.Observation, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return core.Observation{}, ctx.Err()
+		},
+	})
+	m := coretest.NewScriptedModel(
+		coretest.Calls(coretest.Call("c1", "github__create-issue", `{}`)),
+		coretest.Text("done"))
+	h := newHarness(t, m, nil, func(cfg *engine.Config) { cfg.Tools = cfg.Tools.WithSource(src, 20) })
+	h.deliver(h.mention(alice, "C1", "file it"))
+	<-started
+	src.set() // the server is not back when the run resumes
+	h.restart()
+	h.idle()
+	done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
+	if len(done) != 1 || done[0].Code != "interrupted" || !strings.Contains(done[0].Error, "outcome is unknown") {
+		t.Fatalf("tool.completed = %+v", done)
+	}
+}
+
+// A channel's policy raises a connector tool's consequence (its admins'
+// `policy set consequence`): a write the annotations allowed now asks; a
+// connector turned off in the channel is denied.
+func TestConnectorChannelPolicyRaisesConsequenceAndTurnsServersOff(t *testing.T) {
+	ran := &toolLog{}
+	tool := core.Tool{Name: "github__create_issue", Description: "d", Consequence: core.Write,
+		Schema:    json.RawMessage(`{"type":"object"}`),
+		Connector: &core.ToolOrigin{Server: "github", Tool: "create_issue", Definition: "d1"},
+		Run: func(context.Context, core.ToolContext, json.RawMessage) (core.Observation, error) {
+			ran.add("ran")
+			return core.Observation{Text: "ok"}, nil
+		}}
+	for _, c := range []struct {
+		name string
+		pol  core.Policy
+		want string // permission.decided verdict
+	}{
+		{"raised", core.Policy{Consequences: map[string]core.Consequence{"github__create_issue": core.Irreversible}}, "ask"},
+		{"off", core.Policy{ConnectorsOff: []string{"github"}}, ""}, // refused before the gate: not offered
+		{"default", core.Policy{}, "allow"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("c1", "github__create_issue", `{}`)), coretest.Text("done"))
+			h := newHarness(t, m, nil, platformAdmins(bob.ID), func(cfg *engine.Config) {
+				cfg.Tools = cfg.Tools.WithSource(fakeSource{tools: []core.Tool{tool}}, 20)
+				cfg.DefaultPolicy = c.pol
+			})
+			h.deliver(h.mention(alice, "C1", "file it"))
+			h.idle()
+			pd := payloads[*core.PermissionDecided](h, "C1", core.KindPermissionDecided)
+			if c.want == "" {
+				done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
+				if len(pd) != 0 || len(done) != 1 || done[0].OK || len(ran.get()) != 0 {
+					t.Errorf("a tool of a connector turned off ran or was judged: %+v %+v", pd, done)
+				}
+				return
+			}
+			if len(pd) != 1 || pd[0].Decision != c.want {
+				t.Errorf("permission = %+v, want %s; journal %v", pd, c.want, h.kinds("C1"))
+			}
+		})
+	}
+}

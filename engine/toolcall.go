@@ -30,9 +30,18 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		return d.requestCall(ctx, cs)
 	}
 	tool, args, cerr := d.e.tools.ValidateCall(cs.call, nil)
+	if cerr == nil && tool.Connector != nil {
+		var pol core.Policy
+		_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
+		tool = gate.InChannel(tool, pol)
+	}
 	if cerr != nil {
-		// Cannot happen for a call that passed validation when requested,
-		// unless the registry changed across a restart.
+		// The registry changed across a restart: a connector's server not
+		// back yet, or a tool gone. A call that was allowed may have run:
+		// its outcome is unknown and it is not sent again.
+		if (cs.decision == gate.Allow || cs.allowedRun) && !d.e.keptFromRunning(cs.call.ID) {
+			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted", Error: inDoubtMessage})
+		}
 		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: cerr.Code, Error: cerr.JSON()})
 	}
 	if cs.approval != "" {
@@ -118,6 +127,7 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 	_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
 	exposed = d.e.tools.ExposedIn(rs.Scope.Key(), pol)
 	tool, args, cerr := d.e.tools.ValidateCall(cs.call, exposed)
+	tool = gate.InChannel(tool, pol)
 	if cerr != nil {
 		done, err := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: cs.call.Name, OK: false, Code: cerr.Code, Error: cerr.JSON()})
 		if err != nil {

@@ -70,6 +70,7 @@ func NeedModelText() string {
 }
 
 // PolicyUsageText is the reply to a `policy` command that did not parse.
-const PolicyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval> <value>` — " +
-	"e.g. `policy set approvers U1,U2`, `policy set tools remember,recall`, `policy set window thread 30m`. " +
+const PolicyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval|connector|consequence> <value>` — " +
+	"e.g. `policy set approvers U1,U2`, `policy set tools remember,recall`, `policy set window thread 30m`, " +
+	"`policy set connector github off`, `policy set consequence github__create_issue irreversible`. " +
 	"Use `none` / `default` to clear a setting."

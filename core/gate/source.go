@@ -60,7 +60,9 @@ func (r *Registry) ExposedIn(ch core.ChannelKey, p core.Policy) []string {
 	if r == nil || r.source == nil {
 		return out
 	}
-	tools := r.source.ToolsIn(ch)
+	tools := slices.DeleteFunc(r.source.ToolsIn(ch), func(t core.Tool) bool {
+		return t.Connector != nil && slices.Contains(p.ConnectorsOff, t.Connector.Server)
+	})
 	for _, t := range tools {
 		if _, builtin := r.tools[t.Name]; !builtin && !slices.Contains(out, t.Name) {
 			out = append(out, t.Name)
@@ -147,4 +149,17 @@ func connectorSummary(t core.Tool, args map[string]any) string {
 	b.WriteString(core.Truncate(string(raw), maxCardArgs))
 	fmt.Fprintf(&b, " (%d bytes in all; the rest is in the journal: bot replay --run)", len(raw))
 	return b.String()
+}
+
+// InChannel is tool as channel policy p judges it: a connector tool's
+// consequence set by the channel's admins (`policy set consequence`) wins
+// over the annotations and the operator's file.
+func InChannel(t core.Tool, p core.Policy) core.Tool {
+	if t.Connector == nil {
+		return t
+	}
+	if c, ok := p.Consequences[t.Name]; ok && c.Valid() {
+		t.Consequence = c
+	}
+	return t
 }

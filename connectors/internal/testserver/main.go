@@ -65,6 +65,12 @@ func main() {
 	s.AddTool(&mcp.Tool{Name: "hang", Description: "Never answers until cancelled.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{DestructiveHint: &no}},
 		func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			mark("hang-started", argText(r))
+			if marks != "" { // one line per call the server ever received
+				if f, err := os.OpenFile(filepath.Join(marks, "hang-log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+					fmt.Fprintln(f, argText(r))
+					f.Close()
+				}
+			}
 			<-ctx.Done()
 			mark("hang-cancelled", argText(r))
 			return nil, ctx.Err()
