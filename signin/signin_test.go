@@ -331,3 +331,34 @@ func refreshes(as *signintest.AS) int {
 	n, _ := as.Counts()
 	return n
 }
+
+// A grant sealed under a key the process no longer has (the old key was
+// dropped too early): treated as lapsed, dropped, and the person asked to
+// connect again; the error never holds the token.
+func TestUnreadableGrantAsksToReconnect(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "m.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	old, _ := vault.ParseKeyring(vault.NewKey(), "")
+	cur, _ := vault.ParseKeyring(vault.NewKey(), "")
+	c := core.Connection{Platform: "slack", Person: "U1", Server: "github", ConnectedAt: time.Now()}
+	if err := vault.New(st, old, nil).Put(ctx, c, vault.Grant{AccessToken: "AT-unreadable-1"}); err != nil {
+		t.Fatal(err)
+	}
+	links, _ := signin.NewLinks(bytes.Repeat([]byte{1}, 32), "https://m.example")
+	ev := &events{}
+	svc, _ := signin.New(signin.Config{Vault: vault.New(st, cur, nil), Links: links, Events: ev, Servers: []signin.Server{{Name: "github", URL: "https://x/mcp"}}})
+	_, err = svc.Token(ctx, "slack", "U1", "github")
+	if !errors.Is(err, signin.ErrReconnect) || !errors.Is(err, core.ErrNotSignedIn) || strings.Contains(err.Error(), "AT-unreadable") {
+		t.Fatalf("token: %v", err)
+	}
+	if cs, _ := svc.List(ctx, "slack", "U1"); len(cs) != 0 {
+		t.Fatalf("the unreadable grant stayed: %+v", cs)
+	}
+	if got := strings.Join(ev.kinds(), " "); got != "U1/github:refresh_failed" {
+		t.Fatalf("events: %s", got)
+	}
+}

@@ -35,6 +35,16 @@ const refreshSkew = 2 * time.Minute
 func (s *Service) Token(ctx context.Context, platform, person, server string) (string, error) {
 	v := s.cfg.Vault
 	g, c, ok, err := v.Get(ctx, platform, person, server)
+	if errors.Is(err, vault.ErrNoKey) || errors.Is(err, vault.ErrOpen) {
+		// Sealed under a key this process no longer has (or altered): as
+		// good as lapsed. The person is asked to connect again.
+		if _, derr := v.Delete(ctx, platform, person, server); derr != nil {
+			return "", fmt.Errorf("drop an unreadable grant: %w", derr)
+		}
+		s.event(ctx, platform, core.ConnectionChanged{Person: person, Server: server, Event: core.ConnRefreshFailed,
+			Reason: "the stored sign-in cannot be opened with the current secrets keys"})
+		return "", ErrReconnect
+	}
 	if err != nil {
 		return "", err
 	}
