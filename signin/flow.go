@@ -285,7 +285,7 @@ var (
 	ErrStateUnknown  = errors.New("this sign-in is unknown, already finished or expired: ask Marlowe for a new link")
 	ErrOtherBrowser  = errors.New("this sign-in was started in another browser: ask Marlowe for a new link and finish it where you open it")
 	ErrWrongIssuer   = errors.New("the sign-in answer came from an unexpected authorization server")
-	ErrDeniedAtSever = errors.New("the sign-in was not approved at the server")
+	ErrDeniedAtServer = errors.New("the sign-in was not approved at the server")
 )
 
 // Callback completes the sign-in the authorization server redirected the
@@ -308,7 +308,7 @@ func (s *Service) Callback(ctx context.Context, q url.Values, browser string) (c
 		return core.Connection{}, ErrOtherBrowser
 	}
 	if e := q.Get("error"); e != "" {
-		return core.Connection{}, fmt.Errorf("%w (%s)", ErrDeniedAtSever, core.Truncate(e, 60))
+		return core.Connection{}, fmt.Errorf("%w (%s)", ErrDeniedAtServer, core.Truncate(e, 60))
 	}
 	if iss := q.Get("iss"); (iss != "" || p.IssSupported) && strings.TrimRight(iss, "/") != strings.TrimRight(p.Issuer, "/") {
 		return core.Connection{}, ErrWrongIssuer // RFC 9207: mix-up defence

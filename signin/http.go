@@ -95,7 +95,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 }
 
 func isRefusal(err error) bool {
-	for _, e := range []error{ErrLinkInvalid, ErrLinkExpired, ErrLinkUsed, ErrStateUnknown, ErrOtherBrowser, ErrWrongIssuer, ErrDeniedAtSever} {
+	for _, e := range []error{ErrLinkInvalid, ErrLinkExpired, ErrLinkUsed, ErrStateUnknown, ErrOtherBrowser, ErrWrongIssuer, ErrDeniedAtServer} {
 		if errors.Is(err, e) {
 			return true
 		}
