@@ -282,9 +282,9 @@ func styleFor(methods []string, secret bool) oauth2.AuthStyle {
 
 // Errors of the callback.
 var (
-	ErrStateUnknown  = errors.New("this sign-in is unknown, already finished or expired: ask Marlowe for a new link")
-	ErrOtherBrowser  = errors.New("this sign-in was started in another browser: ask Marlowe for a new link and finish it where you open it")
-	ErrWrongIssuer   = errors.New("the sign-in answer came from an unexpected authorization server")
+	ErrStateUnknown   = errors.New("this sign-in is unknown, already finished or expired: ask Marlowe for a new link")
+	ErrOtherBrowser   = errors.New("this sign-in was started in another browser: ask Marlowe for a new link and finish it where you open it")
+	ErrWrongIssuer    = errors.New("the sign-in answer came from an unexpected authorization server")
 	ErrDeniedAtServer = errors.New("the sign-in was not approved at the server")
 )
 
