@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -51,6 +52,10 @@ type Config struct {
 type Service struct {
 	cfg     Config
 	servers map[string]Server
+	// refreshing serialises refreshes of one grant in this process: with
+	// rotating refresh tokens, two at once would have one refused and the
+	// grant dropped. (Across replicas, the loser re-reads the winner's.)
+	refreshing sync.Map // platform/person/server → *sync.Mutex
 }
 
 // New returns a sign-in service.
@@ -136,6 +141,11 @@ func (s *Service) Start(ctx context.Context, token, browser string) (string, Cla
 	}
 	si := core.SignIn{LinkID: c.ID, StateHash: hash(state), Platform: c.Platform, Person: c.Person, Server: c.Server,
 		BrowserHash: hash(browser), ExpiresAt: exp}
+	// Followed links whose sign-ins expired are forgotten as new ones come
+	// (their links expired too, so none can be used again).
+	if _, err := s.cfg.Vault.Store().PurgeSignIns(ctx, now.Add(-time.Hour)); err != nil {
+		s.cfg.Log.Warn("could not purge expired sign-ins", "error", err)
+	}
 	if err := s.cfg.Vault.BeginSignIn(ctx, si, p); err != nil {
 		if errors.Is(err, core.ErrSignInUsed) {
 			return "", c, ErrLinkUsed

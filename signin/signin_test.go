@@ -362,3 +362,42 @@ func TestUnreadableGrantAsksToReconnect(t *testing.T) {
 		t.Fatalf("events: %s", got)
 	}
 }
+
+// Ten calls at once when the token is about to lapse: one refresh at the
+// server (its refresh tokens rotate), every call gets the fresh token, the
+// grant survives.
+func TestConcurrentCallsRefreshOnce(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	r.connect("U1", "alice")
+	r.advance(time.Hour - time.Minute)
+	r.as.SetExpiresIn(3 * 3600) // the refreshed token outlives the test clock's hour
+	var wg sync.WaitGroup
+	toks := make(chan string, 10)
+	for range 10 {
+		wg.Go(func() {
+			tok, err := r.svc.Token(ctx, "slack", "U1", "github")
+			if err != nil {
+				t.Error(err)
+			}
+			toks <- tok
+		})
+	}
+	wg.Wait()
+	close(toks)
+	first := ""
+	for tok := range toks {
+		if first == "" {
+			first = tok
+		}
+		if tok != first {
+			t.Fatal("calls got different tokens")
+		}
+	}
+	if n := refreshes(r.as); n != 1 {
+		t.Fatalf("%d refreshes at the server, want 1", n)
+	}
+	if cs, _ := r.svc.List(ctx, "slack", "U1"); len(cs) != 1 {
+		t.Fatal("the grant was dropped")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -54,6 +55,16 @@ func (s *Service) Token(ctx context.Context, platform, person, server string) (s
 	now := s.cfg.Now()
 	if g.Expiry.IsZero() || now.Add(refreshSkew).Before(g.Expiry) {
 		return g.AccessToken, nil
+	}
+	mu, _ := s.refreshing.LoadOrStore(platform+"/"+person+"/"+server, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	// Another call may have refreshed while this one waited.
+	if g2, c2, ok2, err2 := v.Get(ctx, platform, person, server); err2 == nil && ok2 && g2.AccessToken != g.AccessToken {
+		if now.Add(refreshSkew).Before(g2.Expiry) || g2.Expiry.IsZero() {
+			return g2.AccessToken, nil
+		}
+		g, c = g2, c2
 	}
 	fresh, err := s.refresh(ctx, g)
 	if err != nil {

@@ -262,3 +262,11 @@ func (as *AS) FailRefresh(fail bool) {
 	as.failRefresh = fail
 	as.mu.Unlock()
 }
+
+// SetExpiresIn sets the lifetime, in seconds, of the access tokens issued
+// from now on (default 3600).
+func (as *AS) SetExpiresIn(s int) {
+	as.mu.Lock()
+	as.expiresIn = s
+	as.mu.Unlock()
+}
