@@ -230,6 +230,9 @@ func TestSignInEndToEndThroughServeAndTheSandbox(t *testing.T) {
 		}
 		return nil
 	})
+	if strings.Contains(logs.String(), u.Query().Get("t")) {
+		t.Error("the sign-in link is in the log")
+	}
 	for _, s := range as.Secrets() {
 		if bytes.Contains(hay.Bytes(), []byte(s)) {
 			t.Errorf("issued secret %s… found in the logs, the sandbox or the data directory", s[:6])
