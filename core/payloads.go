@@ -227,6 +227,9 @@ type ApprovalRequested struct {
 	// ActsAs is whose own account the call runs as ("" : the bot's
 	// credentials), for the card.
 	ActsAs string `json:"acts_as,omitempty"`
+	// SharedAccount names the connector server whose shared (bot)
+	// credentials the call runs with, for the card.
+	SharedAccount string `json:"shared_account,omitempty"`
 	// Pin is set on a question asking the channel's admins to accept a
 	// connector tool's changed definition (this hash): only admins answer.
 	Pin string `json:"pin,omitempty"`

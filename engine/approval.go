@@ -241,6 +241,8 @@ func approvalCard(key []byte, ar *core.ApprovalRequested, res *core.ApprovalReso
 		}
 		if ar.ActsAs != "" {
 			c.Fields = append(c.Fields, core.CardField{Label: "Runs as", Value: core.MentionOf(ar.ActsAs) + "'s own account (approving does not lend yours)"})
+		} else if ar.SharedAccount != "" {
+			c.Fields = append(c.Fields, core.CardField{Label: "Runs as", Value: "the bot's shared " + ar.SharedAccount + " credentials, the same for everyone"})
 		}
 		if ar.Destination != "" {
 			c.Fields = slices.Insert(c.Fields, 1, core.CardField{Label: "Destination", Value: ar.Destination})

@@ -177,3 +177,13 @@ func cardText(c *core.Card) string {
 }
 
 var _ = engine.Export{}
+
+// A connector with the bot's identity: its card says the call runs with
+// the bot's shared credentials.
+func TestBotIdentityCardSaysSharedCredentials(t *testing.T) {
+	h, _, _ := connectorHarness(t, core.Irreversible, coretest.Call("c1", "github__delete_repo", `{"repo":"acme/api"}`))
+	cards := threadCards(h, "C1")
+	if len(cards) != 1 || !strings.Contains(cardText(cards[0].Out.Card), "Runs as: the bot's shared github credentials, the same for everyone") {
+		t.Fatalf("card: %s", cardText(cards[0].Out.Card))
+	}
+}

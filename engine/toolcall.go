@@ -197,6 +197,8 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		}
 		if tool.ActsAsRequester {
 			ar.ActsAs = rs.Requester.ID // an approver never lends their own account
+		} else if tool.Connector != nil {
+			ar.SharedAccount = tool.Connector.Server
 		}
 		if rs.unattended {
 			return d.askOwner(ctx, cs, tool, req, pd, ar)
