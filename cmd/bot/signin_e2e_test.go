@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marlowe-bot/marlowe/internal/testpg"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 	"github.com/marlowe-bot/marlowe/signin"
 	"github.com/marlowe-bot/marlowe/signin/signintest"
@@ -83,6 +87,11 @@ func (f *sandboxFeed) all() string {
 // `disconnect gh` (revoked at the server) and a search of the log, the
 // database and her export for every token the server issued.
 func TestSignInEndToEndThroughServeAndTheSandbox(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { signInEndToEnd(t, "") })
+	t.Run("postgres", func(t *testing.T) { signInEndToEnd(t, testpg.New(t)) })
+}
+
+func signInEndToEnd(t *testing.T, dbURL string) {
 	as := signintest.NewAS(t)
 	as.SetUser("alice-at-gh")
 	mcpURL := signintest.NewProtectedMCP(t, as)
@@ -104,6 +113,9 @@ func TestSignInEndToEndThroughServeAndTheSandbox(t *testing.T) {
 		"MARLOWE_MCP_CONFIG": cfgFile, "MARLOWE_SECRETS_KEY": vault.NewKey(), "MARLOWE_SANDBOX_STREAM": "0",
 		"MARLOWE_MODEL_PROVIDER": "openai", "MARLOWE_MODEL": "fake-model", "MARLOWE_MODEL_BASE_URL": model.URL,
 		"MARLOWE_MODEL_MAX_RETRIES": "0", "MARLOWE_LOG_LEVEL": "debug",
+	}
+	if dbURL != "" {
+		vars["MARLOWE_DATABASE_URL"] = dbURL
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := newLogWatch("sandbox ready")
@@ -213,14 +225,20 @@ func TestSignInEndToEndThroughServeAndTheSandbox(t *testing.T) {
 	})
 	say("alice", "dm-alice", "export my data")
 	feed.await(t, "the export", func(s string) bool { return decode(s).Channel == "dm-alice" && strings.Contains(s, "export") })
+	var hay bytes.Buffer
+	if dbURL != "" {
+		hay.WriteString(dumpPostgres(t, dbURL)) // with her grant still stored
+		if !strings.Contains(hay.String(), "alice") {
+			t.Fatal("the dump holds nothing of alice's")
+		}
+	}
 	say("alice", "dm-alice", "disconnect gh")
 	feed.await(t, "the disconnection", func(s string) bool { return decode(s).Channel == "dm-alice" && strings.Contains(s, "Disconnected") })
 	if _, rev := as.Counts(); rev == 0 {
 		t.Error("disconnect revoked nothing at the server")
 	}
 
-	// No token or code anywhere: the log, every database file, the sandbox.
-	var hay bytes.Buffer
+	// No token or code anywhere: the log, every database file or row, the sandbox.
 	hay.WriteString(logs.String())
 	hay.WriteString(feed.all())
 	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
@@ -230,6 +248,9 @@ func TestSignInEndToEndThroughServeAndTheSandbox(t *testing.T) {
 		}
 		return nil
 	})
+	if dbURL != "" {
+		hay.WriteString(dumpPostgres(t, dbURL))
+	}
 	if strings.Contains(logs.String(), u.Query().Get("t")) {
 		t.Error("the sign-in link is in the log")
 	}
@@ -238,4 +259,45 @@ func TestSignInEndToEndThroughServeAndTheSandbox(t *testing.T) {
 			t.Errorf("issued secret %s… found in the logs, the sandbox or the data directory", s[:6])
 		}
 	}
+}
+
+// dumpPostgres is every row of every table of the database, as text (bytea
+// columns in hex and as raw bytes).
+func dumpPostgres(t *testing.T, dbURL string) string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	rows, err := conn.Query(t.Context(), `SELECT quote_ident(table_name) FROM information_schema.tables WHERE table_schema = 'public'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(tables) < 5 {
+		t.Fatalf("tables: %v %v", tables, err)
+	}
+	var out strings.Builder
+	for _, tb := range tables {
+		rows, err := conn.Query(t.Context(), `SELECT t::text FROM `+tb+` t`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			out.WriteString(v)
+			out.WriteByte('\n')
+			// bytea renders as \x…: decode it too, so raw bytes are searched.
+			for _, hx := range regexp.MustCompile(`\\x([0-9a-f]+)`).FindAllStringSubmatch(v, -1) {
+				if b, err := hex.DecodeString(hx[1]); err == nil {
+					out.Write(b)
+				}
+			}
+		}
+	}
+	return out.String()
 }
