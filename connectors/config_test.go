@@ -165,3 +165,26 @@ func TestConsequenceFromAnnotations(t *testing.T) {
 		}
 	}
 }
+
+func TestDefinitionChangesWithNameAnnotationsAndSchemaOnly(t *testing.T) {
+	yes := true
+	base := &mcp.Tool{Name: "echo", Description: "one", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}}}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}
+	d := Definition(base)
+	same := *base
+	same.Description = "another description"
+	same.InputSchema = map[string]any{"properties": map[string]any{"a": map[string]any{"type": "string"}}, "type": "object"}
+	if Definition(&same) != d {
+		t.Error("the description or key order changed the definition")
+	}
+	for name, mut := range map[string]func(*mcp.Tool){
+		"name":        func(x *mcp.Tool) { x.Name = "echo2" },
+		"annotations": func(x *mcp.Tool) { x.Annotations = &mcp.ToolAnnotations{DestructiveHint: &yes} },
+		"schema":      func(x *mcp.Tool) { x.InputSchema = map[string]any{"type": "object"} },
+	} {
+		x := *base
+		mut(&x)
+		if Definition(&x) == d {
+			t.Errorf("a changed %s kept the definition", name)
+		}
+	}
+}

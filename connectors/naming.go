@@ -87,10 +87,20 @@ func Definition(t *mcp.Tool) string {
 		b, _ = json.Marshal(x) // map keys sorted
 		return string(b)
 	}
+	// The hints are copied into a struct of ours: the SDK's own encoding of
+	// annotations depends on a setting, and the pin must not.
+	var hints any
+	if a := t.Annotations; a != nil {
+		hints = struct {
+			ReadOnly, Idempotent   bool
+			Destructive, OpenWorld *bool
+			Title                  string
+		}{a.ReadOnlyHint, a.IdempotentHint, a.DestructiveHint, a.OpenWorldHint, a.Title}
+	}
 	h := sha256.New()
 	h.Write([]byte(t.Name))
 	h.Write([]byte{0})
-	h.Write([]byte(canon(t.Annotations)))
+	h.Write([]byte(canon(hints)))
 	h.Write([]byte{0})
 	h.Write([]byte(canon(t.InputSchema)))
 	return hex.EncodeToString(h.Sum(nil))[:32]
