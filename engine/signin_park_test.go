@@ -187,3 +187,28 @@ func TestBotIdentityCardSaysSharedCredentials(t *testing.T) {
 		t.Fatalf("card: %s", cardText(cards[0].Out.Card))
 	}
 }
+
+// `connect <server>` sends a fresh link, in the DM only, even when asked
+// in a channel; an unknown server is named.
+func TestConnectSendsALinkInTheDMOnly(t *testing.T) {
+	h, _, _ := connHarness(t)
+	if got := h.sayDM(alice, "connect github"); !strings.Contains(got, "https://marlowe.example/connect?t=") {
+		t.Fatalf("connect in the DM: %q", got)
+	}
+	before := len(h.s.PostsIn("D-" + bob.ID))
+	if reply := h.say(bob, "connect github"); strings.Contains(reply, "/connect?t=") || !strings.Contains(reply, "direct message") {
+		t.Fatalf("connect in a channel answered there: %q", reply)
+	}
+	dm := h.s.PostsIn("D-" + bob.ID)
+	if len(dm) != before+1 || !strings.Contains(dm[len(dm)-1].Out.Text, "/connect?t=") {
+		t.Fatalf("bob's DM: %+v", dm)
+	}
+	for _, p := range h.s.PostsIn("C1") {
+		if strings.Contains(p.Out.Text, "/connect?t=") {
+			t.Fatalf("a link in the channel: %q", p.Out.Text)
+		}
+	}
+	if got := h.sayDM(alice, "connect nope"); !strings.Contains(got, "can't connect `nope`") {
+		t.Fatalf("unknown server: %q", got)
+	}
+}
