@@ -233,6 +233,9 @@ type ApprovalRequested struct {
 	// Pin is set on a question asking the channel's admins to accept a
 	// connector tool's changed definition (this hash): only admins answer.
 	Pin string `json:"pin,omitempty"`
+	// InDoubt is set on a question about a connector call whose outcome a
+	// crash made unknown: send it again, or skip it.
+	InDoubt bool `json:"in_doubt,omitempty"`
 }
 
 type ApprovalResolved struct {

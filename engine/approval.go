@@ -133,6 +133,14 @@ func authorizeClick(p core.Policy, a *fold.Approval, c clicker, action byte) str
 		}
 		return "only the channel's admins can accept a connector's changed tool definition"
 	}
+	if a.InDoubt && a.Consequence == core.Irreversible {
+		// Sending an irreversible call again is a second irreversible
+		// action: as with its approval, never the requester alone.
+		if decider && by.ID != a.Requester {
+			return ""
+		}
+		return fmt.Sprintf("only %s, other than the requester, can decide whether to send an irreversible action again", deciders)
+	}
 	if a.Question != "" {
 		if decider || by.ID == a.Requester || slices.Contains(a.Notify, by.ID) {
 			return ""

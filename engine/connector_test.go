@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
@@ -31,19 +32,30 @@ func (s fakeSource) Tool(name string) (core.Tool, bool) {
 
 // A connector call whose outcome is unknown after a crash (the process
 // died while the server had it) is not sent again unless the tool is
-// read-only or idempotent: it completes as interrupted, and the model is
-// told so. On the old code every non-irreversible call ran again.
+// read-only or idempotent: the person gets a card to send it again or
+// skip it, and an irreversible one is sent again only on someone else's
+// word. On the old code every non-irreversible call ran again at once.
+// The in-doubt card's options (engine/connector.go).
+const (
+	inDoubtRetry = "Send it again"
+	inDoubtSkip  = "Skip it"
+)
+
 func TestConnectorCallInterruptedByACrashIsNotResent(t *testing.T) {
 	cases := []struct {
 		name        string
 		consequence core.Consequence
 		idempotent  bool
+		answer      string      // the in-doubt card's answer ("" = no card)
+		by          core.Person // who answers
 		wantCalls   int32
 	}{
-		{"write", core.Write, false, 1},
-		{"send", core.Send, false, 1},
-		{"idempotent write", core.Write, true, 2},
-		{"read", core.Read, false, 2},
+		{"write skipped", core.Write, false, inDoubtSkip, alice, 1},
+		{"send retried", core.Send, false, inDoubtRetry, alice, 2},
+		{"irreversible: the requester cannot retry", core.Irreversible, false, inDoubtRetry, alice, 1},
+		{"irreversible retried by another", core.Irreversible, false, inDoubtRetry, bob, 2},
+		{"idempotent write", core.Write, true, "", alice, 2},
+		{"read", core.Read, false, "", alice, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,26 +77,51 @@ func TestConnectorCallInterruptedByACrashIsNotResent(t *testing.T) {
 			m := coretest.NewScriptedModel(
 				coretest.Calls(coretest.Call("c1", "github__create-issue", `{"title":"flaky test"}`)),
 				coretest.Text("done"))
-			h := newHarness(t, m, nil, func(cfg *engine.Config) {
+			h := newHarness(t, m, nil, platformAdmins(bob.ID), func(cfg *engine.Config) {
 				cfg.Tools = cfg.Tools.WithSource(fakeSource{tools: []core.Tool{tool}}, 20)
 				cfg.DefaultPolicy = core.Policy{ApprovalLevels: []core.Consequence{core.Irreversible}}
 			})
-			h.deliver(h.mention(alice, "C1", "file an issue about the flaky test"))
+			ev := h.mention(alice, "C1", "file an issue about the flaky test")
+			h.deliver(ev)
+			if c.consequence == core.Irreversible {
+				h.idle()
+				h.click(bob, token(threadCards(h, "C1")[0].Out.Card, "approve"), threadOf(ev))
+			}
 			<-started
 			h.restart()
 			h.idle()
+			if c.answer != "" {
+				// Nothing was sent again: the person is asked.
+				if got := calls.Load(); got != 1 {
+					t.Fatalf("the call was re-sent before anyone answered: %d calls", got)
+				}
+				var card *core.Card
+				for _, p := range threadCards(h, "C1") {
+					if strings.Contains(p.Out.Card.Title, "outcome is unknown") {
+						card = p.Out.Card
+					}
+				}
+				if card == nil {
+					t.Fatalf("no in-doubt card: %+v", h.s.Cards())
+				}
+				i := 0
+				if c.answer == inDoubtSkip {
+					i = 1
+				}
+				h.click(c.by, card.Actions[i].Token, threadOf(ev))
+				h.idle()
+			}
 			if got := calls.Load(); got != c.wantCalls {
 				t.Errorf("the server got the call %d times, want %d", got, c.wantCalls)
 			}
 			done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
-			if len(done) != 1 {
-				t.Fatalf("%d tool.completed, want 1", len(done))
-			}
-			if c.wantCalls == 1 && (done[0].OK || done[0].Code != "interrupted" || !strings.Contains(done[0].Error, "outcome is unknown")) {
-				t.Errorf("in-doubt call completed as %+v", done[0])
-			}
-			if c.wantCalls == 2 && !done[0].OK {
-				t.Errorf("repeatable call completed as %+v", done[0])
+			switch {
+			case c.wantCalls == 2 && (len(done) != 1 || !done[0].OK):
+				t.Errorf("sent again, completed as %+v", done)
+			case c.wantCalls == 1 && c.answer == inDoubtSkip && (len(done) != 1 || done[0].Code != "interrupted" || !strings.Contains(done[0].Error, "chose to skip it")):
+				t.Errorf("skipped, completed as %+v", done)
+			case c.wantCalls == 1 && c.answer == inDoubtRetry && len(done) != 0:
+				t.Errorf("the requester's refused click completed the call: %+v", done)
 			}
 			h.verify("C1")
 		})
@@ -348,33 +385,60 @@ func answered(h *harness, text string) bool {
 }
 
 // A run resumed before its connector is back (the tool unknown for now)
-// does not treat an allowed call as never made: it is in doubt. The old
-// code completed it as an unknown tool, as if nothing had happened.
+// does not treat an allowed call as never made: it is in doubt, and the
+// card waits; "send it again" while the server is still away sends
+// nothing, and once it is back sends the call. The old code completed it
+// as an unknown tool, as if nothing had happened.
 func TestConnectorCallWhoseServerIsNotBackAfterACrashIsInDoubt(t *testing.T) {
+	var calls atomic.Int32
 	started := make(chan struct{}, 1)
-	src := &mutableSource{}
-	src.set(core.Tool{
-		Name: "github__create-issue", Description: "Create an issue.", Consequence: core.Read,
-		Schema:    json.RawMessage(`{"type":"object"}`),
+	tool := core.Tool{
+		Name: "github__create-issue", Description: "Create an issue.", Consequence: core.Write,
+		Schema:    json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}}}`),
 		Connector: &core.ToolOrigin{Server: "github", Tool: "create-issue", Definition: "d1"},
 		Run: func(ctx context.Context, _ core.ToolContext, _ json.RawMessage) (core.Observation, error) {
-			started <- struct{}{}
-			<-ctx.Done()
-			return core.Observation{}, ctx.Err()
+			if calls.Add(1) == 1 {
+				started <- struct{}{}
+				<-ctx.Done()
+				return core.Observation{}, ctx.Err()
+			}
+			return core.Observation{Text: "created"}, nil
 		},
-	})
+	}
+	src := &mutableSource{}
+	src.set(tool)
 	m := coretest.NewScriptedModel(
-		coretest.Calls(coretest.Call("c1", "github__create-issue", `{}`)),
+		coretest.Calls(coretest.Call("c1", "github__create-issue", `{"title":"x"}`)),
 		coretest.Text("done"))
-	h := newHarness(t, m, nil, func(cfg *engine.Config) { cfg.Tools = cfg.Tools.WithSource(src, 20) })
-	h.deliver(h.mention(alice, "C1", "file it"))
-	<-started
+	h := newHarness(t, m, nil, platformAdmins(bob.ID), func(cfg *engine.Config) {
+		cfg.Tools = cfg.Tools.WithSource(src, 20)
+		cfg.DefaultPolicy = core.Policy{ApprovalLevels: []core.Consequence{core.Irreversible}}
+	})
+	ev := h.mention(alice, "C1", "file it")
+	h.deliver(ev)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the call never started: %v", h.kinds("C1"))
+	}
 	src.set() // the server is not back when the run resumes
 	h.restart()
 	h.idle()
-	done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
-	if len(done) != 1 || done[0].Code != "interrupted" || !strings.Contains(done[0].Error, "outcome is unknown") {
-		t.Fatalf("tool.completed = %+v", done)
+	if done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted); len(done) != 0 {
+		t.Fatalf("completed without asking: %+v", done)
+	}
+	cards := threadCards(h, "C1")
+	if len(cards) != 1 || !strings.Contains(cards[0].Out.Card.Title, "outcome is unknown") {
+		t.Fatalf("no in-doubt card: %+v", h.s.Cards())
+	}
+	src.set(tool) // the server is back
+	h.click(bob, cards[0].Out.Card.Actions[0].Token, threadOf(ev))
+	h.idle()
+	if got := calls.Load(); got != 2 {
+		t.Errorf("calls = %d, want 2 (sent again on Bob's word)", got)
+	}
+	if done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted); len(done) != 1 || !done[0].OK {
+		t.Errorf("tool.completed = %+v", done)
 	}
 }
 
@@ -419,5 +483,41 @@ func TestConnectorChannelPolicyRaisesConsequenceAndTurnsServersOff(t *testing.T)
 				t.Errorf("permission = %+v, want %s; journal %v", pd, c.want, h.kinds("C1"))
 			}
 		})
+	}
+}
+
+// A routine (an unattended run) is offered the same connector tools under
+// the same gate: its send-level connector call parks for its owner, and
+// runs on the owner's approval.
+func TestRoutineUsesConnectorsUnderTheSameGate(t *testing.T) {
+	log := &toolLog{}
+	tool := core.Tool{Name: "slackish__post_update", Description: "Post an update.", Consequence: core.Send,
+		Schema:    json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
+		Connector: &core.ToolOrigin{Server: "slackish", Tool: "post_update", Definition: "d1"},
+		Run: func(_ context.Context, _ core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			log.add(string(args))
+			return core.Observation{Text: "posted"}, nil
+		}}
+	m := coretest.NewScriptedModel(
+		coretest.Calls(coretest.Call("c1", "slackish__post_update", `{"text":"weekly digest"}`)),
+		coretest.Text("done"))
+	h := newHarness(t, m, nil, func(cfg *engine.Config) { cfg.Tools = cfg.Tools.WithSource(fakeSource{tools: []core.Tool{tool}}, 20) })
+	if _, err := h.e.StartUnattended(context.Background(), core.UnattendedRun{
+		Scope: chanScope("C1"), Owner: alice, Instruction: "post the weekly digest", Trigger: "routine-1",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.idle()
+	if len(log.get()) != 0 {
+		t.Fatalf("the routine's send ran without approval")
+	}
+	cards := dmCards(h, alice)
+	if len(cards) != 1 || !strings.Contains(cards[0].Out.Card.Body, "slackish__post_update") {
+		t.Fatalf("owner's cards: %+v", h.s.Cards())
+	}
+	h.click(alice, token(cards[0].Out.Card, "approve"), dmScope(alice))
+	h.idle()
+	if got := log.get(); len(got) != 1 || got[0] != `{"text":"weekly digest"}` {
+		t.Errorf("executions = %v", got)
 	}
 }

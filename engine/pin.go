@@ -85,7 +85,9 @@ func (d *driver) withhold(ctx context.Context, cs *callState, tool core.Tool, re
 	parked, err := d.escalate(ctx, cs, tool, &core.Escalation{
 		Question: q, Context: fmt.Sprintf("now judged %s; new definition %s", tool.Consequence, o.Definition),
 		Options: []string{pinAccept, pinKeep}, ToAdmins: true,
-	}, o.Definition)
+	}, func(ar *core.ApprovalRequested) {
+		ar.Pin, ar.Reason = o.Definition, "a connector changed a tool's definition"
+	})
 	d.e.log.Warn("connector tool definition changed: withheld until an admin accepts it", "run", d.rs.ID, "tool", tool.Name, "definition", o.Definition)
 	return parked, err
 }

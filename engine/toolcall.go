@@ -37,12 +37,17 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 	}
 	if cerr != nil {
 		// The registry changed across a restart: a connector's server not
-		// back yet, or a tool gone. A call that was allowed may have run:
-		// its outcome is unknown and it is not sent again.
-		if (cs.decision == gate.Allow || cs.allowedRun) && !d.e.keptFromRunning(cs.call.ID) {
+		// back yet, or a tool gone. A connector call that was allowed (it
+		// may have run) or is waiting on a card goes on with a stand-in
+		// that never runs; any other allowed call is in doubt.
+		mayHaveRun := cs.decision == gate.Allow || cs.allowedRun
+		if t, a, ok := unknownConnectorTool(cs.call); ok && (mayHaveRun || cs.approval != "") {
+			tool, args = t, a
+		} else if mayHaveRun && !d.e.keptFromRunning(cs.call.ID) {
 			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted", Error: inDoubtMessage})
+		} else {
+			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: cerr.Code, Error: cerr.JSON()})
 		}
-		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: cerr.Code, Error: cerr.JSON()})
 	}
 	if cs.approval != "" {
 		a := rs.approvals[cs.approval]
@@ -86,6 +91,9 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		case "answered":
 			if a.req.Pin != "" {
 				return false, d.answerPin(ctx, cs, a)
+			}
+			if a.req.InDoubt {
+				return d.answerInDoubt(ctx, cs, tool, args, a)
 			}
 			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: true, Trust: string(core.Trusted),
 				Result: fmt.Sprintf("%s answered: %s", who, res.Choice)})
@@ -229,6 +237,9 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 // effect keys, so its posts are not duplicated.
 func (d *driver) interrupted(ctx context.Context, cs *callState, tool core.Tool, args map[string]any) (bool, error) {
 	if notRepeatable(tool) && !d.e.keptFromRunning(cs.call.ID) {
+		if tool.Connector != nil {
+			return d.askInDoubt(ctx, cs, tool, args)
+		}
 		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted", Error: inDoubtMessage})
 	}
 	return d.execute(ctx, cs, tool, args)
@@ -236,6 +247,10 @@ func (d *driver) interrupted(ctx context.Context, cs *callState, tool core.Tool,
 
 func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, args map[string]any) (bool, error) {
 	rs := d.rs
+	if tool.Run == nil { // a connector tool not offered now (unknownConnectorTool)
+		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "unavailable",
+			Error: "not sent: " + tool.Name + "'s connector is not connected"})
+	}
 	trust := core.Trusted
 	if rs.tainted {
 		trust = core.Untrusted
@@ -298,7 +313,7 @@ func runTool(ctx context.Context, tool core.Tool, tc core.ToolContext, args json
 	return tool.Run(ctx, tc, args)
 }
 
-func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, esc *core.Escalation, pin ...string) (bool, error) {
+func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, esc *core.Escalation, mods ...func(*core.ApprovalRequested)) (bool, error) {
 	rs := d.rs
 	opts := esc.Options
 	if len(opts) > maxOptions {
@@ -313,8 +328,8 @@ func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, es
 		Summary: core.Truncate(esc.Context, 1500), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
 		Question: core.Truncate(q, 300), Options: opts, Reason: "the assistant asked for a decision",
 	}
-	if len(pin) > 0 {
-		ar.Pin, ar.Reason = pin[0], "a connector changed a tool's definition"
+	for _, m := range mods {
+		m(ar)
 	}
 	d.addressEscalation(ctx, ar, esc)
 	ad, err := d.agent(core.Meta{Cause: cs.reqID}, ar)

@@ -200,7 +200,7 @@ func (f *Channel) Apply(c core.Command) error {
 			ID: p.ApprovalID, Run: c.Run(), Scope: c.Scope(), CallID: p.CallID, Tool: p.Tool,
 			Consequence: core.Consequence(p.Consequence), Requester: p.Requester, Question: p.Question,
 			Options: p.Options, Destination: p.Destination, ExpiresAt: p.ExpiresAt,
-			Notify: p.Notify, Unattended: p.Unattended, InDM: p.InDM, SignIn: p.SignIn, RequestedAt: c.At(), Summary: p.Summary, Reason: p.Reason, Pin: p.Pin,
+			Notify: p.Notify, Unattended: p.Unattended, InDM: p.InDM, SignIn: p.SignIn, RequestedAt: c.At(), Summary: p.Summary, Reason: p.Reason, Pin: p.Pin, InDoubt: p.InDoubt,
 		}
 	case *core.ApprovalResolved:
 		// The first resolution stands: a late click or expiry after it
