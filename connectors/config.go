@@ -65,7 +65,23 @@ type Server struct {
 	// Channels limits where the server is offered: channel keys
 	// (platform/workspace/channel) or bare channel ids; empty = everywhere.
 	Channels []string
+
+	// Identity is whose credentials a call carries: IdentityBot (the
+	// configured headers, shared) or IdentityPerson (each requester's own
+	// OAuth sign-in; docs/connectors.md, "Acting as each person").
+	Identity string
+	// OAuthClientID and OAuthClientSecret name a client registered with
+	// the server's authorization server beforehand ("oauth": {"clientId",
+	// "clientSecret"}); empty: dynamic client registration.
+	OAuthClientID     string
+	OAuthClientSecret string
 }
+
+// Identity modes.
+const (
+	IdentityBot    = "bot"
+	IdentityPerson = "person"
+)
 
 // ConfigError names the file, server and field a configuration error is in.
 type ConfigError struct {
@@ -104,6 +120,11 @@ type rawServer struct {
 	Consequences map[string]string `json:"consequences"`
 	Timeout      json.RawMessage   `json:"timeout"`
 	Channels     []string          `json:"channels"`
+	Identity     string            `json:"identity"`
+	OAuth        *struct {
+		ClientID     string `json:"clientId"`
+		ClientSecret string `json:"clientSecret"`
+	} `json:"oauth"`
 }
 
 type rawTools struct {
@@ -113,7 +134,7 @@ type rawTools struct {
 
 var (
 	knownTop    = []string{"mcpServers", "findToolAfter"}
-	knownServer = []string{"type", "disabled", "command", "args", "env", "cwd", "url", "headers", "tools", "consequences", "timeout", "channels"}
+	knownServer = []string{"type", "disabled", "command", "args", "env", "cwd", "url", "headers", "tools", "consequences", "timeout", "channels", "identity", "oauth"}
 	knownTools  = []string{"include", "exclude"}
 	serverName  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 )
@@ -247,6 +268,30 @@ func parseServer(file, name string, data json.RawMessage, getenv func(string) st
 				return Server{}, warns, cerr("consequences."+tool, fmt.Sprintf("bad glob: %v", err))
 			}
 			s.Consequences[tool] = cons
+		}
+	}
+	switch strings.ToLower(r.Identity) {
+	case "", IdentityBot:
+		s.Identity = IdentityBot
+	case IdentityPerson:
+		if s.Type == Stdio {
+			return Server{}, warns, cerr("identity", `"person" needs a remote server ("url"): a stdio server has no OAuth sign-in`)
+		}
+		s.Identity = IdentityPerson
+	default:
+		return Server{}, warns, cerr("identity", fmt.Sprintf("unknown identity %q (want bot or person)", r.Identity))
+	}
+	if r.OAuth != nil {
+		if s.Identity != IdentityPerson {
+			return Server{}, warns, cerr("oauth", `"oauth" is for "identity": "person" servers`)
+		}
+		oauth, err := expandMap(map[string]string{"clientId": r.OAuth.ClientID, "clientSecret": r.OAuth.ClientSecret}, getenv)
+		if err != nil {
+			return Server{}, warns, cerr("oauth."+err.(*expandError).key, err.(*expandError).msg)
+		}
+		s.OAuthClientID, s.OAuthClientSecret = oauth["clientId"], oauth["clientSecret"]
+		if s.OAuthClientID == "" && s.OAuthClientSecret != "" {
+			return Server{}, warns, cerr("oauth.clientId", `"clientSecret" without "clientId"`)
 		}
 	}
 	if len(r.Timeout) > 0 && !bytes.Equal(r.Timeout, []byte("null")) {

@@ -41,6 +41,11 @@ type Options struct {
 	// Terminate is how long a stopping stdio server gets after its stdin
 	// closes before SIGTERM (default 2s).
 	Terminate time.Duration
+	// Tokens gives the requester's own access token for a server in
+	// "person" identity mode (person.go); an error wrapping
+	// core.ErrNotSignedIn means they have not connected it (or it lapsed).
+	// Nil: person servers ask to sign in and cannot be used.
+	Tokens func(ctx context.Context, platform, person, server string) (string, error)
 }
 
 // Manager runs the configured servers and offers their tools. It
@@ -106,6 +111,10 @@ func (m *Manager) Start(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if s.cfg.Identity == IdentityPerson {
+				s.runPerson(ctx) // person.go: no shared session
+				return
+			}
 			s.run(ctx)
 		}()
 	}
@@ -399,6 +408,13 @@ func (s *server) coreTool(t *mcp.Tool) (core.Tool, error) {
 			return s.call(ctx, name, remote, args)
 		},
 	}
+	if s.cfg.Identity == IdentityPerson {
+		// Each call carries the requester's own sign-in (person.go).
+		ct.ActsAsRequester = true
+		ct.Run = func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			return s.callAs(ctx, tc, name, remote, args)
+		}
+	}
 	return ct, ct.Validate()
 }
 
@@ -444,23 +460,28 @@ func (s *server) call(ctx context.Context, name, remote string, args json.RawMes
 		}
 		return core.Observation{}, fmt.Errorf("%w: server %s is not connected (%s); it is being restarted, try again later", ErrDown, s.cfg.Name, why)
 	}
+	return s.callOn(ctx, conn, name, remote, args, &outcome)
+}
+
+// callOn sends one tools/call on conn, setting *outcome.
+func (s *server) callOn(ctx context.Context, conn *connection, name, remote string, args json.RawMessage, outcome *string) (core.Observation, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	res, err := conn.session.CallTool(cctx, &mcp.CallToolParams{Name: remote, Arguments: args})
 	switch {
 	case err != nil && ctx.Err() != nil:
-		outcome = "cancelled"
+		*outcome = "cancelled"
 		return core.Observation{}, fmt.Errorf("calling %s: %w", name, ctx.Err())
 	case err != nil && cctx.Err() != nil:
-		outcome = "timeout"
+		*outcome = "timeout"
 		return core.Observation{}, fmt.Errorf("calling %s: no answer within %s (the server's timeout)", name, s.cfg.Timeout)
 	case err != nil:
-		outcome = "error"
+		*outcome = "error"
 		return core.Observation{}, fmt.Errorf("calling %s: %w", name, err)
 	}
 	obs, err := observe(name, res, s.m.opts.ResultCap)
 	if err != nil {
-		outcome = "tool-error"
+		*outcome = "tool-error"
 	}
 	return obs, err
 }

@@ -28,6 +28,8 @@ func TestImportsPointDown(t *testing.T) {
 		"replica":                        {"core"},
 		"connectors":                     {"core"},
 		"connectors/internal/testserver": {},
+		"vault":                          {"core"},
+		"signin":                         {"core", "vault"},
 		"engine":                         {"core", "core/gate", "core/fold", "core/chatcommand", "replica"},
 	}
 	engineImporters := []string{"cmd/bot", "internal/testengine"}

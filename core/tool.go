@@ -27,6 +27,11 @@ type Observation struct {
 	// Escalate, when set, asks people a question: the harness posts a card
 	// and parks the run until someone answers (ask_human).
 	Escalate *Escalation `json:"escalate,omitempty"`
+	// SignIn, when set, names a server the call needs the requester's own
+	// sign-in to: nothing was sent. The harness parks the run, sends the
+	// requester a private sign-in link, and runs the call again once they
+	// have connected (docs/connectors.md, "Acting as each person").
+	SignIn string `json:"sign_in,omitempty"`
 }
 
 // ChecklistItem is one line of a run's plan.
@@ -128,6 +133,10 @@ type Tool struct {
 	// URL host, id or amount: untrusted text may not choose them.
 	Targets []string
 	Run     func(ctx context.Context, tc ToolContext, args json.RawMessage) (Observation, error)
+	// ActsAsRequester marks a tool that calls its server with the
+	// requester's own sign-in (a connector in "person" identity mode):
+	// approval cards say whose account the call runs as.
+	ActsAsRequester bool
 	// Check, when set, judges a call's validated arguments before the gate
 	// asks anyone: an error refuses the call at once (its reason is the
 	// call's result; no approval card is shown), so a call that would fail

@@ -76,7 +76,11 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 			if cs.allowedRun {
 				return d.interrupted(ctx, cs, tool, args)
 			}
-			pd, err := d.agent(core.Meta{Cause: cs.reqID}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(gate.Allow), Reason: "approved by " + who})
+			reason := "approved by " + who
+			if a.req.SignIn != "" {
+				reason = who + " connected " + a.req.SignIn
+			}
+			pd, err := d.agent(core.Meta{Cause: cs.reqID}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(gate.Allow), Reason: reason})
 			if err != nil {
 				return false, err
 			}
@@ -199,6 +203,11 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 			Summary: gate.Summary(tool, args), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
 			Reason: dec.Reason, Destination: dec.Destination, InDM: rs.inDM(),
 		}
+		if tool.ActsAsRequester {
+			ar.ActsAs = rs.Requester.ID // an approver never lends their own account
+		} else if tool.Connector != nil {
+			ar.SharedAccount = tool.Connector.Server
+		}
 		if rs.unattended {
 			return d.askOwner(ctx, cs, tool, req, pd, ar)
 		}
@@ -282,6 +291,9 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, arg
 	}
 	if obs.Escalate != nil {
 		return d.escalate(ctx, cs, tool, obs.Escalate)
+	}
+	if obs.SignIn != "" {
+		return d.awaitSignIn(ctx, cs, tool, args, obs.SignIn) // connections.go
 	}
 	t := obs.Trust
 	if t == "" {

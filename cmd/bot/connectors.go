@@ -64,11 +64,11 @@ func (m *connectorMetrics) register(reg *prometheus.Registry) {
 
 // startConnectors starts every configured server in the background: a
 // slow or broken one never holds up serve or the others.
-func startConnectors(ctx context.Context, cfg *connectors.Config, cm *connectorMetrics, log *slog.Logger) *connectors.Manager {
+func startConnectors(ctx context.Context, cfg *connectors.Config, cm *connectorMetrics, tokens func(context.Context, string, string, string) (string, error), log *slog.Logger) *connectors.Manager {
 	for _, w := range cfg.Warnings {
 		log.Warn("connector configuration", "warning", w)
 	}
-	m := connectors.New(cfg, connectors.Options{Logger: log.With("component", "connectors"), Observe: cm.observe})
+	m := connectors.New(cfg, connectors.Options{Logger: log.With("component", "connectors"), Observe: cm.observe, Tokens: tokens})
 	m.Start(ctx)
 	log.Info("connectors starting", "file", cfg.File, "servers", len(cfg.Servers))
 	return m
@@ -124,6 +124,9 @@ func doctorConnectors(ctx context.Context, d *doctor, getenv func(string) string
 			d.add(ok(name, "disabled in the file"))
 		case "ready":
 			d.add(ok(name, fmt.Sprintf("%s, %d tools", s.Transport, s.Tools)))
+		case "sign-in":
+			// Acts as each person: no shared session; the sign-in line checks its discovery.
+			d.add(ok(name, s.Transport+", acts as each person: tools are listed once someone signs in"))
 		case "starting":
 			d.add(fail(name, s.Transport+": no answer within 30s", "check the command or URL; a server that needs a download (npx) may be slow the first time"))
 		default:

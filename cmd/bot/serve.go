@@ -27,6 +27,7 @@ import (
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/llm"
+	"github.com/marlowe-bot/marlowe/signin"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 	"github.com/marlowe-bot/marlowe/tools"
 )
@@ -110,9 +111,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return err
 	}
 	connMetrics := newConnectorMetrics()
+	// Per-person sign-in for the connectors in "person" identity mode.
+	si, err := newSignIn(cfg, st, personServers(connCfg), log)
+	if err != nil {
+		return err
+	}
 	var conns *connectors.Manager
 	if connCfg != nil {
-		conns = startConnectors(ctx, connCfg, connMetrics, log)
+		conns = startConnectors(ctx, connCfg, connMetrics, si.tokens(), log)
 		defer conns.Close()
 		registry = registry.WithSource(conns, connCfg.FindToolAfter)
 	}
@@ -136,6 +142,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	metrics := newMetrics(filter, mem, surfaces.byName)
 	connMetrics.register(metrics.reg)
 	eng, err := engine.New(engine.Config{
+		Connections:   si.connections(),
 		ExportURL:     cfg.PublicURL,
 		Journal:       st.Journal,
 		Boundary:      boundary,
@@ -157,6 +164,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
+	}
+	if si != nil {
+		si.events.set(eng)
 	}
 	metrics.engine, metrics.draining = eng.Stats, eng.Draining
 	metrics.channelsOwned = eng.OwnedChannels
@@ -187,6 +197,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	mux.Handle("GET /readyz", readyHandler(checks))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /export", exportHandler(eng))
+	if si != nil {
+		h := si.svc.Handler()
+		mux.Handle(signin.StartPath, h)
+		mux.Handle(signin.CallbackPath, h)
+	}
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
 	}
