@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/engine"
@@ -27,4 +28,15 @@ func flushTraces(t *telemetry.Tracing, log *slog.Logger) {
 	if err := t.Shutdown(ctx); err != nil {
 		log.Warn("traces not flushed at shutdown", "error", err)
 	}
+}
+
+// connectorHTTPClient is the HTTP client of remote connectors (MCP over
+// streamable HTTP or SSE): with tracing on, each request is a client span
+// under the tool call's and carries its W3C traceparent to the server; off,
+// nil (the connectors' default client).
+func connectorHTTPClient(t *telemetry.Tracing) func(string) *http.Client {
+	if t == nil || !t.Enabled {
+		return nil
+	}
+	return func(string) *http.Client { return &http.Client{Transport: t.Transport(nil)} }
 }
