@@ -48,6 +48,18 @@ func EngineFoldDump(ctx context.Context, e *Engine, ch core.ChannelKey) (FoldDum
 	return d, derr
 }
 
+// EngineTurnRefs lists the seqs of the conversation turns the engine's
+// live fold of ch keeps (what its next runs are given).
+func EngineTurnRefs(ctx context.Context, e *Engine, ch core.ChannelKey) ([]uint64, error) {
+	v, err := e.channel(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	var refs []uint64
+	err = v.with(ctx, func() { refs = v.fold.TurnRefs() })
+	return refs, err
+}
+
 // AppendVia appends drafts (of one channel) through the engine's cache, as
 // every append the engine makes does.
 func AppendVia(ctx context.Context, e *Engine, drafts ...core.Draft) ([]core.Command, error) {

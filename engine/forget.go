@@ -232,14 +232,12 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 	actor := core.Actor{Type: core.ActorHuman, ID: by.ID, Platform: platform}
 	// Their texts first, from every channel (a copy may be anywhere), before
 	// any memory erasure redacts some of the messages.
-	var texts []string
+	texts := core.NewTextMatcher()
 	for _, ch := range chs {
 		if strings.HasPrefix(string(ch), platform+"/") {
-			t, err := e.textsOf(ctx, ch, person)
-			if err != nil {
+			if err := e.textsOf(ctx, ch, person, texts); err != nil {
 				return out, err
 			}
-			texts = append(texts, t...)
 		}
 	}
 	for _, ch := range chs {
@@ -261,21 +259,11 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 		if err := e.eraseMessagesOf(ctx, sc, person, texts, by, reason, pc); err != nil {
 			return out, err
 		}
-		// So may the channel's checkpoints: where anything was erased,
-		// redact them all (a later load folds whole), then fold the channel
-		// afresh and revoke on the fresh state.
-		if pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || len(pc.erasure.Restated) > 0 {
-			if _, err := e.redactCheckpoints(ctx, ch, 0, func(c core.Command) (core.Draft, error) {
-				return e.b.Human(by, sc, core.Meta{Cause: c.ID()},
-					&core.CommandRedacted{Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String()})
-			}); err != nil {
-				return out, err
-			}
-		}
-		// The fold still holds conversation turns folded from what was
-		// erased: fold the channel afresh, then revoke on the fresh state.
-		if err := v.refold(ctx); err != nil {
-			return out, fmt.Errorf("refold %s: %w", ch, err)
+		// The fold drops the turns it copied from what was erased as it
+		// folds the redactions (every replica's does, at its next catch-up):
+		// catch this one up, then revoke on the fresh state.
+		if err := v.withFresh(ctx, 0, func() {}); err != nil {
+			return out, fmt.Errorf("catch up %s: %w", ch, err)
 		}
 		if err := e.revokeConsentsOf(ctx, v, sc, person, by, pc); err != nil {
 			return out, err
@@ -355,23 +343,21 @@ func mergeErasure(dst *core.Erasure, src core.Erasure) {
 	}
 }
 
-// textsOf returns the texts of the messages person wrote in ch that are
-// long enough to look for elsewhere (mention stripped).
-func (e *Engine) textsOf(ctx context.Context, ch core.ChannelKey, person string) ([]string, error) {
+// textsOf adds to texts the texts of the messages person wrote in ch that
+// are long enough to look for elsewhere (mention stripped).
+func (e *Engine) textsOf(ctx context.Context, ch core.ChannelKey, person string, texts *core.TextMatcher) error {
 	head, _, err := e.j.Head(ctx, ch)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var texts []string
-	err = readAll(ctx, e.j, ch, head, func(c core.Command) error {
+	return readAll(ctx, e.j, ch, head, func(c core.Command) error {
 		if p := ownMessage(c, person); p != nil {
 			if t := chatcommand.StripLeadingMention(p.Text, p.Mentions); len(strings.Join(strings.Fields(t), " ")) >= minDerivedText {
-				texts = append(texts, t)
+				texts.Add(t)
 			}
 		}
 		return nil
 	})
-	return texts, err
 }
 
 // ownMessage is c's message when c is a kept message.received by person.
@@ -390,7 +376,7 @@ func ownMessage(c core.Command, person string) *core.MessageReceived {
 // wrote and every other erasable command carrying one of texts (theirs,
 // from every channel); other people's messages that quote one are kept
 // (counted), as are decision records (Kept).
-func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person string, texts []string, by core.Person, reason string, pc *personChannel) error {
+func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person string, texts *core.TextMatcher, by core.Person, reason string, pc *personChannel) error {
 	ch := sc.Key()
 	head, _, err := e.j.Head(ctx, ch)
 	if err != nil {
@@ -415,15 +401,8 @@ func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person stri
 		if ownMessage(c, person) != nil {
 			return redact(c)
 		}
-		carries := false
-		for _, t := range texts {
-			if core.CarriesText(c, t) {
-				carries = true
-				break
-			}
-		}
 		switch {
-		case !carries:
+		case !texts.Carries(c):
 		case c.Kind() == core.KindMessageReceived:
 			pc.others++ // someone else's message quoting them: theirs to erase
 		case core.Erasable(c.Kind()):
@@ -448,7 +427,7 @@ func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person stri
 // restate replaces c, a decision record carrying one of texts, with its
 // restatement without them (core.RestateIn): its ids and decision stay for
 // the audit, the text goes.
-func (e *Engine) restate(ctx context.Context, sc core.Scope, c core.Command, texts []string, by core.Person, reason string) (bool, error) {
+func (e *Engine) restate(ctx context.Context, sc core.Scope, c core.Command, texts *core.TextMatcher, by core.Person, reason string) (bool, error) {
 	return core.RestateIn(ctx, e.j, c, texts, func(restated string) (core.Draft, error) {
 		return e.b.Human(by, sc, core.Meta{Cause: c.ID()}, &core.CommandRedacted{
 			Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String(), Restated: restated})

@@ -59,7 +59,11 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 	if err != nil {
 		return fmt.Errorf("read: %w", journalFailed(err))
 	}
-	rs, err := ReplayRun(cmds)
+	turns, err := readTurns(ctx, e.j, cmds)
+	if err != nil {
+		return fmt.Errorf("read: %w", journalFailed(err))
+	}
+	rs, err := replayRunWith(cmds, turns)
 	if err != nil {
 		return err
 	}

@@ -38,10 +38,11 @@ type Channel struct {
 	// the bot's answers) so a new run knows what came before; threadConv,
 	// msgConv and top say which conversation a message continues
 	// (conversation.go).
-	history      map[string][]core.ThreadTurn
-	historyOrder []string // conversations in first-seen order, to bound the map
-	threadConv   fifoMap  // thread root → its conversation, when not itself
-	msgConv      fifoMap  // message id (routed or posted) → its conversation
+	history      map[string][]turn
+	historyOrder []string          // conversations in first-seen order, to bound the map
+	turnConv     map[uint64]string // a kept turn's seq → its conversation (forgetSeq)
+	threadConv   fifoMap           // thread root → its conversation, when not itself
+	msgConv      fifoMap           // message id (routed or posted) → its conversation
 	top          topExchange
 	memories     map[string]*MemoryState
 	routines     map[string]*Routine
@@ -60,7 +61,7 @@ func NewChannel(ch core.ChannelKey) Channel {
 	return Channel{
 		ch: ch, counts: map[string]int{}, consents: map[string]*Grant{}, approvals: map[string]*Approval{},
 		runs: map[string]*Run{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
-		dayTokens: map[string]int{}, history: map[string][]core.ThreadTurn{},
+		dayTokens: map[string]int{}, history: map[string][]turn{}, turnConv: map[uint64]string{},
 		threadConv: newFIFOMap(conversationThreads), msgConv: newFIFOMap(conversationMessages),
 		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
 		firingRuns: map[string]*Firing{},
@@ -109,20 +110,23 @@ type Run struct {
 	updatedAt time.Time
 }
 
-// remember adds a turn to a conversation's history, within its bounds.
-func (f *Channel) remember(conv string, t core.ThreadTurn) {
-	if len(t.Text) > conversationTurnChars {
-		t.Text = core.Truncate(t.Text, conversationTurnChars)
-	}
+// remember adds the turn the command at seq makes to a conversation's
+// history, within its bounds.
+func (f *Channel) remember(conv string, seq uint64, author core.Person, bot bool, text string) {
+	text = cutTurn(text)
 	h, ok := f.history[conv]
 	if !ok {
 		f.historyOrder = append(f.historyOrder, conv)
 		if len(f.historyOrder) > historyMaxThreads {
+			for _, t := range f.history[f.historyOrder[0]] {
+				delete(f.turnConv, t.Seq)
+			}
 			delete(f.history, f.historyOrder[0])
 			f.historyOrder = f.historyOrder[1:]
 		}
 	}
-	f.history[conv] = boundTurns(append(h, t))
+	f.turnConv[seq] = conv
+	f.history[conv] = f.boundTurns(append(h, turn{Seq: seq, Author: author, Bot: bot, Size: len(text), Text: text}))
 }
 
 func (f *Channel) runOrNew(id string) *Run {
@@ -168,7 +172,7 @@ func (f *Channel) Apply(c core.Command) error {
 		if thread == "" && p.Visibility != core.DM {
 			thread = p.MessageID // a top-level message is answered in a thread under it
 		}
-		conv := f.joined(p, thread)
+		conv := f.joined(c.Seq(), p, thread)
 		if c.Run() != "" {
 			r := f.runOrNew(c.Run())
 			if r.Requester.ID == "" && r.StartedAt.IsZero() {
@@ -259,6 +263,7 @@ func (f *Channel) Apply(c core.Command) error {
 		f.fireRoutine(c, p)
 	case *core.CommandRedacted:
 		f.redacted = append(f.redacted, p.Seq)
+		f.forgetSeq(p.Seq)
 	case *core.ReportFiled:
 		f.reports.file(c, p)
 	case *core.ReportDismissed:
