@@ -166,5 +166,3 @@ func TestForgetMeJobResumesAfterARestart(t *testing.T) {
 	}
 	r.verify()
 }
-
-
