@@ -83,3 +83,14 @@ func (e *Engine) Loaded(ch core.ChannelKey) bool {
 	e.chMu.Unlock()
 	return v != nil && v.isLoaded()
 }
+
+// ErasePerson runs the erasure job's work (what a confirmed `forget me`
+// does) for person on platform, and returns how many records it redacted.
+func ErasePerson(ctx context.Context, e *Engine, platform, person string) (int, error) {
+	got, err := e.erasePerson(ctx, platform, person, core.Person{ID: person}, "bench", func(int, int) {})
+	n := 0
+	for _, pc := range got.channels {
+		n += pc.erasure.RemovedTotal()
+	}
+	return n, err
+}
