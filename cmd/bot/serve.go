@@ -246,8 +246,13 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	<-intake.Done()
-	drainErr := drain(eng, cfg.DrainTimeout, log)
+	// Surfaces first: one that is never redelivered to (Discord's gateway)
+	// delivers what it had queued before its Run returns, which the engine
+	// must still take; then the engine drains its runs, in what is left of
+	// the drain.
+	stopping := time.Now()
 	wg.Wait()
+	drainErr := drain(eng, max(time.Second, cfg.DrainTimeout-time.Since(stopping)), log)
 	waitProbe()
 	stopEngine()
 	engErr := eng.Close()
