@@ -54,6 +54,11 @@ func newCheckpointConfig(cfg Config, log *slog.Logger) *checkpointConfig {
 			c.verify = j.Verifier()
 		}
 	}
+	if c.verify == nil && c.every > 0 {
+		// Not silently: a journal wrapper hides the store's verifier, and
+		// every load then folds whole.
+		log.Warn("checkpoints off: no verifier (set engine.Config.Verifier); every channel load folds its whole journal")
+	}
 	return c
 }
 

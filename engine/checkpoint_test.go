@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -388,5 +389,26 @@ func TestCheckpointUsableAfterRedaction(t *testing.T) {
 	}
 	if slices.Contains(refs, target.Seq()) || !slices.Equal(refs, wantRefs.TurnRefs()) {
 		t.Fatalf("turns after the load: %v, want those of the redacted journal %v", refs, wantRefs.TurnRefs())
+	}
+}
+
+// A journal wrapper hides the store's own verifier: an engine given none
+// then takes and restores no checkpoint, and says so at start rather than
+// folding every channel whole in silence (serve passes its verifier).
+func TestCheckpointsOffWithoutAVerifierAreLogged(t *testing.T) {
+	w := newCkptWorld(t)
+	var logs strings.Builder
+	e, err := engine.New(engine.Config{
+		Journal: &plainJournal{Journal: w.st}, Boundary: w.b, CardKey: cardKey, Clock: w.clk.Now,
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+		Surfaces: map[string]core.Surface{platform: coretest.NewFakeSurface(platform, botID)},
+		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	if !strings.Contains(logs.String(), "checkpoints off") {
+		t.Fatalf("no warning that checkpoints are off:\n%s", logs.String())
 	}
 }

@@ -119,17 +119,20 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	metrics := newMetrics(filter, mem, surfaces.byName)
 	eng, err := engine.New(engine.Config{
-		ExportURL:     cfg.PublicURL,
-		Journal:       st.Journal,
-		Boundary:      boundary,
-		Model:         model,
-		Memory:        mem.Memory,
-		Tools:         registry,
-		Surfaces:      surfaces.byName,
-		Router:        router,
-		PostObserver:  filter,
-		Logger:        log,
-		CardKey:       st.Signer.DeriveKey("card-tokens"),
+		ExportURL:    cfg.PublicURL,
+		Journal:      st.Journal,
+		Boundary:     boundary,
+		Model:        model,
+		Memory:       mem.Memory,
+		Tools:        registry,
+		Surfaces:     surfaces.byName,
+		Router:       router,
+		PostObserver: filter,
+		Logger:       log,
+		CardKey:      st.Signer.DeriveKey("card-tokens"),
+		// Checkpoints are checked with the keys serve trusts (retired
+		// ones too), never sniffed from the journal (a wrapper hides it).
+		Verifier:      trusted,
 		Operators:     cfg.Admins,
 		ApprovalTTL:   cfg.ApprovalTTL,
 		MaxInputChars: cfg.MaxInputChars,
