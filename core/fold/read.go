@@ -61,7 +61,7 @@ func (f *Channel) ThreadRun(thread string) (string, bool) {
 // Delivered reports whether a message with this platform id was journaled
 // (redelivery dedupe).
 func (f *Channel) Delivered(messageID string) bool {
-	_, ok := f.seen[messageID]
+	_, ok := f.seen.M[messageID]
 	return ok
 }
 
@@ -137,7 +137,7 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		}
 		runs[id] = d
 	}
-	seen := slices.Sorted(maps.Keys(f.seen))
+	seen := slices.Sorted(maps.Keys(f.seen.M))
 	eng, err := json.Marshal(struct {
 		PolicySet    bool
 		Consents     map[string]*Grant

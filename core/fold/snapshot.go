@@ -37,7 +37,7 @@ type snapshot struct {
 	Runs         map[string]runSnap      `json:"runs"`
 	Live         []string                `json:"live"`
 	Threads      map[string]string       `json:"threads"`
-	Seen         []string                `json:"seen"`
+	Seen         fifoSnap                `json:"seen"`
 	DayTokens    map[string]int          `json:"day_tokens"`
 	History      map[string][]turn       `json:"history"`
 	HistoryOrder []string                `json:"history_order"`
@@ -97,7 +97,7 @@ func (f *Channel) Snapshot() ([]byte, error) {
 	s := snapshot{
 		Format: SnapshotFormat, Channel: f.ch, Last: f.last, Counts: f.counts, Policy: f.policy, PolicySet: f.policySet,
 		Consents: f.consents, Revoked: f.revokedConsents, Approvals: f.approvals, Runs: make(map[string]runSnap, len(f.runs)),
-		Live: slices.Sorted(maps.Keys(f.live)), Threads: f.threads, Seen: slices.Sorted(maps.Keys(f.seen)), DayTokens: f.dayTokens,
+		Live: slices.Sorted(maps.Keys(f.live)), Threads: f.threads, Seen: fifoSnap{f.seen.M, f.seen.Order}, DayTokens: f.dayTokens,
 		History: f.history, HistoryOrder: f.historyOrder,
 		ThreadConv: fifoSnap{f.threadConv.M, f.threadConv.Order}, MsgConv: fifoSnap{f.msgConv.M, f.msgConv.Order},
 		Top: f.top, Memories: f.memories, Routines: make(map[string]routineSnap, len(f.routines)),
@@ -198,9 +198,7 @@ func RestoreChannel(ch core.ChannelKey, data []byte, steer map[uint64]core.Comma
 	for _, id := range s.Live {
 		f.live[id] = struct{}{}
 	}
-	for _, id := range s.Seen {
-		f.seen[id] = struct{}{}
-	}
+	restoreFIFO(&f.seen, s.Seen)
 	restoreFIFO(&f.threadConv, s.ThreadConv)
 	restoreFIFO(&f.msgConv, s.MsgConv)
 	restoreFIFO(&f.attempted, s.Attempted)
