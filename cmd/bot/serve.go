@@ -165,7 +165,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
-	mux.Handle("GET /readyz", readyHandler(append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
+	mux.Handle("GET /readyz", readyHandler(append(append([]readyCheck{drainCheck(eng, ctx.Done())}, readyChecks(st.Journal, rdb, surfaces.byName)...),
 		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /export", exportHandler(eng))
@@ -255,7 +255,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	// the drain.
 	stopping := time.Now()
 	wg.Wait()
-	drainErr := drain(eng, max(time.Second, cfg.DrainTimeout-time.Since(stopping)), log)
+	left := cfg.DrainTimeout - time.Since(stopping)
+	if cfg.DrainTimeout > 0 {
+		left = max(time.Second, left)
+	}
+	drainErr := drain(eng, left, log)
 	waitProbe()
 	stopEngine()
 	engErr := eng.Close()
