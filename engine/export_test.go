@@ -94,3 +94,22 @@ func ErasePerson(ctx context.Context, e *Engine, platform, person string) (int, 
 	}
 	return n, err
 }
+
+// LoadedViews counts the channels whose fold the engine holds.
+func LoadedViews(e *Engine) int {
+	e.chMu.Lock()
+	vs := make([]*chanView, 0, len(e.channels))
+	for _, v := range e.channels {
+		vs = append(vs, v)
+	}
+	e.chMu.Unlock()
+	n := 0
+	for _, v := range vs {
+		v.mu.Lock()
+		if v.loaded {
+			n++
+		}
+		v.mu.Unlock()
+	}
+	return n
+}

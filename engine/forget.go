@@ -275,35 +275,46 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 		progress(i+1, total)
 	}
 	for i, ch := range chs {
-		pc := pcs[ch]
-		v, err := e.channel(ctx, ch)
-		if err != nil {
+		if err := e.eraseOwnIn(ctx, ch, own[ch], person, actor, by, reason, pcs[ch]); err != nil {
 			return out, err
 		}
-		if err := e.eraseMemoriesOf(ctx, v, person, actor, reason, pc); err != nil {
-			return out, err
-		}
-		for _, c := range own[ch] {
-			if err := e.redactFor(ctx, pc.sc, c, by, reason, pc); err != nil {
-				return out, err
-			}
-		}
-		// The fold drops the turns it copied from what was erased as it
-		// folds the redactions (every replica's does, at its next catch-up):
-		// catch this one up, then revoke on the fresh state.
-		if err := v.withFresh(ctx, 0, func() {}); err != nil {
-			return out, fmt.Errorf("catch up %s: %w", ch, err)
-		}
-		if err := e.revokeConsentsOf(ctx, v, pc.sc, person, by, pc); err != nil {
-			return out, err
-		}
-		if pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || pc.consents > 0 || pc.others > 0 || pc.mention > 0 || len(pc.erasure.Kept) > 0 || len(pc.erasure.Restated) > 0 {
+		if pc := pcs[ch]; pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || pc.consents > 0 || pc.others > 0 || pc.mention > 0 || len(pc.erasure.Kept) > 0 || len(pc.erasure.Restated) > 0 {
 			out.channels = append(out.channels, pc)
 		}
 		progress(len(chs)+i+1, total)
 	}
 	slices.SortFunc(out.channels, func(a, b *personChannel) int { return strings.Compare(a.sc.Channel, b.sc.Channel) })
 	return out, nil
+}
+
+// eraseOwnIn erases, in ch, person's memories and own messages (mine) and
+// revokes their consents. The channel's view is borrowed: one this process
+// had not loaded is released again, so an erasure does not leave every
+// channel of the installation folded in memory.
+func (e *Engine) eraseOwnIn(ctx context.Context, ch core.ChannelKey, mine []cmdRef, person string, actor core.Actor, by core.Person, reason string, pc *personChannel) error {
+	borrowed := !e.viewLoaded(ch)
+	v, err := e.channel(ctx, ch)
+	if err != nil {
+		return err
+	}
+	if borrowed {
+		defer e.evict(v, e.now(), 0)
+	}
+	if err := e.eraseMemoriesOf(ctx, v, person, actor, reason, pc); err != nil {
+		return err
+	}
+	for _, c := range mine {
+		if err := e.redactFor(ctx, pc.sc, c, by, reason, pc); err != nil {
+			return err
+		}
+	}
+	// The fold drops the turns it copied from what was erased as it folds
+	// the redactions (every replica's does, at its next catch-up): catch
+	// this one up, then revoke on the fresh state.
+	if err := v.withFresh(ctx, 0, func() {}); err != nil {
+		return fmt.Errorf("catch up %s: %w", ch, err)
+	}
+	return e.revokeConsentsOf(ctx, v, pc.sc, person, by, pc)
 }
 
 // eraseMemoriesOf erases the live memories person added (or a run added
