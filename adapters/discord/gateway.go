@@ -130,7 +130,7 @@ func (a *Adapter) dispatch(t string, d json.RawMessage) {
 			a.log.Warn("discord: malformed MESSAGE_CREATE dropped", "err", err)
 			return
 		}
-		a.enqueue(m.ChannelID, inbound{msg: &m})
+		a.enqueueLive(m.ChannelID, inbound{msg: &m})
 	case "MESSAGE_UPDATE":
 		// Not delivered: an edit never addresses the bot (the filter
 		// ignores edits), and its text must not be recorded.
@@ -191,14 +191,15 @@ func (a *Adapter) noteChannel(c *discordgo.Channel) {
 }
 
 // background runs fn in a goroutine Run waits for, with Run's context.
-func (a *Adapter) background(fn func(ctx context.Context)) {
+func (a *Adapter) background(fn func(ctx context.Context)) bool {
 	a.runMu.RLock()
 	defer a.runMu.RUnlock()
 	if !a.running {
-		return
+		return false
 	}
 	ctx := a.runCtx
 	a.bg.Go(func() { fn(ctx) })
+	return true
 }
 
 // enqueue hands an item to its channel's lane (so one channel's or
