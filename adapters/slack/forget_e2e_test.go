@@ -63,7 +63,9 @@ func TestForgetMeClickIsAcknowledgedAndErasesInTheBackground(t *testing.T) {
 	if err := eng.WaitIdle(ctx); err != nil { // the job, in the background
 		t.Fatal(err)
 	}
-	waitPost(t, f, func(p slackfake.Post) bool { return p.Channel == chDM && strings.Contains(p.Text, "Erased your messages") })
+	waitPost(t, f, func(p slackfake.Post) bool {
+		return p.Channel == chDM && strings.Contains(p.Text, "Erased your messages")
+	})
 	left := 0
 	chs, err := journal.Channels(ctx)
 	if err != nil {
