@@ -64,7 +64,11 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 	if err != nil {
 		return fmt.Errorf("read: %w", journalFailed(err))
 	}
-	rs, err := ReplayRun(cmds)
+	turns, err := readTurns(ctx, e.j, cmds)
+	if err != nil {
+		return fmt.Errorf("read: %w", journalFailed(err))
+	}
+	rs, err := replayRunWith(cmds, turns)
 	if err != nil {
 		return err
 	}
@@ -88,6 +92,9 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.String(attrPlatform, rs.Scope.Platform), attribute.String(attrChannel, string(rs.Scope.Key())))
 		defer func() { span.SetAttributes(attribute.String(attrStatus, string(rs.Status))) }()
+	}
+	if isErasureJob(rs) {
+		return d.eraseJob(ctx)
 	}
 	// An unattended run's instruction is never read as a chat command: the
 	// grammar acts on what a person typed in the conversation.

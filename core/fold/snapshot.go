@@ -21,7 +21,7 @@ import (
 // SnapshotFormat is the snapshot encoding version. A loader given another
 // format ignores the checkpoint and folds the whole channel; raising it
 // needs no upcaster, old checkpoints just stop being used.
-const SnapshotFormat = 2
+const SnapshotFormat = 3
 
 type snapshot struct {
 	Format       int                              `json:"format"`
@@ -37,10 +37,10 @@ type snapshot struct {
 	Runs         map[string]runSnap               `json:"runs"`
 	Live         []string                         `json:"live"`
 	Threads      map[string]string                `json:"threads"`
-	Seen         []string                         `json:"seen"`
+	Seen         fifoSnap                         `json:"seen"`
 	DayTokens    map[string]int                   `json:"day_tokens"`
 	DayUsage     map[string]map[string]core.Usage `json:"day_usage"`
-	History      map[string][]core.ThreadTurn     `json:"history"`
+	History      map[string][]turn                `json:"history"`
 	HistoryOrder []string                         `json:"history_order"`
 	ThreadConv   fifoSnap                         `json:"thread_conv"`
 	MsgConv      fifoSnap                         `json:"msg_conv"`
@@ -98,7 +98,7 @@ func (f *Channel) Snapshot() ([]byte, error) {
 	s := snapshot{
 		Format: SnapshotFormat, Channel: f.ch, Last: f.last, Counts: f.counts, Policy: f.policy, PolicySet: f.policySet,
 		Consents: f.consents, Revoked: f.revokedConsents, Approvals: f.approvals, Runs: make(map[string]runSnap, len(f.runs)),
-		Live: slices.Sorted(maps.Keys(f.live)), Threads: f.threads, Seen: slices.Sorted(maps.Keys(f.seen)), DayTokens: f.dayTokens, DayUsage: f.dayUsage,
+		Live: slices.Sorted(maps.Keys(f.live)), Threads: f.threads, Seen: fifoSnap{f.seen.M, f.seen.Order}, DayTokens: f.dayTokens, DayUsage: f.dayUsage,
 		History: f.history, HistoryOrder: f.historyOrder,
 		ThreadConv: fifoSnap{f.threadConv.M, f.threadConv.Order}, MsgConv: fifoSnap{f.msgConv.M, f.msgConv.Order},
 		Top: f.top, Memories: f.memories, Routines: make(map[string]routineSnap, len(f.routines)),
@@ -184,6 +184,11 @@ func RestoreChannel(ch core.ChannelKey, data []byte, steer map[uint64]core.Comma
 	fill(f.dayTokens, s.DayTokens)
 	fill(f.dayUsage, s.DayUsage)
 	fill(f.history, s.History)
+	for conv, h := range f.history {
+		for _, t := range h {
+			f.turnConv[t.Seq] = conv
+		}
+	}
 	fill(f.memories, s.Memories)
 	fill(f.erasures, s.Erasures)
 	fill(f.reports.byID, s.Reports.ByID)
@@ -195,9 +200,7 @@ func RestoreChannel(ch core.ChannelKey, data []byte, steer map[uint64]core.Comma
 	for _, id := range s.Live {
 		f.live[id] = struct{}{}
 	}
-	for _, id := range s.Seen {
-		f.seen[id] = struct{}{}
-	}
+	restoreFIFO(&f.seen, s.Seen)
 	restoreFIFO(&f.threadConv, s.ThreadConv)
 	restoreFIFO(&f.msgConv, s.MsgConv)
 	restoreFIFO(&f.attempted, s.Attempted)
