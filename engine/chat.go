@@ -464,8 +464,9 @@ func (e *Engine) cancelDrafts(v *chanView, cr *cancelRequest, r *fold.Run, ev co
 		if r.Requester.ID != "" {
 			who = core.MentionOf(r.Requester.ID)
 		}
+		// Private to the person refused: the thread goes on as it shows.
 		return []core.Draft{mr}, &notice{key: "cancel-refused/" + ev.MessageID, scope: ev.Scope, cause: mr.ID(),
-			text: "🚫 Only " + who + " or an admin can cancel this. It goes on."}, nil
+			text: "🚫 Only " + who + " or an admin can cancel this. It goes on.", to: ev.Author.ID}, nil
 	}
 	mr, err := e.b.Human(ev.Author, ev.Scope, core.Meta{Run: r.ID}, msg)
 	if err != nil {
