@@ -477,6 +477,10 @@ type notice struct {
 	// to, when set, makes the notice ephemeral: only this person sees it,
 	// and nothing is posted where a surface cannot do that.
 	to string
+	// onlyPrivate: when the private post fails, post nothing. The answer
+	// to a click on a button with no record is not for the channel (the
+	// click itself was acknowledged).
+	onlyPrivate bool
 }
 
 // mailbox is one thread's queue and its single consumer. No two goroutines

@@ -271,7 +271,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 			h := sha256.Sum256([]byte(click.Token + "\x00" + click.By.ID))
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
 				key: "forged" + hex.EncodeToString(h[:10]), scope: click.Scope,
-				text: "⚠️ That button could not be verified, so nothing was done.", to: click.By.ID,
+				text: "⚠️ That button could not be verified, so nothing was done.", to: click.By.ID, onlyPrivate: true,
 			}})
 		}
 		return nil
@@ -294,7 +294,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 		if click.Scope.Validate() == nil {
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
 				key: "unknown" + id + click.By.ID, scope: click.Scope,
-				text: "⚠️ I can't find the request behind that button, so nothing was done.", to: click.By.ID,
+				text: "⚠️ I can't find the request behind that button, so nothing was done.", to: click.By.ID, onlyPrivate: true,
 			}})
 		}
 		return nil
