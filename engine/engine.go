@@ -310,7 +310,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 	}
 	e.startEviction()
-	e.log.Info("engine started", "channels_with_work", len(chs), "owned", owned, "unfinished_runs", resumed, "replica", e.Replica())
+	attrs := []any{"channels_with_work", len(chs), "owned", owned, "unfinished_runs", resumed}
+	if id := e.Replica(); id != "" {
+		attrs = append(attrs, "replica", id)
+	}
+	e.log.Info("engine started", attrs...)
 	return nil
 }
 

@@ -102,6 +102,14 @@ func TestComposeBotService(t *testing.T) {
 	if _, err := readyURL(addr); err != nil || !slices.Contains(bot.Ports, "127.0.0.1:8081"+addr) {
 		t.Errorf("MARLOWE_HTTP_ADDR default %q is not the published 8081 (%v)", addr, err)
 	}
+	// `export my data` links under compose: the published port, as this
+	// host reaches it; .env.example says the same.
+	if got := bot.Environment["MARLOWE_PUBLIC_URL"]; got != "${MARLOWE_PUBLIC_URL:-http://localhost:8081}" {
+		t.Errorf("MARLOWE_PUBLIC_URL = %q, want the published port on localhost", got)
+	}
+	if ex, err := os.ReadFile("../../.env.example"); err != nil || !regexp.MustCompile(`(?m)^MARLOWE_PUBLIC_URL=http://localhost:8081$`).Match(ex) {
+		t.Errorf(".env.example does not set MARLOWE_PUBLIC_URL=http://localhost:8081 (%v)", err)
+	}
 	df, err := os.ReadFile("../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ type config struct {
 	SigningKey  string // MARLOWE_SIGNING_KEY: base64 ed25519 seed or private key
 	VerifyKeys  string // MARLOWE_VERIFY_KEYS: retired base64 ed25519 public keys, comma-separated
 	HTTPAddr    string // MARLOWE_HTTP_ADDR: health and metrics
-	PublicURL   string // MARLOWE_PUBLIC_URL: the HTTP address as people reach it (export links); default http://HTTPAddr
+	PublicURL   string // MARLOWE_PUBLIC_URL: the HTTP address as people reach it (export links); default browseURL(HTTPAddr)
 	LogLevel    string // MARLOWE_LOG_LEVEL: debug, info, warn, error
 
 	// Admins administer every channel of their platform (MARLOWE_ADMINS:
@@ -88,8 +88,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 		LogLevel:    or(get("MARLOWE_LOG_LEVEL"), "info"),
 		Getenv:      get,
 	}
-	if c.PublicURL == "" && !strings.HasPrefix(c.HTTPAddr, ":") {
-		c.PublicURL = "http://" + c.HTTPAddr
+	for _, name := range []string{"MARLOWE_HTTP_ADDR", "MARLOWE_SANDBOX_ADDR"} {
+		if err := checkListenAddr(name, get(name)); err != nil {
+			return config{}, fmt.Errorf("config: %w", err)
+		}
+	}
+	if c.PublicURL == "" {
+		// As this machine reaches it: a wildcard host (":8081", as
+		// compose sets it) is localhost, where compose publishes it.
+		c.PublicURL = browseURL(c.HTTPAddr)
 	}
 	var err error
 	if c.Admins, err = core.ParseOperators(get("MARLOWE_ADMINS")); err != nil {

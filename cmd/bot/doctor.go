@@ -329,9 +329,9 @@ func doctorPlatforms(ctx context.Context, d *doctor, cfg config) {
 	}
 	switch {
 	case len(set.byName) == 0:
-		d.add(ok("sandbox", "on: no platform is configured, so serve opens the sandbox web surface at http://"+sandboxAddr(cfg)))
+		d.add(ok("sandbox", "on: no platform is configured, so serve opens the sandbox web surface at "+browseURL(sandboxAddr(cfg))))
 	case cfg.Getenv("MARLOWE_SANDBOX") == "1":
-		d.add(ok("sandbox", "on alongside the platforms (MARLOWE_SANDBOX=1) at http://"+sandboxAddr(cfg)))
+		d.add(ok("sandbox", "on alongside the platforms (MARLOWE_SANDBOX=1) at "+browseURL(sandboxAddr(cfg))))
 	}
 	for _, name := range slices.Sorted(maps.Keys(set.byName)) {
 		s := set.byName[name]

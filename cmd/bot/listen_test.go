@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+)
+
+// The listen addresses as a newcomer gets them wrong: a bare port, a port
+// another Marlowe holds (the HTTP one, or the sandbox's, which must fail
+// before the engine starts), each answered with the variable and the fix;
+// and the URLs printed are ones a browser on this machine can open.
+func TestListenAddressMistakes(t *testing.T) {
+	held := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln.Addr().String()
+	}
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		want    []string
+		notLogs string
+	}{
+		{"bare HTTP port", map[string]string{"MARLOWE_HTTP_ADDR": "8081"},
+			[]string{"MARLOWE_HTTP_ADDR=8081 is a port without a host", "MARLOWE_HTTP_ADDR=127.0.0.1:8081", "MARLOWE_HTTP_ADDR=:8081"}, ""},
+		{"bare sandbox port", map[string]string{"MARLOWE_SANDBOX_ADDR": "8080"},
+			[]string{"MARLOWE_SANDBOX_ADDR=8080 is a port without a host", "MARLOWE_SANDBOX_ADDR=127.0.0.1:8080"}, ""},
+		{"HTTP port in use", map[string]string{"MARLOWE_HTTP_ADDR": held()},
+			[]string{"MARLOWE_HTTP_ADDR=127.0.0.1:", "already in use", "another Marlowe is running"}, "engine started"},
+		{"sandbox port in use", map[string]string{"MARLOWE_HTTP_ADDR": "127.0.0.1:0", "MARLOWE_SANDBOX_ADDR": held()},
+			[]string{"MARLOWE_SANDBOX_ADDR=127.0.0.1:", "already in use", "another Marlowe is running"}, "engine started"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.env["MARLOWE_DATA_DIR"] = t.TempDir()
+			var out, logs bytes.Buffer
+			err := run(t.Context(), []string{"serve"}, env(c.env), strings.NewReader(""), &out, &logs)
+			if err == nil {
+				t.Fatal("serve started")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if c.notLogs != "" && strings.Contains(logs.String(), c.notLogs) {
+				t.Errorf("logged %q before failing:\n%s", c.notLogs, logs.String())
+			}
+		})
+	}
+}
+
+func TestURLsToOpenAreReachable(t *testing.T) {
+	for addr, want := range map[string]string{
+		":8081": "http://localhost:8081", "0.0.0.0:8080": "http://localhost:8080", "[::]:8080": "http://localhost:8080",
+		"127.0.0.1:8081": "http://127.0.0.1:8081", "bot.internal:80": "http://bot.internal:80",
+	} {
+		if got := browseURL(addr); got != want {
+			t.Errorf("browseURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+	// compose sets MARLOWE_HTTP_ADDR=:8081 and publishes it on the host's
+	// loopback: export links default to that, not to nothing.
+	cfg, err := loadConfig(env(map[string]string{"MARLOWE_HTTP_ADDR": ":8081"}))
+	if err != nil || cfg.PublicURL != "http://localhost:8081" {
+		t.Errorf("public URL for :8081 = %q (%v)", cfg.PublicURL, err)
+	}
+	out, _ := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir(), "MARLOWE_SANDBOX_ADDR": "0.0.0.0:8080"}), "", "doctor")
+	if !strings.Contains(out, "sandbox web surface at http://localhost:8080") || strings.Contains(out, "0.0.0.0") {
+		t.Errorf("doctor's sandbox line:\n%s", out)
+	}
+}
