@@ -241,6 +241,11 @@ func doctorSigners(ctx context.Context, d *doctor, cfg config, j core.Journal, s
 		d.add(ok("journal", "empty"))
 		return
 	}
+	if _, _, err := readSigner(cfg); errors.Is(err, errMalformedKey) {
+		d.add(fail("journal", fmt.Sprintf("%d channel(s) of commands, not checked: MARLOWE_SIGNING_KEY is malformed (see the signing key line)", len(chs)),
+			"fix MARLOWE_SIGNING_KEY as the signing key line says"))
+		return
+	}
 	if signer == nil {
 		d.add(fail("journal", fmt.Sprintf("%d channel(s) of commands, but no signing key is configured: serve would generate a new key and refuse to start", len(chs)),
 			"set MARLOWE_DATA_DIR to the directory holding "+keyFile+", or MARLOWE_SIGNING_KEY to the key that signed this journal"))
