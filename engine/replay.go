@@ -30,8 +30,11 @@ type RunReplay struct {
 	// unattended runs). Messages starts with its turns, as the model saw them.
 	Conversation string
 	StartedAt    time.Time
-	Steps        int
-	Tokens       int
+	// toldNeedModel: the conversation was already told that a model is
+	// needed (and what works without one); say it shortly this time.
+	toldNeedModel bool
+	Steps         int
+	Tokens        int
 	// Messages is the volatile tier of the next model call's view.
 	Messages []core.Message
 	// Effects maps each performed post's effect id to where it landed.
@@ -311,6 +314,9 @@ func (rs *RunReplay) apply(c core.Command) error {
 		rs.resume(c.At())
 		if len(p.History) > 0 {
 			rs.Messages = append(rs.Messages, historyMessage(p.History))
+		}
+		for _, t := range p.History {
+			rs.toldNeedModel = rs.toldNeedModel || t.Bot && chatcommand.NeedModelSaid(t.Text)
 		}
 		if p.Owner != nil {
 			rs.startUnattended(p)
