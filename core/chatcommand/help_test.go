@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // read names the command a message is, as the engine dispatches it:
@@ -75,5 +78,18 @@ func TestHelpListsEveryCommand(t *testing.T) {
 		if !strings.Contains(HelpText(), string(op)) {
 			t.Errorf("help does not name routine %s", op)
 		}
+	}
+}
+
+func TestPolicyShowsDurationsInWords(t *testing.T) {
+	for d, want := range map[time.Duration]string{20 * time.Minute: "20 minutes", 6 * time.Minute: "6 minutes", time.Hour: "1 hour",
+		90 * time.Minute: "1 hour 30 minutes", 45 * time.Second: "45 seconds", 61 * time.Second: "1 minute 1 second"} {
+		if got := DurationWords(d); got != want {
+			t.Errorf("DurationWords(%v) = %q, want %q", d, got, want)
+		}
+	}
+	got := DescribePolicy(core.Policy{}, nil)
+	if !strings.Contains(got, "windows: thread 20 minutes, top level 6 minutes") || strings.Contains(got, "m0s") {
+		t.Errorf("policy = %q", got)
 	}
 }
