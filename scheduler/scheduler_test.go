@@ -31,7 +31,7 @@ func TestRoutineCommandsThroughTheEngine(t *testing.T) {
 	if created != 1 {
 		t.Fatalf("%d routine.created, want 1", created)
 	}
-	if l := w.say(bob, "routines"); !strings.Contains(l, id) || !strings.Contains(l, "armed") {
+	if l := w.say(bob, "routines"); !strings.Contains(l, id) || !strings.Contains(l, "armed") || !strings.Contains(l, id+" every 10m (`@every 10m`, ") {
 		t.Fatalf("list: %q", l)
 	}
 	for _, op := range []string{"pause", "delete"} {
