@@ -620,7 +620,7 @@ func (pe personErasure) text(person, by, platform string) string {
 		mention += pc.mention
 	}
 	b.WriteString("\n*What remains:*")
-	fmt.Fprintf(&b, "\n• %d signed `command.redacted` markers, one per erased or restated record: its id, kind and who asked, no text (so the journal still verifies)", markers)
+	fmt.Fprintf(&b, "\n• %s, one per erased or changed record: signed, without text, saying what it was and who asked (so the journal still verifies)", plural(markers, "redaction marker", "redaction markers"))
 	b.WriteString("\n• " + who + ", as a user id, on the records of decisions and clicks (approvals, consents, this request), without text")
 	if len(restated) > 0 {
 		fmt.Fprintf(&b, "\n• approval and audit records that quoted one of %s texts: their ids, tools, decisions and who decided stay, the quoting text is now `%s` (%s)", whose, core.ErasedText, kindCounts(restated))
@@ -634,6 +634,6 @@ func (pe personErasure) text(person, by, platform string) string {
 	if mention > 0 {
 		fmt.Fprintf(&b, "\n• %d notes added by other people that mention %s (theirs; `delete memory <id>` in their channel)", mention, who)
 	}
-	fmt.Fprintf(&b, "\n• messages on %s itself: delete them there", platformName(platform))
+	b.WriteString("\n• " + platformCopies(platform))
 	return b.String()
 }
