@@ -77,7 +77,7 @@ func cmdDoctor(ctx context.Context, getenv func(string) string, args []string, s
 	flags := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	asJSON := flags.Bool("json", false, "print the checks as a JSON array")
-	if err := flags.Parse(args); err != nil {
+	if err := parseFlags(flags, args); err != nil {
 		return usageErr("doctor: %v", err)
 	}
 	if flags.NArg() > 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -72,5 +73,47 @@ func TestURLsToOpenAreReachable(t *testing.T) {
 	out, _ := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir(), "MARLOWE_SANDBOX_ADDR": "0.0.0.0:8080"}), "", "doctor")
 	if !strings.Contains(out, "sandbox web surface at http://localhost:8080") || strings.Contains(out, "0.0.0.0") {
 		t.Errorf("doctor's sandbox line:\n%s", out)
+	}
+}
+
+func TestVersionFromBuildInfo(t *testing.T) {
+	vcs := func(kv ...string) *debug.BuildInfo {
+		bi := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}
+		for i := 0; i < len(kv); i += 2 {
+			bi.Settings = append(bi.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return bi
+	}
+	for _, c := range []struct {
+		set  string
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{"v1.4.0", vcs(), "v1.4.0"},
+		{"dev", &debug.BuildInfo{Main: debug.Module{Version: "v1.3.2"}}, "v1.3.2"},
+		{"dev", vcs("vcs.revision", "0123456789abcdef0123", "vcs.time", "2026-12-01T10:00:00Z", "vcs.modified", "true"), "dev-0123456789ab-modified (committed 2026-12-01T10:00:00Z)"},
+		{"dev", vcs(), "dev (built without version information)"},
+	} {
+		if got := versionFrom(c.set, c.bi); got != c.want {
+			t.Errorf("versionFrom(%q, …) = %q, want %q", c.set, got, c.want)
+		}
+	}
+	// What `go test` builds carries build info too: never the bare "dev".
+	if out, err := runBot(t, env(nil), "", "version"); err != nil || strings.TrimSpace(out) == "marlowe dev" {
+		t.Errorf("bot version = %q (%v)", out, err)
+	}
+}
+
+// A flag a subcommand does not have: one line naming the flags there are,
+// not the flag package's raw error and usage dump.
+func TestUnknownFlagIsOneClearLine(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"channels", "--all"}, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir()}), strings.NewReader(""), &out, &errOut)
+	if err == nil || err.Error() != "channels: unknown flag --all (it takes no flags)" || errOut.Len() != 0 {
+		t.Errorf("channels --all: %v; stderr %q", err, errOut.String())
+	}
+	err = run(t.Context(), []string{"verify", "--bogus"}, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir()}), strings.NewReader(""), &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "unknown flag --bogus (its flags: --channel)") {
+		t.Errorf("verify --bogus: %v", err)
 	}
 }

@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	switch cmd {
 	case "version", "--version":
-		fmt.Fprintf(stdout, "marlowe %s\n", version)
+		fmt.Fprintf(stdout, "marlowe %s\n", versionString())
 		return nil
 	case "intent":
 		return cmdIntent(ctx, args, stdin, stdout)

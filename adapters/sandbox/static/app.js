@@ -81,7 +81,9 @@
     }
     if (body[0] === "#") {
       const ch = channel(body.slice(1));
-      return `<span class="chanlink" data-channel="${esc(body.slice(1))}">#${esc(ch ? ch.name : body.slice(1))}</span>`;
+      // A DM is not a channel: "#Marlowe" named the bot, not the place.
+      const name = ch && ch.visibility === "dm" ? "your DM with Marlowe" : "#" + (ch ? ch.name : body.slice(1));
+      return `<span class="chanlink" data-channel="${esc(body.slice(1))}">${esc(name)}</span>`;
     }
     if (body.startsWith("!subteam^")) return `<span class="mention">@${esc(body.slice(9))}</span>`;
     return `<span class="mention bc">@${esc(body.slice(1))}</span>`;
