@@ -182,6 +182,17 @@ func TestEnvExampleListsEveryVariable(t *testing.T) {
 			t.Errorf("%s (read in %s) is not in .env.example", v, path)
 		}
 	}
+	// Start-up and doctor warn about any other MARLOWE_ name (knownVars).
+	for v, path := range found {
+		if strings.HasPrefix(v, "MARLOWE_") && !testOnlyVar(v) && !slices.Contains(knownVars, v) {
+			t.Errorf("%s (read in %s) is not in knownVars (envcheck.go): serve would call it unknown", v, path)
+		}
+	}
+	for v := range listed {
+		if strings.HasPrefix(v, "MARLOWE_") && !slices.Contains(knownVars, v) {
+			t.Errorf("%s (in .env.example) is not in knownVars (envcheck.go): serve would call it unknown", v)
+		}
+	}
 }
 
 // TestComposeTwoReplicas: the "replicas" profile adds bot2, the bot's

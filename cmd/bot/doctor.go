@@ -109,6 +109,13 @@ func runDoctor(ctx context.Context, d *doctor, getenv func(string) string) {
 		src = "environment over " + p
 	}
 	d.add(ok("configuration", fmt.Sprintf("from the %s; data dir %s, HTTP on %s, log level %s", src, cfg.DataDir, cfg.HTTPAddr, cfg.LogLevel)))
+	for _, u := range unknownVars(settingNames(getenv)) {
+		fix := "remove it, or correct its name (.env.example lists every setting)"
+		if u.nearest != "" {
+			fix = "rename it to " + u.nearest
+		}
+		d.add(warn("setting "+u.name, u.String(), fix))
+	}
 
 	signer := doctorKeys(d, cfg)
 	j, closeJ := doctorStore(ctx, d, cfg)

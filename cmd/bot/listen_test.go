@@ -117,3 +117,25 @@ func TestUnknownFlagIsOneClearLine(t *testing.T) {
 		t.Errorf("verify --bogus: %v", err)
 	}
 }
+
+// A misspelled MARLOWE_ variable is not ignored in silence: serve's log
+// and doctor name it, with the nearest known name.
+func TestUnknownSettingsAreNamed(t *testing.T) {
+	t.Setenv("MARLOWE_MODLE", "llama3")
+	t.Setenv("MARLOWE_SANBOX_ADDR", "127.0.0.1:9")
+	t.Setenv("MARLOWE_TEST_ANYTHING", "x") // the suite's own, not a setting
+	got := unknownVars(settingNames(env(nil)))
+	if len(got) != 2 || got[0].String() != "MARLOWE_MODLE is not a Marlowe setting and is ignored: did you mean MARLOWE_MODEL?" ||
+		got[1].nearest != "MARLOWE_SANDBOX_ADDR" {
+		t.Fatalf("unknown = %v", got)
+	}
+	out, _ := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir()}), "", "doctor")
+	if !strings.Contains(out, "MARLOWE_MODLE is not a Marlowe setting") || !strings.Contains(out, "rename it to MARLOWE_MODEL") {
+		t.Errorf("doctor:\n%s", out)
+	}
+	var logs bytes.Buffer
+	_ = run(t.Context(), []string{"serve"}, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir(), "MARLOWE_MODEL_PROVIDER": "bogus"}), strings.NewReader(""), &bytes.Buffer{}, &logs)
+	if !strings.Contains(logs.String(), "did you mean MARLOWE_MODEL?") {
+		t.Errorf("serve's log:\n%s", logs.String())
+	}
+}

@@ -35,6 +35,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return usageErr("serve takes no arguments (configuration is by environment)")
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	for _, u := range unknownVars(settingNames(cfg.Getenv)) {
+		log.Warn("unknown setting: " + u.String())
+	}
 	// Configuration errors first, before anything is created on disk.
 	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
 	if err != nil {
