@@ -139,3 +139,21 @@ func TestUnknownSettingsAreNamed(t *testing.T) {
 		t.Errorf("serve's log:\n%s", logs.String())
 	}
 }
+
+// `bot memory rebuild` says each channel's result once (the report, not
+// the report and a log line), and does not call vectors missing when no
+// embedding model is configured.
+func TestMemoryRebuildSaysEachResultOnce(t *testing.T) {
+	dir := t.TempDir()
+	ch := seedJournal(t, dir, 2)
+	var out, logs bytes.Buffer
+	if err := run(t.Context(), []string{"memory", "rebuild", "--all"}, env(map[string]string{"MARLOWE_DATA_DIR": dir}), strings.NewReader(""), &out, &logs); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String()+logs.String(), string(ch)); n != 1 {
+		t.Errorf("the channel is reported %d times:\n%s%s", n, out.String(), logs.String())
+	}
+	if strings.Contains(out.String(), "missing") || !strings.Contains(out.String(), "no embedding model") {
+		t.Errorf("report: %s", out.String())
+	}
+}
