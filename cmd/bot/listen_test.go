@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net"
+	"os/exec"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -155,5 +156,29 @@ func TestMemoryRebuildSaysEachResultOnce(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "missing") || !strings.Contains(out.String(), "no embedding model") {
 		t.Errorf("report: %s", out.String())
+	}
+}
+
+// A Redis that is down is one ✗ line in doctor, with the fix, not four
+// raw connection-pool log lines before it (the built binary: the library
+// logs to the process's stderr).
+func TestDoctorWithRedisDownIsQuiet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the built binary (-short skips it)")
+	}
+	bin := buildCrashBot(t)
+	dead := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}()
+	cmd := exec.CommandContext(t.Context(), bin, "doctor")
+	cmd.Env = []string{"HOME=" + t.TempDir(), "MARLOWE_DATA_DIR=" + t.TempDir(), "MARLOWE_REDIS_URL=redis://" + dead + "/0"}
+	out, _ := cmd.CombinedOutput()
+	if strings.Contains(string(out), "pool.go") || strings.Contains(string(out), "connection pool") || !strings.Contains(string(out), "✗ redis:") {
+		t.Errorf("doctor with Redis down:\n%s", out)
 	}
 }
