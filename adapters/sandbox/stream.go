@@ -150,6 +150,9 @@ func (s *Sandbox) StopStream(ctx context.Context, ref core.MessageRef, u core.St
 	if err := s.commitLocked(&nm); err != nil {
 		return fmt.Errorf("sandbox: stop stream: %w", err)
 	}
+	// The answer is in: "Marlowe is thinking…" ends now, not when it
+	// lapses (a stream's answer is no new message, which would clear it).
+	s.clearTypingLocked(m.Channel, m.Thread)
 	return nil
 }
 
