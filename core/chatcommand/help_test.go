@@ -2,6 +2,7 @@ package chatcommand
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,22 @@ func TestPolicyShowsDurationsInWords(t *testing.T) {
 	got := DescribePolicy(core.Policy{}, nil)
 	if !strings.Contains(got, "windows: thread 20 minutes, top level 6 minutes") || strings.Contains(got, "m0s") {
 		t.Errorf("policy = %q", got)
+	}
+}
+
+// The menu (Telegram's, Discord's) speaks of no threads, which a Telegram
+// chat does not have; docs/telegram.md shows the menu as it is.
+func TestMenuMatchesTelegramDoc(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/telegram.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range Menu() {
+		if strings.Contains(m.Description, "thread") {
+			t.Errorf("/%s: %q speaks of threads", m.Name, m.Description)
+		}
+		if row := "| `/" + m.Name + "` | " + m.Description + " |"; !strings.Contains(string(doc), row) {
+			t.Errorf("docs/telegram.md lacks the menu row %s", row)
+		}
 	}
 }
