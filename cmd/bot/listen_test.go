@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"net"
 	"os/exec"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The listen addresses as a newcomer gets them wrong: a bare port, a port
@@ -180,5 +184,43 @@ func TestDoctorWithRedisDownIsQuiet(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	if strings.Contains(string(out), "pool.go") || strings.Contains(string(out), "connection pool") || !strings.Contains(string(out), "✗ redis:") {
 		t.Errorf("doctor with Redis down:\n%s", out)
+	}
+}
+
+// The start-up log gives the sandbox's URL once, as a browser here opens
+// it (bound on every interface: localhost, never [::] or 0.0.0.0), and
+// no empty replica="".
+func TestStartupLogSaysTheURLOnce(t *testing.T) {
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve"}, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir(), "MARLOWE_HTTP_ADDR": ":0", "MARLOWE_SANDBOX_ADDR": "0.0.0.0:0"}),
+			strings.NewReader(""), io.Discard, logs)
+	}()
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(logs.String(), "routines scheduler running"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve did not start:\n%s", logs.String())
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	out := logs.String()
+	m := regexp.MustCompile(`sandbox ready.* url=(\S+)`).FindStringSubmatch(out)
+	if m == nil || !strings.HasPrefix(m[1], "http://localhost:") {
+		t.Fatalf("no localhost sandbox URL in:\n%s", out)
+	}
+	if n := strings.Count(out, m[1]); n != 1 {
+		t.Errorf("the sandbox URL is logged %d times:\n%s", n, out)
+	}
+	if strings.Contains(out, `replica=""`) {
+		t.Errorf("the log has an empty replica:\n%s", out)
+	}
+	// URLs to open (the warning about the bind address may name it).
+	if bad := regexp.MustCompile(`=http://(\[::\]|0\.0\.0\.0)`).FindString(out); bad != "" {
+		t.Errorf("the log offers %s to open:\n%s", bad, out)
 	}
 }
