@@ -128,7 +128,7 @@ func TestPolicyCommands(t *testing.T) {
 	if got := h.say(alice, "policy set tools bogus"); !strings.Contains(got, `no tool named "bogus"`) {
 		t.Errorf("set unknown tool = %q", got)
 	}
-	if got := h.say(alice, "policy set window thread 30m"); !strings.Contains(got, "thread 30m0s") {
+	if got := h.say(alice, "policy set window thread 30m"); !strings.Contains(got, "thread 30 minutes") {
 		t.Errorf("set window = %q", got)
 	}
 	if got := h.say(alice, "policy set budget 5000"); !strings.Contains(got, "5000 tokens/day") {

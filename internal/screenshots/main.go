@@ -130,7 +130,13 @@ func run(out, chrome string) error {
 		chromedp.WaitVisible(chromedp.CSS(`#conn.live`))); err != nil {
 		return err
 	}
-	if _, err := say(base, "alice", "general", "", "<@marlowe> policy set approval +write"); err != nil {
+	// The bot's mention, as the page makes it: its id from the workspace.
+	var ws struct{ Bot struct{ ID string } }
+	if err := getJSON(base+"/api/workspace", &ws); err != nil || ws.Bot.ID == "" {
+		return fmt.Errorf("read the workspace: %v", err)
+	}
+	at := "<@" + ws.Bot.ID + "> "
+	if _, err := say(base, "alice", "general", "", at+"policy set approval +write"); err != nil {
 		return err
 	}
 	if err := until("the policy changes", has(`#messages .msg[data-author="marlowe"] .text`, "Policy updated")); err != nil {
@@ -139,7 +145,7 @@ func run(out, chrome string) error {
 			return err
 		}
 	}
-	q, err := say(base, "bob", "general", "", "<@marlowe> remember the deploy freeze starts Friday at 17:00")
+	q, err := say(base, "bob", "general", "", at+"remember the deploy freeze starts Friday at 17:00")
 	if err != nil {
 		return err
 	}
@@ -174,7 +180,7 @@ func run(out, chrome string) error {
 	if err := until("the note is kept", has(`#thread-messages .msg[data-author="marlowe"] .text`, "Remembered")); err != nil {
 		return err
 	}
-	if _, err := say(base, "carol", "general", "", "<@marlowe> recall deploy freeze"); err != nil {
+	if _, err := say(base, "carol", "general", "", at+"recall deploy freeze"); err != nil {
 		return err
 	}
 	if err := until("carol's recall is answered", has(`#messages .msg[data-author="carol"]`, "recall deploy freeze")+` && document.querySelectorAll('#messages .msg[data-author="carol"] .replies').length > 0`); err != nil {
@@ -207,6 +213,18 @@ func say(base, person, channel, thread, text string) (string, error) {
 		return "", err
 	}
 	return m.ID, nil
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 func freePort() string {
