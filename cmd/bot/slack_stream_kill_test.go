@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	slackad "github.com/marlowe-bot/marlowe/adapters/slack"
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 	"github.com/marlowe-bot/marlowe/internal/testredis"
@@ -303,4 +304,53 @@ func TestSlackStreamKilledOnPostgres(t *testing.T) {
 			sb.checkStopped(t, model.last(sb.b.token))
 		})
 	}
+}
+
+// TestSlackStreamKilledInAnAssistantThread: the same kill in a DM thread
+// (Slack's assistant panel: channel type im, the answer streamed with no
+// recipient, "is thinking…" on the thread), after 3 pieces streamed.
+func TestSlackStreamKilledInAnAssistantThread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bot binary (-short skips it)")
+	}
+	const dm = "D0ALICEDM1"
+	bin := buildCrashBot(t)
+	model := newSSEModel(t, 8, 350*time.Millisecond, false)
+	sb := newStreamBot(t, bin, model.URL, "dm3")
+	sb.slack.Close()
+	sb.slack = slackfake.New(slackfake.Config{
+		RedeliverAfter: 300 * time.Millisecond, MaxRetries: 10,
+		Scopes:   append(slackad.RequiredScopes(), slackad.AgentScope),
+		Channels: map[string]string{dm: "im"},
+	})
+	t.Cleanup(sb.slack.Close)
+	for i, e := range sb.b.env {
+		if strings.HasPrefix(e, "MARLOWE_SLACK_API_URL=") {
+			sb.b.env[i] = "MARLOWE_SLACK_API_URL=" + sb.slack.APIURL()
+		}
+	}
+	sb.startSlackOnly()
+	sb.root = sb.slack.AddMessage(dm, "", streamAlice, "hello")
+	sb.slack.Say(dm, sb.root, streamAlice, "just answer with the code "+sb.b.token)
+	want := len(strings.Join(ssePieces(agentAnswer(sb.b.token), 8)[:3], ""))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got := -1
+		for _, st := range sb.slack.Streams() {
+			if st.ThreadTS == sb.root {
+				got = len(st.Text)
+			}
+		}
+		if got >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream never held 3 pieces:\n%s", sb.b.logs.String())
+		}
+	}
+	sb.b.kill()
+	sb.startSlackOnly()
+	sb.b.waitRunEnd(40 * time.Second)
+	sb.b.interrupt()
+	sb.checkStopped(t, model.last(sb.b.token))
+	sb.b.verify()
 }
