@@ -376,10 +376,11 @@ func (rs *RunReplay) apply(c core.Command) error {
 		rs.Status, rs.Trigger = core.RunWorking, p.Trigger
 		rs.inputLimit = p.InputLimit
 		rs.resume(c.At())
-		if h := rs.resolveHistory(p.History); len(h) > 0 {
+		h := rs.resolveHistory(p.History)
+		if len(h) > 0 {
 			rs.Messages = append(rs.Messages, historyMessage(h))
 		}
-		for _, t := range p.History {
+		for _, t := range h {
 			rs.toldNeedModel = rs.toldNeedModel || t.Bot && chatcommand.NeedModelSaid(t.Text)
 		}
 		if p.Owner != nil {
