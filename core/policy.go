@@ -68,7 +68,11 @@ type Policy struct {
 	ThreadWindowS    int           `json:"thread_window_s,omitempty"`   // 0 = default
 	ToplevelWindowS  int           `json:"toplevel_window_s,omitempty"` // 0 = default
 	DailyTokenBudget int           `json:"daily_token_budget,omitempty"`
-	LinkedChannels   []ChannelKey  `json:"linked_channels,omitempty"` // memory cross-reads, admin only
+	// DailySpendBudget is the per-UTC-day budget as an amount of money, in
+	// the currency of MARLOWE_MODEL_PRICES (0 = none); spend is estimated
+	// from the model prices.
+	DailySpendBudget float64      `json:"daily_spend_budget,omitempty"`
+	LinkedChannels   []ChannelKey `json:"linked_channels,omitempty"` // memory cross-reads, admin only
 	// Pins holds, per connector tool, the definition (core.ToolOrigin's
 	// hash) the channel first used or an admin last accepted: a tool whose
 	// server now declares another is withheld until an admin accepts it.

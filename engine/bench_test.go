@@ -15,18 +15,25 @@ import (
 )
 
 func benchEngine(b *testing.B, m core.Model, s *coretest.FakeSurface, budgets engine.Budgets, tools ...core.Tool) *engine.Engine {
+	return benchEngineWith(b, m, s, func(c *engine.Config) { c.Budgets = budgets }, tools...)
+}
+
+// benchEngineWith is benchEngine with opt editing the config.
+func benchEngineWith(b *testing.B, m core.Model, s *coretest.FakeSurface, opt func(*engine.Config), tools ...core.Tool) *engine.Engine {
 	b.Helper()
 	_, signer := b, coretest.NewSigner(b)
 	reg, err := gate.NewRegistry(tools...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{
+	cfg := engine.Config{
 		Journal: coretest.NewMemJournal(signer), Boundary: core.NewBoundary(nil), Model: m, Tools: reg,
 		Surfaces: map[string]core.Surface{platform: s},
 		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
-		CardKey:  cardKey, Budgets: budgets, Logger: slog.New(slog.DiscardHandler),
-	})
+		CardKey:  cardKey, Logger: slog.New(slog.DiscardHandler),
+	}
+	opt(&cfg)
+	e, err := engine.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/replica"
@@ -40,6 +42,12 @@ type chanView struct {
 	// touched is when the engine last handed the view out (guarded by
 	// Engine.chMu): eviction drops views untouched for a while (evict.go).
 	touched time.Time
+
+	// tr makes journal append spans (trace.go); traced: spans go somewhere.
+	tr     trace.Tracer
+	traced bool
+	// appendFailed, when set, counts a journal append that failed.
+	appendFailed func()
 }
 
 func newChanView(key core.ChannelKey, j core.Journal) *chanView {
@@ -121,7 +129,12 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]core.Draft, er
 		if err != nil || len(drafts) == 0 {
 			return nil, err
 		}
+		var began time.Time
+		if v.traced {
+			began = time.Now()
+		}
 		cmds, err := v.j.AppendAt(ctx, core.Expect{Head: v.seq, Fence: fence}, drafts...)
+		v.appendEvent(ctx, began, attempt, drafts, cmds, err)
 		switch {
 		case errors.Is(err, core.ErrHeadMoved) && attempt < maxReplans:
 			if err := v.catchUp(ctx); err != nil {
@@ -131,6 +144,9 @@ func (v *chanView) appendPlan(ctx context.Context, plan func() ([]core.Draft, er
 		case errors.Is(err, core.ErrFenced):
 			return nil, fmt.Errorf("append %s to %s: %w: %w", drafts[0].Kind(), v.key, replica.ErrLeaseLost, err)
 		case err != nil:
+			if v.appendFailed != nil {
+				v.appendFailed()
+			}
 			return nil, fmt.Errorf("append %s to %s: %w", drafts[0].Kind(), v.key, journalFailed(err))
 		}
 		for _, c := range cmds {

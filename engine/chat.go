@@ -336,7 +336,7 @@ func (d *driver) status(ctx context.Context) string {
 		}
 	})
 	if len(runs) == 0 {
-		return "💤 Nothing is running or waiting in this channel."
+		return "💤 Nothing is running or waiting in this channel." + d.spendLine(ctx)
 	}
 	slices.SortFunc(runs, func(a, b liveRunInfo) int { return a.startedAt.Compare(b.startedAt) })
 	now := d.e.now()
@@ -355,6 +355,7 @@ func (d *driver) status(ctx context.Context) string {
 		fmt.Fprintf(&b, "\n• %s — asked by %s %s ago — %s", what, who, age(now.Sub(r.startedAt)), d.threadRef(ctx, r.thread))
 	}
 	b.WriteString("\nSay `cancel` in a run's thread to stop it.")
+	b.WriteString(d.spendLine(ctx))
 	return b.String()
 }
 

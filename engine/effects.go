@@ -41,7 +41,7 @@ type postRecord struct {
 
 // post performs out (out.Key set) unless rs already records it, then
 // journals message.posted in the channel posted to and tells the observer.
-func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out core.Outbound, rec postRecord) (core.MessageRef, error) {
+func (e *Engine) postOnce(ctx context.Context, s core.Surface, rs *RunReplay, out core.Outbound, rec postRecord) (core.MessageRef, error) {
 	if rs != nil {
 		if ref, ok := rs.Effects[out.Key]; ok {
 			return ref, nil
@@ -175,7 +175,7 @@ func (e *Engine) edit(ctx context.Context, s core.Surface, rs *RunReplay, effect
 
 // journalEdit journals message.updated for the message posted as effect,
 // then performs the edit (perform gets the update's own effect id as key).
-func (e *Engine) journalEdit(ctx context.Context, rs *RunReplay, effect string, ref core.MessageRef, text string, perform func(ctx context.Context, key string) error) error {
+func (e *Engine) journalEditOnce(ctx context.Context, rs *RunReplay, effect string, ref core.MessageRef, text string, perform func(ctx context.Context, key string) error) error {
 	d, err := e.b.Agent(rs.ID, ref.Scope, core.Meta{}, &core.MessageUpdated{EffectID: effect, MessageID: ref.ID, Text: core.Truncate(text, maxPostedText)})
 	if err != nil {
 		return fmt.Errorf("edit %s: %w", effect, err)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
@@ -128,6 +130,11 @@ type Config struct {
 	// negative: never). Loading a channel restores its latest checkpoint
 	// and folds only what follows (checkpoint.go).
 	CheckpointEvery int
+	// Prices estimate what model calls cost (MARLOWE_MODEL_PRICES): spend
+	// in metrics and `status`, and the daily budget set as money (spend.go).
+	Prices core.Prices
+	// Tracing makes the runs' OpenTelemetry spans (trace.go; zero: none).
+	Tracing Tracing
 	// Verifier checks a checkpoint's signature before it is restored
 	// (nil: the journal's own, when it offers one; with neither, channels
 	// are always folded whole and no checkpoint is taken).
@@ -147,6 +154,8 @@ type Engine struct {
 	log      *slog.Logger
 	now      func() time.Time
 	budgets  Budgets
+	tr       trace.Tracer // spans (trace.go); traced: they go somewhere
+	traced   bool
 
 	chMu     sync.Mutex
 	channels map[core.ChannelKey]*chanView
@@ -219,6 +228,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.model == nil {
 		e.offline = true
 	}
+	e.tr, e.traced = newTracer(cfg.Tracing)
 	if e.tools == nil {
 		e.tools, _ = gate.NewRegistry()
 	}
@@ -434,6 +444,10 @@ func (e *Engine) view(ch core.ChannelKey) *chanView {
 	if v == nil {
 		v = newChanView(ch, e.j)
 		v.ck.cfg = e.ckpt
+		v.tr, v.traced = e.tr, e.traced
+		if m := e.ops(); m != nil {
+			v.appendFailed = m.JournalAppendFailed
+		}
 		e.channels[ch] = v
 	}
 	v.touched = e.now()

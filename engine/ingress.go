@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
@@ -45,6 +46,7 @@ func threadOf(ev *core.Event) string {
 }
 
 func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
+	began := time.Now()
 	// Shape checks first; none of these errors carries the text.
 	if err := ev.Scope.Validate(); err != nil {
 		return fmt.Errorf("deliver event: %w", err)
@@ -156,15 +158,16 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 	if f, held := e.owns(ch); held && f != nil {
 		actx = replica.WithFence(ctx, f)
 	}
-	_, err = v.appendPlan(actx, plan)
+	cmds, err := v.appendPlan(actx, plan)
 	if errors.Is(err, replica.ErrLeaseLost) && actx != ctx {
 		// The lease passed on since the claim: journal it for the new
 		// owner, notified.
-		_, err = v.appendPlan(ctx, plan)
+		cmds, err = v.appendPlan(ctx, plan)
 	}
 	if err != nil {
 		return fmt.Errorf("deliver event in %s: %w", ch, err)
 	}
+	e.traceIngress(ctx, began, &ev, reason, wake, ingressOutcome(started, steered, cancelled), cmds)
 	if refusal != nil && !e.whisperNow(ctx, refusal) {
 		e.enqueue(threadKey{ch, thread}, job{notice: refusal})
 	}
@@ -285,6 +288,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 	if isForgetAction(action) {
 		return e.deliverForgetClick(ctx, click, id, action) // forget.go
 	}
+	began := time.Now()
 	v, a, err := e.findApproval(ctx, click.Scope, id)
 	if err != nil {
 		return fmt.Errorf("deliver click: %w", err)
@@ -395,6 +399,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 		e.disarmExpiry(id)
 		e.enqueue(k, job{run: run})
 	}
+	e.traceClick(ctx, began, scope, run, id, clickOutcomeName(outcome), decision, cmds)
 	e.log.Info("card click", "approval", id, "by", click.By.ID, "outcome", clickOutcomeName(outcome), "decision", decision)
 	return nil
 }

@@ -40,7 +40,7 @@ func (d *driver) overBudget(pol core.Policy, dayTokens int) string {
 	if daily > 0 && dayTokens >= daily {
 		return fmt.Sprintf("this channel's daily token budget (%d tokens) is used up; it resets at midnight UTC", daily)
 	}
-	return ""
+	return d.overSpend(pol)
 }
 
 var errWallBudget = errors.New("run time budget exhausted during the model call")
@@ -144,8 +144,8 @@ func normalizeCallIDs(calls []core.ToolCall, step int) {
 
 // callModel makes one model call within the run's remaining time, retrying
 // transient failures a bounded number of times.
-// It reads nothing of the run but runID (callModelAcked runs it beside the
-// driver goroutine).
+// It reads nothing of the run but its id and scope, which never change
+// (callModelAcked runs it beside the driver goroutine).
 //
 // Nothing of the reply is shown while the model writes it: a step's text
 // may precede a tool call, which the gate has not decided yet, and what a
@@ -160,8 +160,11 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 	wait := d.e.cfg.RetryBackoff
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
-		reply, err := d.e.model.Step(mctx, v)
+		sctx, span := d.modelSpan(mctx, v, runID, attempt)
+		reply, err := d.e.model.Step(sctx, v)
+		d.endModelSpan(span, reply, err)
 		d.e.metrics().ModelCalled(time.Since(began), reply.Usage, err)
+		d.e.spent(d.rs.Scope, reply, err)
 		if err == nil {
 			return reply, nil
 		}
@@ -179,7 +182,7 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 		if me.RetryAfter > 0 {
 			w = me.RetryAfter
 		}
-		d.e.log.Warn("model call failed; retrying", "run", runID, "failure", string(me.Failure), "wait", w)
+		d.e.log.WarnContext(ctx, "model call failed; retrying", "run", runID, "failure", string(me.Failure), "wait", w)
 		t := time.NewTimer(w)
 		select {
 		case <-mctx.Done():
@@ -197,7 +200,7 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 // modelFailed turns a failed model call into a visible state: blocked for
 // what may pass (rate limit, outage, time), broken for what will not.
 func (d *driver) modelFailed(ctx context.Context, err error) error {
-	d.e.log.Warn("model call failed", "run", d.rs.ID, "error", err)
+	d.e.log.WarnContext(ctx, "model call failed", "run", d.rs.ID, "error", err)
 	if errors.Is(err, errWallBudget) {
 		return d.pause(ctx, core.RunBlocked, fmt.Sprintf("the time budget (%s per run) is used up", d.e.budgets.MaxWall))
 	}

@@ -91,6 +91,9 @@ func (e *Engine) claimBeforeJournaling(ctx context.Context, ch core.ChannelKey) 
 // lose forgets ch: its lease passed to another replica.
 func (e *Engine) lose(ch core.ChannelKey, why string) {
 	if e.own != nil && e.own.Lose(ch) {
+		if m := e.ops(); m != nil {
+			m.LeaseLost()
+		}
 		e.log.Warn("channel lease lost; another replica drives the channel", "channel", string(ch), "why", why)
 	}
 }

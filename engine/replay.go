@@ -119,6 +119,7 @@ type callState struct {
 type runApproval struct {
 	req       *core.ApprovalRequested
 	seq       uint64
+	reqAt     time.Time // when it was journaled (a trace's approval wait)
 	scope     core.Scope
 	res       *core.ApprovalResolved
 	resAt     time.Time
@@ -442,7 +443,7 @@ func (rs *RunReplay) apply(c core.Command) error {
 			}
 		}
 	case *core.ApprovalRequested:
-		a := &runApproval{req: p, seq: c.Seq(), scope: c.Scope()}
+		a := &runApproval{req: p, seq: c.Seq(), reqAt: c.At(), scope: c.Scope()}
 		rs.approvals[p.ApprovalID] = a
 		rs.approvalOrder = append(rs.approvalOrder, p.ApprovalID)
 		if cs := rs.findCall(p.CallID); cs != nil {

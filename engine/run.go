@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/chatcommand"
 )
@@ -39,7 +42,9 @@ type driver struct {
 // Everything it knows comes from the journal, so the same call resumes a
 // run after a crash.
 // outage, when not nil, is told where the run's checklist is.
-func (e *Engine) drive(ctx context.Context, runID string, resume bool, outage *outageView) error {
+func (e *Engine) drive(ctx context.Context, runID string, resume bool, outage *outageView) (err error) {
+	ctx, span := e.runSpan(ctx, runID, spanDrive, trace.WithAttributes(attribute.Bool(attrResumed, resume)))
+	defer func() { endSpan(span, err, e.cfg.Tracing.Content, "drive_error") }()
 	for attempt := 1; ; attempt++ {
 		err := e.driveOnce(ctx, runID, resume, outage)
 		if (errors.Is(err, errRunEnded) || errors.Is(err, errInterrupted)) && attempt < 3 {
@@ -84,6 +89,10 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 		}
 	}
 	d := &driver{e: e, rs: rs, v: v, s: s, outage: outage, typing: newTypist(e, s, rs)}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String(attrPlatform, rs.Scope.Platform), attribute.String(attrChannel, string(rs.Scope.Key())))
+		defer func() { span.SetAttributes(attribute.String(attrStatus, string(rs.Status))) }()
+	}
 	if isErasureJob(rs) {
 		return d.eraseJob(ctx)
 	}

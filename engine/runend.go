@@ -218,7 +218,7 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	d.e.metrics().RunEnded(core.RunDone)
-	d.e.log.Info("run completed", "run", rs.ID, "steps", rs.Steps, "tokens", rs.Tokens)
+	d.e.log.InfoContext(ctx, "run completed", "run", rs.ID, "steps", rs.Steps, "tokens", rs.Tokens)
 	return true, nil
 }
 
@@ -231,7 +231,7 @@ func (d *driver) pause(ctx context.Context, st core.RunStatus, why string) error
 	if _, err := d.appendRun(ctx, nil, pd); err != nil {
 		return err
 	}
-	d.e.log.Info("run paused", "run", d.rs.ID, "status", string(st), "reason", why)
+	d.e.log.InfoContext(ctx, "run paused", "run", d.rs.ID, "status", string(st), "reason", why)
 	return d.reconcilePause(ctx)
 }
 
@@ -267,7 +267,7 @@ func (d *driver) fail(ctx context.Context, st core.RunStatus, cause string) erro
 		return err
 	}
 	d.e.metrics().RunEnded(st)
-	d.e.log.Info("run ended", "run", d.rs.ID, "status", string(st), "cause", cause)
+	d.e.log.InfoContext(ctx, "run ended", "run", d.rs.ID, "status", string(st), "cause", cause)
 	return d.reconcileEnd(ctx)
 }
 

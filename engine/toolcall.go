@@ -63,6 +63,7 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		if err := d.showResolution(ctx, a); err != nil {
 			return false, err
 		}
+		d.approvalEvent(ctx, "marlowe.approval.resolved", a)
 		res := a.res
 		who := res.By.Name
 		if who == "" {
@@ -184,6 +185,9 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if dec.Verdict != gate.Allow {
+		d.gateEvent(ctx, tool, string(dec.Verdict))
+	}
 	switch dec.Verdict {
 	case gate.Deny:
 		done, err := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: tool.Name, OK: false, Code: "denied", Error: dec.Reason})
@@ -224,7 +228,8 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 			return false, err
 		}
 		d.e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
-		d.e.log.Info("approval requested", "run", rs.ID, "tool", tool.Name, "approval", ar.ApprovalID)
+		d.e.log.InfoContext(ctx, "approval requested", "run", rs.ID, "tool", tool.Name, "approval", ar.ApprovalID)
+		d.approvalEvent(ctx, "marlowe.approval.requested", rs.approvals[ar.ApprovalID])
 		return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
 	}
 	return false, fmt.Errorf("gate returned unknown verdict %q", dec.Verdict)
@@ -279,9 +284,11 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, arg
 		return false, err // the call runs when the lease is sure again, or on the new owner
 	}
 	tctx, cancel := context.WithTimeout(ctx, d.e.cfg.ToolTimeout)
+	tctx, span := d.toolSpan(tctx, tool, cs, verdictOf(cs), raw)
 	stopTyping := d.typing.busy(ctx)
 	obs, err := runTool(tctx, tool, tc, raw)
 	stopTyping()
+	d.endToolSpan(span, obs, err)
 	cancel()
 	if ctx.Err() != nil {
 		return false, ctx.Err() // stopping: the call re-runs on resume

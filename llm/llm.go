@@ -24,6 +24,7 @@ package llm
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -102,8 +103,19 @@ func (i Info) LogValue() slog.Value {
 type Option func(*options)
 
 type options struct {
-	log *slog.Logger
+	log        *slog.Logger
+	httpClient *http.Client
+	onFailover func(string)
 }
+
+// WithFailoverHook sets a function told each time a call goes to the
+// fallback model (with the reason: the primary's failure, or
+// breaker-open).
+func WithFailoverHook(f func(reason string)) Option { return func(o *options) { o.onFailover = f } }
+
+// WithHTTPClient sets the HTTP client of every model and embedding call
+// (cmd/bot passes one whose transport carries W3C trace context).
+func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
 
 // WithLogger sets the logger of the failover model.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -129,11 +141,11 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 	}
 	info := Info{Timeout: timeout}
 
-	primary, primaryEP, err := buildModel(get, "", timeout, retries, nil)
+	primary, primaryEP, err := buildModel(get, "", timeout, retries, nil, o.httpClient)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
-	secondary, fallbackEP, err := buildModel(get, FallbackSuffix, timeout, retries, nil)
+	secondary, fallbackEP, err := buildModel(get, FallbackSuffix, timeout, retries, nil, o.httpClient)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
@@ -155,11 +167,12 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 			}
 			model = failover.New(primary, secondary,
 				failover.WithLogger(log),
-				failover.WithNames(primaryEP.String(), fallbackEP.String()))
+				failover.WithNames(primaryEP.String(), fallbackEP.String()),
+				failover.WithOnFailover(o.onFailover))
 		}
 	}
 
-	embedder, embedEP, err := buildEmbedder(get, primaryEP, timeout, retries, nil)
+	embedder, embedEP, err := buildEmbedder(get, primaryEP, timeout, retries, nil, o.httpClient)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
@@ -170,7 +183,7 @@ func FromEnv(getenv func(string) string, opts ...Option) (core.Model, core.Embed
 
 // buildModel builds the model named by the variables with the given suffix;
 // (nil, nil, nil) when its provider is empty.
-func buildModel(get func(string) string, suffix string, timeout time.Duration, retries int, hdr map[string]string) (core.Model, *Endpoint, error) {
+func buildModel(get func(string) string, suffix string, timeout time.Duration, retries int, hdr map[string]string, hc *http.Client) (core.Model, *Endpoint, error) {
 	providerVar, modelVar, baseVar := EnvProvider+suffix, EnvModel+suffix, EnvBaseURL+suffix
 	prov := strings.ToLower(get(providerVar))
 	name := get(modelVar)
@@ -202,7 +215,7 @@ func buildModel(get func(string) string, suffix string, timeout time.Duration, r
 		key := keyFor(get, EnvOpenAIKey, suffix)
 		m, err := openai.New(openai.Config{
 			BaseURL: base, APIKey: key, Model: name,
-			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr,
+			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr, HTTPClient: hc,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm: %s: %w", providerVar, err)
@@ -217,7 +230,7 @@ func buildModel(get func(string) string, suffix string, timeout time.Duration, r
 		key := keyFor(get, EnvAnthropicKey, suffix)
 		m, err := anthropic.New(anthropic.Config{
 			BaseURL: base, APIKey: key, Model: name,
-			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr,
+			Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr, HTTPClient: hc,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("llm: %s: %w", providerVar, err)
@@ -244,7 +257,7 @@ func keyVarFor(get func(string) string, key, suffix string) string {
 	return key
 }
 
-func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Duration, retries int, hdr map[string]string) (core.Embedder, *Endpoint, error) {
+func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Duration, retries int, hdr map[string]string, hc *http.Client) (core.Embedder, *Endpoint, error) {
 	name := get(EnvEmbeddingModel)
 	base := get(EnvEmbeddingBaseURL)
 	if name == "" {
@@ -267,7 +280,7 @@ func buildEmbedder(get func(string) string, primary *Endpoint, timeout time.Dura
 	key := get(EnvOpenAIKey)
 	e, err := openai.NewEmbedder(openai.Config{
 		BaseURL: base, APIKey: key, Model: name,
-		Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr,
+		Timeout: timeout, MaxRetries: retries, Explain: ev.explainer(), Headers: hdr, HTTPClient: hc,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("llm: %s: %w", EnvEmbeddingModel, err)

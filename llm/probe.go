@@ -58,7 +58,7 @@ func ProbeEnv(ctx context.Context, getenv func(string) string) ([]ProbeResult, e
 	var out []ProbeResult
 	var primaryEP *Endpoint
 	for _, suffix := range []string{"", FallbackSuffix} {
-		m, ep, err := buildModel(get, suffix, timeout, retries, probeHeaders())
+		m, ep, err := buildModel(get, suffix, timeout, retries, probeHeaders(), nil)
 		if err != nil {
 			return out, err
 		}
@@ -83,7 +83,7 @@ func ProbeEnv(ctx context.Context, getenv func(string) string) ([]ProbeResult, e
 		}
 		out = append(out, r)
 	}
-	e, ep, err := buildEmbedder(get, primaryEP, timeout, retries, probeHeaders())
+	e, ep, err := buildEmbedder(get, primaryEP, timeout, retries, probeHeaders(), nil)
 	if err != nil {
 		return out, err
 	}

@@ -54,6 +54,9 @@ type config struct {
 	// it is redacted (MARLOWE_RETENTION: 90d or a Go duration, at least 1h;
 	// default off: 0).
 	Retention time.Duration
+	// Prices are the models' prices per million tokens
+	// (MARLOWE_MODEL_PRICES: model=input/output,…), for spend estimates.
+	Prices core.Prices
 
 	// Getenv reads the merged configuration (environment over file) for the
 	// packages that read their own keys (model providers, platforms).
@@ -112,6 +115,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	var err error
 	if c.Admins, err = core.ParseOperators(get("MARLOWE_ADMINS")); err != nil {
 		return config{}, fmt.Errorf("config: MARLOWE_ADMINS: %w", err)
+	}
+	if c.Prices, err = core.ParsePrices(get("MARLOWE_MODEL_PRICES")); err != nil {
+		return config{}, fmt.Errorf("config: MARLOWE_MODEL_PRICES: %w", err)
 	}
 	c.ApprovalTTL = engine.DefaultApprovalTTL
 	if v := get("MARLOWE_APPROVAL_TTL"); v != "" {

@@ -40,6 +40,8 @@ type opsMetrics struct {
 	engine        func() engine.Stats
 	channelsOwned func() int
 	draining      func() bool
+	// alerts: journal append errors, lost leases, failovers (alertmetrics.go).
+	alerts *alertMetrics
 }
 
 // outboundStatser is a surface whose writes go through a pacer.
@@ -102,6 +104,9 @@ func newMetrics(f *intent.Filter, mem *memory.Service, surfaces map[string]core.
 	}
 	for _, k := range []string{"input", "output"} {
 		m.modelTokens.WithLabelValues(k)
+	}
+	for _, f := range []core.ModelFailure{core.FailRateLimited, core.FailUnavailable, core.FailTimeout, core.FailAuth, core.FailBadRequest, core.FailBadResponse} {
+		m.modelErrors.WithLabelValues(string(f)) // present at 0: alerts divide by them
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.runsEnded, m.modelSecs, m.modelErrors, m.modelTokens, m.ackSecs, m.answerSecs, m.paceSecs)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/engine"
@@ -19,14 +21,18 @@ import (
 func cmdReplay(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	channel := fs.String("channel", "", "channel key platform/workspace/channel")
-	runID := fs.String("run", "", "a run id: print that run's replayed state instead")
+	runID := fs.String("run", "", "a run id (or its trace id): print that run's replayed state instead")
 	if err := parseFlags(fs, args); err != nil {
 		return usageErr("replay: %v", err)
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if *runID != "" {
-		return replayRun(ctx, cfg, *runID, enc)
+		id := *runID
+		if t, err := trace.TraceIDFromHex(id); err == nil {
+			id = engine.RunOfTrace(t) // a run's trace id is its ULID (engine.RunTraceID)
+		}
+		return replayRun(ctx, cfg, id, enc)
 	}
 	if *channel == "" {
 		return usageErr("replay: --channel (or --run) is required")

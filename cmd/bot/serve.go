@@ -26,6 +26,7 @@ import (
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/internal/egress"
+	"github.com/marlowe-bot/marlowe/internal/telemetry"
 	"github.com/marlowe-bot/marlowe/llm"
 	"github.com/marlowe-bot/marlowe/signin"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
@@ -41,10 +42,19 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		log.Warn("unknown setting: " + u.String())
 	}
 	// Configuration errors first, before anything is created on disk.
-	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
+	tracing, err := telemetry.FromEnv(ctx, cfg.Getenv)
+	if err != nil {
+		return fmt.Errorf("tracing configuration: %w", err)
+	}
+	defer flushTraces(tracing, log)
+	alerts := newAlertMetrics()
+	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log),
+		llm.WithHTTPClient(&http.Client{Transport: tracing.Transport(nil)}),
+		llm.WithFailoverHook(alerts.failedOver))
 	if err != nil {
 		return fmt.Errorf("model configuration: %w", err)
 	}
+	log.Info("tracing", "traces", tracing.Description)
 	st, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
@@ -121,7 +131,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 	var conns *connectors.Manager
 	if connCfg != nil {
-		conns = startConnectors(ctx, connCfg, connMetrics, si.tokens(), log)
+		conns = startConnectors(ctx, connCfg, connMetrics, si.tokens(), connectorHTTPClient(tracing), log)
 		defer conns.Close()
 		registry = registry.WithSource(conns, connCfg.FindToolAfter)
 	}
@@ -143,6 +153,8 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	})
 
 	metrics := newMetrics(filter, mem, surfaces.byName)
+	metrics.alerts = alerts
+	alerts.register(metrics.reg)
 	connMetrics.register(metrics.reg)
 	eng, err := engine.New(engine.Config{
 		Connections:  si.connections(),
@@ -167,6 +179,8 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		Replica:       cfg.Replica,
 		LeaseTTL:      cfg.LeaseTTL,
 		Metrics:       metrics,
+		Tracing:       engineTracing(tracing, info),
+		Prices:        cfg.Prices,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)

@@ -41,7 +41,9 @@ import (
 // the benchmark fails unless every mention is answered, none twice. MARLOWE_BENCH_RATE (events/s, default 1000),
 // MARLOWE_BENCH_CHANNELS (default 200) and MARLOWE_BENCH_MENTION_PCT (the
 // mentions' share of events, default 10) change the shape;
-// MARLOWE_BENCH_STORE=sqlite|postgres runs one store only.
+// MARLOWE_BENCH_STORE=sqlite|postgres runs one store only;
+// MARLOWE_BENCH_TRACES=1 traces every run (OTLP/HTTP to a receiver in the
+// benchmark) to compare cpu-ms/run with tracing on and off.
 func BenchmarkThroughput(b *testing.B) {
 	replicas := benchEnvInt("MARLOWE_BENCH_REPLICAS", 0)
 	for _, store := range []string{"sqlite", "postgres"} {
@@ -89,6 +91,9 @@ func benchBots(b *testing.B, sl *slackfake.Server, modelURL, dbURL string, repli
 			"MARLOWE_MODEL_BASE_URL":    modelURL,
 			"MARLOWE_MODEL_MAX_RETRIES": "0",
 			"MARLOWE_LOG_LEVEL":         envOr("MARLOWE_BENCH_LOG", "warn"),
+		}
+		if os.Getenv("MARLOWE_BENCH_TRACES") == "1" {
+			vars["OTEL_EXPORTER_OTLP_ENDPOINT"] = benchOTLP(b) // every run traced, exported over OTLP/HTTP
 		}
 		logs := serveBench(b, vars)
 		if !sl.WaitConnected(qaStartTimeout) {
@@ -161,6 +166,7 @@ func throughput(b *testing.B, dbURL string, replicas int) {
 	mention := "<@" + sl.Config().BotUserID + ">"
 
 	b.ResetTimer()
+	cpu := processCPU()
 	// Push in 10 ms slices (a 1 ms ticker is not kept on a loaded machine):
 	// event i is due at start + i/rate.
 	start := time.Now()
@@ -247,6 +253,9 @@ func throughput(b *testing.B, dbURL string, replicas int) {
 	b.ReportMetric(quantileMS(answer, 1), "max-answer-ms")
 	b.ReportMetric(float64(len(answered))/float64(max(1, mentions)), "answered")
 	if len(answered) > 0 {
+		// The whole process's CPU (bot, fake Slack, fake model) per answered
+		// run; MARLOWE_BENCH_TRACES=1 against none shows what tracing costs.
+		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/1000/float64(len(answered)), "cpu-ms/run")
 		b.ReportMetric(float64(len(answered))/last.Sub(start).Seconds(), "runs/s")
 		b.ReportMetric(last.Sub(lastEvent).Seconds(), "drain-s")
 	}

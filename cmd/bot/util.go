@@ -7,12 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/marlowe-bot/marlowe/internal/telemetry"
 )
 
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level)) // validated by loadConfig
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	// Records logged with a traced context carry trace_id and span_id.
+	return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})))
 }
 
 // parseFlags parses a subcommand's flags without the flag package's own

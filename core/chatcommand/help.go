@@ -27,7 +27,7 @@ func Commands() []Entry {
 		{"cancel", "in a thread: stop what I am doing there (the person who asked, or an admin)", "cancel", "cancel"},
 		{"policy", "show this channel's rules; admins: `policy set approvers U1,U2`, " +
 			"`policy set admins U1`, `policy set tools a,b`, `policy set window thread 30m`, " +
-			"`policy set window toplevel 6m`, `policy set budget 100000`, `policy set approval send,irreversible` " +
+			"`policy set window toplevel 6m`, `policy set budget 100000` (tokens) or `policy set budget $5` (estimated spend, with MARLOWE_MODEL_PRICES), `policy set approval send,irreversible` " +
 			"(or `+write` / `-send` to add or remove one level)", "policy …", "policy set approvers U1"},
 		{"routine add <schedule> [tz <zone>]: <instruction>", "a scheduled digest; the schedule in words (`" + ScheduleExample +
 			"`, `daily at noon`, `every 2 hours`), cron (`0 9 * * 1-5`) or `@every 30m`", "routine add …", "routine add " + ScheduleExample + ": post a digest"},

@@ -64,7 +64,14 @@ func ApplyPolicySet(pol core.Policy, reg *gate.Registry, key string, value []str
 		}
 	case "budget":
 		if clear {
-			np.DailyTokenBudget = 0
+			np.DailyTokenBudget, np.DailySpendBudget = 0, 0
+			break
+		}
+		if amount, ok, err := money(value[0]); ok {
+			if err != nil {
+				return pol, err
+			}
+			np.DailySpendBudget = amount
 			break
 		}
 		n, err := strconv.Atoi(strings.ReplaceAll(value[0], "_", ""))
@@ -218,6 +225,14 @@ func policyItems(p core.Policy, reg *gate.Registry) []policyItem {
 	if p.DailyTokenBudget > 0 {
 		budget = strconv.Itoa(p.DailyTokenBudget) + " tokens/day"
 	}
+	if p.DailySpendBudget > 0 {
+		spend := "$" + strconv.FormatFloat(p.DailySpendBudget, 'f', 2, 64) + "/day (estimated spend)"
+		if p.DailyTokenBudget > 0 {
+			budget += ", " + spend
+		} else {
+			budget = spend
+		}
+	}
 	ids := func(xs []string) []string {
 		out := make([]string, len(xs))
 		for i, x := range xs {
@@ -265,4 +280,22 @@ func PolicyChanges(before, after core.Policy, reg *gate.Registry) []string {
 		}
 	}
 	return out
+}
+
+// money reads a budget given as an amount of money: "$5", "5$" or "$2.50"
+// (the currency is MARLOWE_MODEL_PRICES's; the sign marks it as money).
+// ok is false for a plain number (a token budget).
+func money(s string) (amount float64, ok bool, err error) {
+	t, found := strings.CutPrefix(s, "$")
+	if !found {
+		t, found = strings.CutSuffix(s, "$")
+	}
+	if !found {
+		return 0, false, nil
+	}
+	v, perr := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if perr != nil || v <= 0 {
+		return 0, true, fmt.Errorf("budget %q: want an amount like $5 or $2.50 per day", s)
+	}
+	return v, true, nil
 }

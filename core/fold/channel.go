@@ -32,9 +32,10 @@ type Channel struct {
 	// live holds the runs not yet ended, so the owner finds what to drive
 	// without walking every run the channel ever had.
 	live      map[string]struct{}
-	threads   map[string]string // thread root → latest run id
-	seen      fifoMap           // delivered message ids (redelivery dedupe), the latest seenMessages
-	dayTokens map[string]int    // UTC date → tokens spent, the latest tokenDays days
+	threads   map[string]string                // thread root → latest run id
+	seen      fifoMap                          // delivered message ids (redelivery dedupe), the latest seenMessages
+	dayTokens map[string]int                   // UTC date → tokens spent, the latest tokenDays days
+	dayUsage  map[string]map[string]core.Usage // UTC date → model → tokens (spend estimates), the days of dayTokens
 	// history keeps each conversation's recent turns (routed messages and
 	// the bot's answers) so a new run knows what came before; threadConv,
 	// msgConv and top say which conversation a message continues
@@ -62,7 +63,7 @@ func NewChannel(ch core.ChannelKey) Channel {
 	return Channel{
 		ch: ch, counts: map[string]int{}, consents: map[string]*Grant{}, approvals: map[string]*Approval{},
 		runs: map[string]*Run{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: newFIFOMap(seenMessages),
-		dayTokens: map[string]int{}, history: map[string][]turn{}, turnConv: map[uint64]string{},
+		dayTokens: map[string]int{}, dayUsage: map[string]map[string]core.Usage{}, history: map[string][]turn{}, turnConv: map[uint64]string{},
 		threadConv: newFIFOMap(conversationThreads), msgConv: newFIFOMap(conversationMessages),
 		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
 		firingRuns: map[string]*Firing{},
@@ -204,9 +205,21 @@ func (f *Channel) Apply(c core.Command) error {
 		f.threads[r.Thread] = r.ID
 		f.live[r.ID] = struct{}{}
 	case *core.ModelStep:
-		f.dayTokens[dayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
+		day := dayKey(c.At())
+		f.dayTokens[day] += p.Usage.InputTokens + p.Usage.OutputTokens
+		if p.Usage != (core.Usage{}) {
+			if f.dayUsage[day] == nil {
+				f.dayUsage[day] = map[string]core.Usage{}
+			}
+			u := f.dayUsage[day][p.Model]
+			u.InputTokens += p.Usage.InputTokens
+			u.OutputTokens += p.Usage.OutputTokens
+			f.dayUsage[day][p.Model] = u
+		}
 		if len(f.dayTokens) > tokenDays {
-			delete(f.dayTokens, slices.Min(slices.Collect(maps.Keys(f.dayTokens))))
+			oldest := slices.Min(slices.Collect(maps.Keys(f.dayTokens)))
+			delete(f.dayTokens, oldest)
+			delete(f.dayUsage, oldest)
 		}
 		if c.Run() != "" {
 			r := f.touch(c)

@@ -68,6 +68,12 @@ func (f *Channel) Delivered(messageID string) bool {
 // TokensOn is the tokens the channel's runs spent on t's UTC date.
 func (f *Channel) TokensOn(t time.Time) int { return f.dayTokens[dayKey(t)] }
 
+// UsageOn is the tokens the channel's runs spent on t's UTC date, by model
+// (a copy), for spend estimates.
+func (f *Channel) UsageOn(t time.Time) map[string]core.Usage {
+	return maps.Clone(f.dayUsage[dayKey(t)])
+}
+
 // History is a conversation's recent turns, oldest first, within
 // ConversationTurns and ConversationTokens, each naming its command (Seq).
 // A turn's Text is what this fold folded, or "" in a fold restored from a
@@ -147,6 +153,7 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		Threads      map[string]string
 		Seen         []string
 		DayTokens    map[string]int
+		DayUsage     map[string]map[string]core.Usage
 		History      map[string][]turn
 		HistoryOrder []string
 		ThreadConv   fifoMap
@@ -154,7 +161,7 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		Top          topExchange
 		Routines     map[string]*Routine
 		Attempted    fifoMap
-	}{f.policySet, f.consents, f.revokedConsents, f.approvals, runs, f.threads, seen, f.dayTokens, f.history, f.historyOrder,
+	}{f.policySet, f.consents, f.revokedConsents, f.approvals, runs, f.threads, seen, f.dayTokens, f.dayUsage, f.history, f.historyOrder,
 		f.threadConv, f.msgConv, f.top, f.routines, f.attempted})
 	if err != nil {
 		return "", "", fmt.Errorf("dump internal fields: %w", err)

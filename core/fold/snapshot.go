@@ -21,36 +21,37 @@ import (
 // SnapshotFormat is the snapshot encoding version. A loader given another
 // format ignores the checkpoint and folds the whole channel; raising it
 // needs no upcaster, old checkpoints just stop being used.
-const SnapshotFormat = 2
+const SnapshotFormat = 3
 
 type snapshot struct {
-	Format       int                     `json:"format"`
-	Channel      core.ChannelKey         `json:"channel"`
-	Last         uint64                  `json:"last"`
-	Head         string                  `json:"head"`
-	Counts       map[string]int          `json:"counts"`
-	Policy       core.Policy             `json:"policy"`
-	PolicySet    bool                    `json:"policy_set,omitempty"`
-	Consents     map[string]*Grant       `json:"consents"`
-	Revoked      map[string]bool         `json:"revoked,omitempty"`
-	Approvals    map[string]*Approval    `json:"approvals"`
-	Runs         map[string]runSnap      `json:"runs"`
-	Live         []string                `json:"live"`
-	Threads      map[string]string       `json:"threads"`
-	Seen         fifoSnap                `json:"seen"`
-	DayTokens    map[string]int          `json:"day_tokens"`
-	History      map[string][]turn       `json:"history"`
-	HistoryOrder []string                `json:"history_order"`
-	ThreadConv   fifoSnap                `json:"thread_conv"`
-	MsgConv      fifoSnap                `json:"msg_conv"`
-	Top          topExchange             `json:"top"`
-	Memories     map[string]*MemoryState `json:"memories"`
-	Routines     map[string]routineSnap  `json:"routines"`
-	Reports      reportSnap              `json:"reports"`
-	Erasures     map[string]*Erasure     `json:"erasures"`
-	Posted       int                     `json:"posted"`
-	Redacted     []uint64                `json:"redacted,omitempty"`
-	Attempted    fifoSnap                `json:"attempted"`
+	Format       int                              `json:"format"`
+	Channel      core.ChannelKey                  `json:"channel"`
+	Last         uint64                           `json:"last"`
+	Head         string                           `json:"head"`
+	Counts       map[string]int                   `json:"counts"`
+	Policy       core.Policy                      `json:"policy"`
+	PolicySet    bool                             `json:"policy_set,omitempty"`
+	Consents     map[string]*Grant                `json:"consents"`
+	Revoked      map[string]bool                  `json:"revoked,omitempty"`
+	Approvals    map[string]*Approval             `json:"approvals"`
+	Runs         map[string]runSnap               `json:"runs"`
+	Live         []string                         `json:"live"`
+	Threads      map[string]string                `json:"threads"`
+	Seen         fifoSnap                         `json:"seen"`
+	DayTokens    map[string]int                   `json:"day_tokens"`
+	DayUsage     map[string]map[string]core.Usage `json:"day_usage"`
+	History      map[string][]turn                `json:"history"`
+	HistoryOrder []string                         `json:"history_order"`
+	ThreadConv   fifoSnap                         `json:"thread_conv"`
+	MsgConv      fifoSnap                         `json:"msg_conv"`
+	Top          topExchange                      `json:"top"`
+	Memories     map[string]*MemoryState          `json:"memories"`
+	Routines     map[string]routineSnap           `json:"routines"`
+	Reports      reportSnap                       `json:"reports"`
+	Erasures     map[string]*Erasure              `json:"erasures"`
+	Posted       int                              `json:"posted"`
+	Redacted     []uint64                         `json:"redacted,omitempty"`
+	Attempted    fifoSnap                         `json:"attempted"`
 }
 
 type fifoSnap struct {
@@ -97,7 +98,7 @@ func (f *Channel) Snapshot() ([]byte, error) {
 	s := snapshot{
 		Format: SnapshotFormat, Channel: f.ch, Last: f.last, Counts: f.counts, Policy: f.policy, PolicySet: f.policySet,
 		Consents: f.consents, Revoked: f.revokedConsents, Approvals: f.approvals, Runs: make(map[string]runSnap, len(f.runs)),
-		Live: slices.Sorted(maps.Keys(f.live)), Threads: f.threads, Seen: fifoSnap{f.seen.M, f.seen.Order}, DayTokens: f.dayTokens,
+		Live: slices.Sorted(maps.Keys(f.live)), Threads: f.threads, Seen: fifoSnap{f.seen.M, f.seen.Order}, DayTokens: f.dayTokens, DayUsage: f.dayUsage,
 		History: f.history, HistoryOrder: f.historyOrder,
 		ThreadConv: fifoSnap{f.threadConv.M, f.threadConv.Order}, MsgConv: fifoSnap{f.msgConv.M, f.msgConv.Order},
 		Top: f.top, Memories: f.memories, Routines: make(map[string]routineSnap, len(f.routines)),
@@ -181,6 +182,7 @@ func RestoreChannel(ch core.ChannelKey, data []byte, steer map[uint64]core.Comma
 	fill(f.approvals, s.Approvals)
 	fill(f.threads, s.Threads)
 	fill(f.dayTokens, s.DayTokens)
+	fill(f.dayUsage, s.DayUsage)
 	fill(f.history, s.History)
 	for conv, h := range f.history {
 		for _, t := range h {

@@ -17,6 +17,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/marlowe-bot/marlowe/core"
 )
 
@@ -269,6 +272,9 @@ func (p *Pacer[K]) work(key K, q *queue) {
 		}
 
 		if retry, ok := p.cfg.RetryAfter(err); ok {
+			// The caller's span (a post's, when traced) hears of each
+			// refusal waited out: its retries and 429s.
+			trace.SpanFromContext(ctx).AddEvent("marlowe.rate_limited", trace.WithAttributes(attribute.Float64("marlowe.retry_after_seconds", retry.Seconds())))
 			p.mu.Lock()
 			q.blockedUntil = p.now().Add(retry)
 			q.limited++

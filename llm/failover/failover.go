@@ -26,6 +26,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/marlowe-bot/marlowe/core"
 )
 
@@ -82,6 +85,12 @@ func WithNames(primary, secondary string) Option {
 	}
 }
 
+// WithOnFailover sets a function told each time a call goes to the
+// secondary (a metric counts them; it must not block).
+func WithOnFailover(f func(reason string)) Option {
+	return func(m *Model) { m.onFailover = f }
+}
+
 // Model is the failover core.Model. It is safe for concurrent use.
 type Model struct {
 	primary, secondary core.Model
@@ -90,6 +99,7 @@ type Model struct {
 	now                func() time.Time
 	log                *slog.Logger
 	names              [2]string
+	onFailover         func(reason string)
 
 	mu        sync.Mutex
 	failures  int       // consecutive health failures of the primary
@@ -147,6 +157,7 @@ func (m *Model) call(ctx context.Context, step func(core.Model) (core.Reply, err
 	if until, open := m.open(); open {
 		m.log.DebugContext(ctx, "model failover: primary skipped, breaker open",
 			"primary", m.names[0], "secondary", m.names[1], "until", until)
+		m.failedOver(ctx, "breaker-open")
 		return step(m.secondary)
 	}
 
@@ -160,6 +171,7 @@ func (m *Model) call(ctx context.Context, step func(core.Model) (core.Reply, err
 		return core.Reply{}, err
 	}
 	m.failed(ctx, me)
+	m.failedOver(ctx, string(me.Failure))
 
 	r, err2 := step(m.secondary)
 	if err2 == nil {
@@ -240,4 +252,22 @@ func combine(primary *core.ModelError, secondaryErr error) error {
 		RetryAfter: chosen.RetryAfter,
 		Err:        errors.Join(sec, primary),
 	}
+}
+
+// failedOver counts a call sent to the secondary and notes on the caller's
+// span (the engine's model call span, when traced) that it was, and why.
+func (m *Model) failedOver(ctx context.Context, why string) {
+	if m.onFailover != nil {
+		m.onFailover(why)
+	}
+	names := m.names
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attribute.Bool("marlowe.model.failover", true))
+	span.AddEvent("marlowe.model.failover", trace.WithAttributes(
+		attribute.String("marlowe.model.primary", names[0]),
+		attribute.String("marlowe.model.secondary", names[1]),
+		attribute.String("marlowe.model.failover_reason", why)))
 }
