@@ -480,6 +480,8 @@ type notice struct {
 	// to, when set, makes the notice ephemeral: only this person sees it,
 	// and nothing is posted where a surface cannot do that.
 	to string
+	// card, when set, is posted with the text (never ephemeral).
+	card *core.Card
 }
 
 // mailbox is one thread's queue and its single consumer. No two goroutines
