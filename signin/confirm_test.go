@@ -99,3 +99,24 @@ func TestPendingSignInExpires(t *testing.T) {
 		t.Fatalf("after expiry: %v", err)
 	}
 }
+
+// `forget me` (DisconnectAll) takes sign-ins still waiting for their
+// person too: revoked at the server, gone from the database.
+func TestForgetMeDropsPendingSignIns(t *testing.T) {
+	r := newRig(t)
+	link, _ := r.svc.Link("slack", "U1", "github")
+	r.as.SetUser("alice")
+	if code, page := follow(t, browser(""), link); code != 200 {
+		t.Fatalf("sign-in: %d %s", code, page)
+	}
+	ev, _ := r.ev.pending("U1")
+	if _, err := r.svc.DisconnectAll(t.Context(), "slack", "U1", "U1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, rev := r.as.Counts(); rev == 0 {
+		t.Error("the pending grant was not revoked at the server")
+	}
+	if _, err := r.svc.Confirm(t.Context(), "slack", "U1", ev.Pending, true); !errors.Is(err, core.ErrNoPending) {
+		t.Fatalf("a forgotten pending sign-in confirmed: %v", err)
+	}
+}

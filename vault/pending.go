@@ -84,3 +84,25 @@ func (v *Vault) PurgePending(ctx context.Context, platform, person string, befor
 	}
 	return nil
 }
+
+// DropPending removes every pending grant of person and returns those it
+// could open (to revoke them at their server).
+func (v *Vault) DropPending(ctx context.Context, platform, person string) ([]Grant, error) {
+	gs, err := v.store.Grants(ctx, platform, person)
+	if err != nil {
+		return nil, err
+	}
+	var out []Grant
+	for _, sg := range gs {
+		if !strings.HasPrefix(sg.Server, pendingPrefix) {
+			continue
+		}
+		if g, _, ok, err := v.Get(ctx, platform, person, sg.Server); err == nil && ok {
+			out = append(out, g)
+		}
+		if _, err := v.store.DeleteGrant(ctx, platform, person, sg.Server); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
