@@ -101,4 +101,5 @@ func TestSignInByAnotherPersonNeedsTheRequestersConfirmation(t *testing.T) {
 		t.Fatalf("status %s, want done", st)
 	}
 	h.verify("C1")
+	h.verify("D-" + alice.ID)
 }
