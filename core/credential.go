@@ -93,6 +93,11 @@ const (
 	ConnRefreshed     = "refreshed"
 	ConnRefreshFailed = "refresh_failed" // the person is asked to connect again
 	ConnRevoked       = "revoked"        // disconnected, forgotten, or dropped after a failed refresh
+	// ConnPending: a sign-in finished at the server; the grant is not used
+	// until the person confirms it on a card in their own DM (whoever
+	// followed the link may have signed in with another account).
+	ConnPending  = "pending"
+	ConnDeclined = "declined" // the person refused a pending grant: it was revoked and deleted
 )
 
 // ConnectionChanged (connection.changed): a person's connection to a
@@ -107,6 +112,12 @@ type ConnectionChanged struct {
 	// Revoked reports whether the authorization server confirmed the
 	// revocation (false: it has no revocation endpoint or refused).
 	Revoked bool `json:"revoked_at_server,omitempty"`
+	// Pending names a pending grant (ConnPending) for its confirmation card;
+	// the card's signed buttons and the person's own click are what confirm.
+	Pending string `json:"pending,omitempty"`
+	// Account is the account a pending grant acts as, as the server named
+	// it (or its issuer and the time, when it named none), for the card.
+	Account string `json:"account,omitempty"`
 }
 
 // ConnectionEvents receives connection changes: the engine journals them
@@ -128,4 +139,13 @@ type Connections interface {
 	DisconnectAll(ctx context.Context, platform, person, by string) (int, error)
 	// Link mints a private sign-in link for person to connect server.
 	Link(platform, person, server string) (string, error)
+	// Confirm settles person's pending grant id (ConnPending), once:
+	// accept makes it person's connection to the server (ConnConnected),
+	// otherwise it is revoked and deleted (ConnDeclined). A pending grant
+	// that is not person's, unknown, taken or expired is ErrNoPending.
+	Confirm(ctx context.Context, platform, person, id string, accept bool) (server string, err error)
 }
+
+// ErrNoPending is a confirmation of a pending sign-in that is not there:
+// unknown, someone else's, already settled or expired.
+var ErrNoPending = errors.New("no sign-in of yours waits for this confirmation")

@@ -116,8 +116,15 @@ func (e *Engine) ConnectionChanged(ctx context.Context, platform string, ev core
 	}
 	text := ""
 	switch ev.Event {
+	case core.ConnPending:
+		return e.askToConfirm(ctx, dm, cmds[0].ID(), ev) // signinconfirm.go
+	case core.ConnDeclined:
+		text = fmt.Sprintf("🔌 Not connected: the sign-in to `%s` you did not confirm was revoked and deleted. `connect %s` sends you a new link.", ev.Server, ev.Server)
 	case core.ConnConnected:
 		text = fmt.Sprintf("🔌 Connected `%s`: when you ask me for something there, I act as you. `disconnect %s` undoes it.", ev.Server, ev.Server)
+		if ev.Account != "" {
+			text = fmt.Sprintf("🔌 Connected `%s` as %s: when you ask me for something there, I act as you. `disconnect %s` undoes it.", ev.Server, ev.Account, ev.Server)
+		}
 	case core.ConnRefreshFailed:
 		text = fmt.Sprintf("🔌 Your connection to `%s` lapsed and could not be renewed (%s). ", ev.Server, core.Truncate(ev.Reason, 120))
 		if link, lerr := e.cfg.Connections.Link(platform, ev.Person, ev.Server); lerr == nil {

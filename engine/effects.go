@@ -248,8 +248,12 @@ func (e *Engine) postNotice(ctx context.Context, n *notice) error {
 		}
 		text = core.MentionOf(n.to) + " " + n.text
 	}
-	_, err = e.post(ctx, s, nil, core.Outbound{Key: n.key, Scope: n.scope, Text: text, Priority: core.PriorityHigh},
-		postRecord{run: n.run, cause: n.cause, role: core.RoleNotice})
+	role := core.RoleNotice
+	if n.card != nil {
+		role = core.RoleCard
+	}
+	_, err = e.post(ctx, s, nil, core.Outbound{Key: n.key, Scope: n.scope, Text: text, Card: n.card, Priority: core.PriorityHigh},
+		postRecord{run: n.run, cause: n.cause, role: role})
 	return err
 }
 

@@ -498,6 +498,8 @@ type notice struct {
 	// to, when set, makes the notice ephemeral: only this person sees it,
 	// and nothing is posted where a surface cannot do that.
 	to string
+	// card, when set, is posted with the text (never ephemeral).
+	card *core.Card
 	// onlyPrivate: when the private post fails, post nothing. The answer
 	// to a click on a button with no record is not for the channel (the
 	// click itself was acknowledged).

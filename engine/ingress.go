@@ -288,6 +288,9 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 	if isForgetAction(action) {
 		return e.deliverForgetClick(ctx, click, id, action) // forget.go
 	}
+	if isConnectAction(action) {
+		return e.deliverConnectClick(ctx, click, id, action) // signinconfirm.go
+	}
 	began := time.Now()
 	v, a, err := e.findApproval(ctx, click.Scope, id)
 	if err != nil {

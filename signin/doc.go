@@ -4,8 +4,11 @@
 // PKCE against the server's authorization server, discovered from its
 // protected-resource metadata with go-sdk's auth and oauthex packages and
 // registered dynamically or with a preregistered client (flow.go), the
-// HTTP handlers under MARLOWE_PUBLIC_URL (http.go), and tokens refreshed
-// before they lapse and revoked on disconnect (tokens.go).
+// HTTP handlers under MARLOWE_PUBLIC_URL (http.go), a finished sign-in kept
+// pending until its person confirms it on a card in their own DM, since
+// whoever followed the link may have used another account (pending.go),
+// and tokens refreshed before they lapse and revoked on disconnect
+// (tokens.go).
 //
 // Grants are kept sealed by package vault. Nothing here logs, journals or
 // returns token material: events carry person, server and what happened.

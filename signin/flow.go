@@ -336,11 +336,19 @@ func (s *Service) Callback(ctx context.Context, q url.Values, browser string) (c
 	if sc, ok := tok.Extra("scope").(string); ok {
 		g.Scope = sc
 	}
-	if err := s.cfg.Vault.Put(ctx, conn, g); err != nil {
+	g.Account = accountOf(tok, p.Issuer, now)
+	// Whoever followed the link signed in: the grant waits, unusable, for
+	// its person to confirm it on a card in their own DM (pending.go).
+	if err := s.cfg.Vault.PurgePending(ctx, si.Platform, si.Person, now.Add(-ConfirmTTL)); err != nil {
+		s.cfg.Log.Warn("could not purge expired pending sign-ins", "error", err)
+	}
+	id := rand.Text()
+	if err := s.cfg.Vault.PutPending(ctx, conn, id, g); err != nil {
 		return core.Connection{}, err
 	}
-	s.event(ctx, si.Platform, core.ConnectionChanged{Person: si.Person, Server: si.Server, Event: core.ConnConnected, By: si.Person})
-	s.cfg.Log.Info("connected", "platform", si.Platform, "person", si.Person, "server", si.Server)
+	s.event(ctx, si.Platform, core.ConnectionChanged{Person: si.Person, Server: si.Server, Event: core.ConnPending,
+		Pending: id, Account: g.Account})
+	s.cfg.Log.Info("signed in; waiting for the person's confirmation", "platform", si.Platform, "person", si.Person, "server", si.Server)
 	conn.ExpiresAt = g.Expiry
 	return conn, nil
 }

@@ -90,8 +90,9 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 		render(w, code, pageData{Title: "Sign-in failed", Text: err.Error()})
 		return
 	}
-	render(w, http.StatusOK, pageData{Title: "Connected " + conn.Server,
-		Text: "Done: Marlowe now acts on " + conn.Server + " as you. Say `connections` to Marlowe to see your connections, `disconnect " + conn.Server + "` to undo this. You can close this page."})
+	render(w, http.StatusOK, pageData{Title: "Signed in to " + conn.Server + ": one more step",
+		Text: "Marlowe has sent " + conn.Person + " a card in their direct message with it, showing which " + conn.Server +
+			" account this was. Nothing is connected until they confirm it there. You can close this page."})
 }
 
 func isRefusal(err error) bool {

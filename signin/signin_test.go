@@ -47,6 +47,32 @@ func (e *events) ConnectionChanged(_ context.Context, _ string, ev core.Connecti
 	return nil
 }
 
+// pending is person's latest pending sign-in (what their DM card names).
+func (e *events) pending(person string) (core.ConnectionChanged, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.evs) - 1; i >= 0; i-- {
+		if ev := e.evs[i]; ev.Person == person && ev.Event == core.ConnPending {
+			return ev, true
+		}
+	}
+	return core.ConnectionChanged{}, false
+}
+
+// confirm presses Confirm on person's latest pending sign-in card, as
+// that person (the engine passes the platform-verified clicker).
+func (e *events) confirm(t *testing.T, svc *signin.Service, person string) core.ConnectionChanged {
+	t.Helper()
+	ev, ok := e.pending(person)
+	if !ok {
+		t.Fatalf("no sign-in of %s waits for confirmation", person)
+	}
+	if _, err := svc.Confirm(t.Context(), "slack", person, ev.Pending, true); err != nil {
+		t.Fatalf("%s confirms: %v", person, err)
+	}
+	return ev
+}
+
 func (e *events) kinds() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -158,8 +184,11 @@ func (r *rig) connect(person, account string) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if code, page := follow(r.t, browser(""), link); code != 200 || !strings.Contains(page, "Connected github") {
+	if code, page := follow(r.t, browser(""), link); code != 200 || !strings.Contains(page, "Nothing is connected until they confirm") {
 		r.t.Fatalf("sign-in of %s: %d %s", person, code, page)
+	}
+	if ev := r.ev.confirm(r.t, r.svc, person); !strings.Contains(ev.Account, account) {
+		r.t.Fatalf("the confirmation card of %s names account %q, want %s", person, ev.Account, account)
 	}
 }
 
@@ -208,7 +237,7 @@ func TestSignInEndToEnd(t *testing.T) {
 	if err != nil || len(cs) != 2 || cs[0].Person != "U1" || cs[1].Person != "U2" {
 		t.Fatalf("connections: %+v %v", cs, err)
 	}
-	if got := strings.Join(r.ev.kinds(), " "); got != "U1/github:connected U2/github:connected" {
+	if got := strings.Join(r.ev.kinds(), " "); got != "U1/github:pending U1/github:connected U2/github:pending U2/github:connected" {
 		t.Fatalf("events: %s", got)
 	}
 	r.noSecrets()
@@ -310,7 +339,7 @@ func TestSignInRefreshRevocationAndFailure(t *testing.T) {
 	if _, err := r.svc.Token(ctx, "slack", "U1", "github"); !errors.Is(err, signin.ErrReconnect) {
 		t.Fatalf("failed refresh: %v", err)
 	}
-	want := "U1/github:connected U1/github:refreshed U1/github:revoked U1/github:connected U1/github:refresh_failed"
+	want := "U1/github:pending U1/github:connected U1/github:refreshed U1/github:revoked U1/github:pending U1/github:connected U1/github:refresh_failed"
 	if got := strings.Join(r.ev.kinds(), " "); got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}

@@ -153,6 +153,12 @@ func (s *Service) DisconnectAll(ctx context.Context, platform, person, by string
 		}
 		errs = append(errs, err)
 	}
+	// Sign-ins still waiting for the person's confirmation go too.
+	pending, err := s.cfg.Vault.DropPending(ctx, platform, person)
+	for _, g := range pending {
+		s.revoke(ctx, g)
+	}
+	errs = append(errs, err)
 	return n, errors.Join(errs...)
 }
 

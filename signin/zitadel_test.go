@@ -121,8 +121,16 @@ func TestSignInAgainstZitadel(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(page), "Connected zitadel") {
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "Nothing is connected until they confirm") {
 		t.Fatalf("callback: %d %s (at %s)", resp.StatusCode, page, resp.Request.URL)
+	}
+	if _, err := svc.Token(ctx, "slack", "U1", "zitadel"); !errors.Is(err, signin.ErrNotConnected) {
+		t.Fatalf("a pending sign-in already acts: %v", err)
+	}
+	if ev := ev.confirm(t, svc, "U1"); ev.Account == "" {
+		t.Fatal("the confirmation card names no account")
+	} else {
+		t.Logf("the card names %q", ev.Account)
 	}
 	tok, err := svc.Token(ctx, "slack", "U1", "zitadel")
 	if err != nil {
@@ -151,7 +159,7 @@ func TestSignInAgainstZitadel(t *testing.T) {
 	if _, err := svc.Token(ctx, "slack", "U1", "zitadel"); !errors.Is(err, signin.ErrNotConnected) {
 		t.Fatalf("after disconnect: %v", err)
 	}
-	if got := strings.Join(ev.kinds(), " "); got != "U1/zitadel:connected U1/zitadel:refreshed U1/zitadel:revoked" {
+	if got := strings.Join(ev.kinds(), " "); got != "U1/zitadel:pending U1/zitadel:connected U1/zitadel:refreshed U1/zitadel:revoked" {
 		t.Fatalf("events: %s", got)
 	}
 	for _, s := range []string{tok, fresh, "zitadel-client-secret"} {

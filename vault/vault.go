@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
@@ -29,6 +30,9 @@ type Grant struct {
 	RevocationURL string
 	AuthStyle     int    // oauth2.AuthStyle of the token endpoint
 	Resource      string // RFC 8707 resource indicator: the MCP server's URL
+	// Account names the account the grant acts as, as the server told
+	// it (userinfo, ID token), for the person's confirmation card.
+	Account string
 }
 
 func (Grant) String() string                  { return "[sealed]" }
@@ -51,6 +55,7 @@ type sealedGrant struct {
 	RevocationURL string    `json:"rev,omitempty"`
 	AuthStyle     int       `json:"as,omitempty"`
 	Resource      string    `json:"res,omitempty"`
+	Account       string    `json:"acct,omitempty"`
 }
 
 // Vault keeps Grants in a core.CredentialStore, sealed.
@@ -124,6 +129,9 @@ func (v *Vault) Connections(ctx context.Context, platform, person string) ([]cor
 	}
 	out := make([]core.Connection, 0, len(gs))
 	for _, g := range gs {
+		if strings.HasPrefix(g.Server, pendingPrefix) {
+			continue // not a connection until its person confirms it (pending.go)
+		}
 		out = append(out, g.Connection)
 	}
 	return out, nil

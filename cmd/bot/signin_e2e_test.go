@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 	"github.com/marlowe-bot/marlowe/signin"
@@ -183,29 +184,107 @@ func signInEndToEnd(t *testing.T, dbURL string) {
 		}
 	}
 
-	// Alice's browser: the landing page, Continue, the authorization
-	// server, back to the bot's callback.
-	jar, _ := cookiejar.New(nil)
-	alice := &http.Client{Jar: jar}
+	// A browser signs in with a link: the landing page's Continue, the
+	// authorization server (signed in as account), back to the callback.
+	signInWith := func(link, account string) (int, string) {
+		t.Helper()
+		as.SetUser(account)
+		jar, _ := cookiejar.New(nil)
+		u, _ := url.Parse(link)
+		resp, err := (&http.Client{Jar: jar}).PostForm(public+signin.StartPath, url.Values{"t": {u.Query().Get("t")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(page)
+	}
+	type cardMsg struct {
+		ID      string     `json:"id"`
+		Channel string     `json:"channel"`
+		Card    *core.Card `json:"card"`
+	}
+	confirmCard := func(account string) string {
+		t.Helper()
+		s := feed.await(t, "alice's confirmation card naming "+account, func(s string) bool {
+			var m cardMsg
+			_ = json.Unmarshal([]byte(s), &m)
+			return m.Channel == "dm-alice" && m.Card != nil && strings.Contains(m.Card.Title, "was it you?") && len(m.Card.Actions) == 2 && strings.Contains(s, account)
+		})
+		var m cardMsg
+		_ = json.Unmarshal([]byte(s), &m)
+		return m.ID
+	}
+	click := func(person, message, action string) int {
+		t.Helper()
+		b, _ := json.Marshal(map[string]string{"person": person, "message": message, "action": action})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, sandbox+"api/click", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", strings.TrimSuffix(sandbox, "/"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	reqsBefore, err := model.ChatRequests()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Attack: Bob got hold of Alice's unused link and signs in, in his own
+	// browser, with his own account. Before issue 35's fix this connected
+	// Bob's account in Alice's name and resumed her run as him.
 	u, _ := url.Parse(link)
-	resp, err := alice.PostForm(public+signin.StartPath, url.Values{"t": {u.Query().Get("t")}})
+	if code, page := signInWith(link, "bob-at-gh"); code != 200 || !strings.Contains(page, "Nothing is connected until they confirm") {
+		t.Fatalf("bob's sign-in with alice's link: %d %s", code, page)
+	}
+	// The link is used now: nobody follows it again.
+	resp, err := http.PostForm(public+signin.StartPath, url.Values{"t": {u.Query().Get("t")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(page), "Connected gh") {
-		t.Fatalf("alice's sign-in: %d %s", resp.StatusCode, page)
-	}
-	// Bob got hold of the link: used.
-	resp, err = http.PostForm(public+signin.StartPath, url.Values{"t": {u.Query().Get("t")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
 	if resp.StatusCode != 400 || !strings.Contains(string(page), "already used") {
 		t.Fatalf("the link reused: %d %s", resp.StatusCode, page)
+	}
+	// Alice is asked, in her DM, on a card naming Bob's account; Bob
+	// cannot press it; Alice rejects it.
+	bobCard := confirmCard("bob-at-gh")
+	if code := click("bob", bobCard, "confirm"); code == http.StatusAccepted {
+		t.Fatal("bob pressed the card in alice's DM")
+	}
+	if code := click("alice", bobCard, "reject"); code != http.StatusAccepted {
+		t.Fatalf("alice's reject: %d", code)
+	}
+	feed.await(t, "the rejection told to alice", func(s string) bool {
+		return decode(s).Channel == "dm-alice" && strings.Contains(s, "Not connected")
+	})
+	_, revokedAtReject := as.Counts()
+	if revokedAtReject == 0 {
+		t.Error("the rejected sign-in was not revoked at the server")
+	}
+	// Bob's account never ran for her: the run still waits.
+	if strings.Contains(feed.all(), "Checked on gh.") {
+		t.Fatal("the run resumed with bob's sign-in")
+	}
+	if reqs, _ := model.ChatRequests(); len(reqs) != len(reqsBefore) {
+		t.Fatalf("the run went on after bob's sign-in: %d model requests, were %d", len(reqs), len(reqsBefore))
+	}
+
+	// Alice asks for a new link and signs in herself, then confirms.
+	say("alice", "dm-alice", "connect gh")
+	dm2 := feed.await(t, "a new link in alice's DM", func(s string) bool {
+		return decode(s).Channel == "dm-alice" && strings.Contains(s, public+signin.StartPath+"?t=") && !strings.Contains(s, u.Query().Get("t"))
+	})
+	link2 := regexp.MustCompile(regexp.QuoteMeta(public+signin.StartPath) + `\?t=[A-Za-z0-9_.\-]+`).FindString(decode(dm2).Text)
+	if code, page := signInWith(link2, "alice-at-gh"); code != 200 || !strings.Contains(page, "Nothing is connected until they confirm") {
+		t.Fatalf("alice's sign-in: %d %s", code, page)
+	}
+	if code := click("alice", confirmCard("alice-at-gh"), "confirm"); code != http.StatusAccepted {
+		t.Fatalf("alice's confirm: %d", code)
 	}
 
 	// The parked run resumed and called the tool as Alice's account.
@@ -234,7 +313,7 @@ func signInEndToEnd(t *testing.T, dbURL string) {
 	}
 	say("alice", "dm-alice", "disconnect gh")
 	feed.await(t, "the disconnection", func(s string) bool { return decode(s).Channel == "dm-alice" && strings.Contains(s, "Disconnected") })
-	if _, rev := as.Counts(); rev == 0 {
+	if _, rev := as.Counts(); rev <= revokedAtReject {
 		t.Error("disconnect revoked nothing at the server")
 	}
 
@@ -251,8 +330,11 @@ func signInEndToEnd(t *testing.T, dbURL string) {
 	if dbURL != "" {
 		hay.WriteString(dumpPostgres(t, dbURL))
 	}
-	if strings.Contains(logs.String(), u.Query().Get("t")) {
-		t.Error("the sign-in link is in the log")
+	for _, l := range []string{link, link2} {
+		lu, _ := url.Parse(l)
+		if strings.Contains(logs.String(), lu.Query().Get("t")) {
+			t.Error("a sign-in link is in the log")
+		}
 	}
 	for _, s := range as.Secrets() {
 		if bytes.Contains(hay.Bytes(), []byte(s)) {

@@ -134,7 +134,11 @@ func NewAS(t *testing.T) *AS {
 		at, rt := as.mintLocked("at"), as.mintLocked("rt")
 		g.exp = time.Now().Add(time.Duration(as.expiresIn) * time.Second)
 		as.access[at], as.refresh[rt] = g, g
-		writeJSON(w, 200, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": as.expiresIn, "refresh_token": rt, "scope": "read"})
+		// An ID token naming the account, as an OpenID provider sends one
+		// (unsigned: the client reads it only to show who signed in).
+		claims, _ := json.Marshal(map[string]string{"iss": as.srv.URL, "sub": g.user, "preferred_username": g.user})
+		idt := "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString(claims) + ".x"
+		writeJSON(w, 200, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": as.expiresIn, "refresh_token": rt, "scope": "read", "id_token": idt})
 	})
 	mux.HandleFunc("POST /revoke", func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
