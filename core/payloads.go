@@ -105,6 +105,9 @@ type MessageReceived struct {
 	// it the same. "" in messages recorded before conversations: their
 	// thread is their conversation.
 	Conversation string `json:"conversation,omitempty"`
+	// Attachments are the files shared with the message, as declared (no
+	// bytes). What the model saw of them is journaled by the run.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // ConversationDM is the conversation key of a DM: a DM is one conversation.
