@@ -48,3 +48,56 @@ var ErrAttachmentTooLarge = errors.New("attachment is larger than the size cap")
 // ErrAttachmentHost says an attachment's reference points outside the
 // platform's own hosts; it is never fetched.
 var ErrAttachmentHost = errors.New("attachment reference is not on the platform's hosts")
+
+// AttachmentReader turns a message's attachments into what a model can
+// take: images as pixels, documents as text, voice as a transcript, and
+// for everything else a note of what it was and why it could not be read.
+// The engine calls it without knowing any file format; fetch is the
+// surface's AttachmentFetcher, nil when the surface cannot download files.
+type AttachmentReader interface {
+	ReadAttachments(ctx context.Context, fetch AttachmentFetcher, atts []Attachment) []AttachmentSeen
+}
+
+// Attachment kinds as the model sees them (AttachmentSeen.Kind).
+const (
+	SeenImage      = "image"      // pixels, in Image and Pixels
+	SeenText       = "text"       // a text-like file, inlined in Text
+	SeenPDF        = "pdf"        // a PDF's text layer, in Text
+	SeenTranscript = "transcript" // voice or audio, transcribed into Text
+	SeenUnreadable = "unreadable" // too big, unknown type, unreachable...: Note says why
+)
+
+// AttachmentSeen is what the model saw of one attachment: the run's
+// observation, journaled so a replay or a resumed run never downloads or
+// transcribes again. Text is untrusted content (a target written in a file
+// is not what the person typed); Note is always shown to the person too
+// when the file could not be fully read.
+type AttachmentSeen struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	// Type is the sniffed MIME type (never the declared one alone).
+	Type string `json:"type,omitempty"`
+	Kind string `json:"kind"`
+	// Size is the bytes fetched (0 when nothing was).
+	Size int64  `json:"size,omitempty"`
+	Text string `json:"text,omitempty"`
+	// Note says what was cut or why nothing could be read.
+	Note  string     `json:"note,omitempty"`
+	Image *ImageSeen `json:"image,omitempty"`
+	// Tokens is the estimated model input this attachment costs.
+	Tokens int `json:"tokens,omitempty"`
+	// Pixels are the re-encoded image bytes (Image.Type): never journaled;
+	// the engine keeps them in the blob store under Image.SHA256.
+	Pixels []byte `json:"-"`
+}
+
+// ImageSeen identifies the image the model was given.
+type ImageSeen struct {
+	SHA256 string `json:"sha256"` // of the re-encoded bytes
+	Type   string `json:"type"`   // image/jpeg | image/png
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	// OrigWidth and OrigHeight are the file's own dimensions.
+	OrigWidth  int `json:"orig_width,omitempty"`
+	OrigHeight int `json:"orig_height,omitempty"`
+}
