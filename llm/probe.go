@@ -3,9 +3,9 @@ package llm
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image"
 	"image/png"
-	"fmt"
 	"strings"
 	"time"
 
