@@ -101,3 +101,16 @@ type ImageSeen struct {
 	OrigWidth  int `json:"orig_width,omitempty"`
 	OrigHeight int `json:"orig_height,omitempty"`
 }
+
+// BlobStore keeps content-addressed bytes (the images a model was shown),
+// so a resumed run shows them again without downloading. The journal
+// holds only the hash. Erasure deletes by hash.
+type BlobStore interface {
+	PutBlob(ctx context.Context, sha256hex string, data []byte) error
+	// GetBlob returns ErrBlobNotFound for a hash it does not hold.
+	GetBlob(ctx context.Context, sha256hex string) ([]byte, error)
+	DeleteBlob(ctx context.Context, sha256hex string) error
+}
+
+// ErrBlobNotFound: no blob under that hash (never stored, or erased).
+var ErrBlobNotFound = errors.New("blob not found")

@@ -5,7 +5,11 @@ package attachmentstest
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"hash/crc32"
 	"image"
 	"image/color"
@@ -14,6 +18,8 @@ import (
 	"testing"
 
 	"codeberg.org/go-pdf/fpdf"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // Screenshot is a w×h PNG drawn like a terminal: dark background, rows of
@@ -132,4 +138,36 @@ func OggVoice() []byte {
 	b := []byte("OggS\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00")
 	b = append(b, []byte("\x00\x00\x00\x00\x01\x13OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00")...)
 	return append(b, bytes.Repeat([]byte{0x55}, 2000)...)
+}
+
+// BlobSuite holds a core.BlobStore to its contract: content-addressed put
+// (idempotent, hash checked), get, ErrBlobNotFound, delete.
+func BlobSuite(t *testing.T, s core.BlobStore) {
+	t.Helper()
+	ctx := context.Background()
+	data := []byte("an image's bytes")
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:])
+	if err := s.PutBlob(ctx, hash, data); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if err := s.PutBlob(ctx, hash, data); err != nil {
+		t.Fatalf("put again: %v", err)
+	}
+	if err := s.PutBlob(ctx, hash, []byte("other bytes")); err == nil {
+		t.Error("put under a hash that is not the content's accepted")
+	}
+	got, err := s.GetBlob(ctx, hash)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get: %q %v", got, err)
+	}
+	if err := s.DeleteBlob(ctx, hash); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := s.GetBlob(ctx, hash); !errors.Is(err, core.ErrBlobNotFound) {
+		t.Errorf("get after delete: %v, want ErrBlobNotFound", err)
+	}
+	if err := s.DeleteBlob(ctx, hash); err != nil {
+		t.Errorf("delete of an absent blob: %v", err)
+	}
 }

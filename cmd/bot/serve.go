@@ -117,8 +117,14 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return d.Route, d.Reason.String(), nil
 	})
 
+	reader, err := newAttachmentReader(cfg, log)
+	if err != nil {
+		return err
+	}
 	metrics := newMetrics(filter, mem, surfaces.byName)
 	eng, err := engine.New(engine.Config{
+		Attachments:   reader,
+		Blobs:         st.Blobs,
 		ExportURL:     cfg.PublicURL,
 		Journal:       st.Journal,
 		Boundary:      boundary,

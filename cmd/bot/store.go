@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/marlowe-bot/marlowe/attachments"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/memory"
 	"github.com/marlowe-bot/marlowe/store/postgres"
@@ -32,6 +33,9 @@ type stores struct {
 	// Listen delivers other processes' appends (Postgres NOTIFY); nil for
 	// the embedded store.
 	Listen func(ctx context.Context, fn func(core.ChannelKey, uint64), onErr func(error))
+	// Blobs keeps the images a model was shown (attachments): the blobs
+	// table on Postgres, files under the data directory's blobs/ otherwise.
+	Blobs  core.BlobStore
 	Desc   string // for the start-up log, without secrets
 	KeySrc string
 	close  func()
@@ -62,7 +66,7 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 			pg.Close()
 			return nil, fmt.Errorf("open postgres memory index: %w", err)
 		}
-		return &stores{Journal: pg, Memory: mix, Signer: signer, Leases: pg, Elect: pg, Deliveries: pg, Listen: pg.Listen, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
+		return &stores{Journal: pg, Memory: mix, Signer: signer, Leases: pg, Elect: pg, Deliveries: pg, Listen: pg.Listen, Blobs: pg, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
 			close: func() { mix.Close(); pg.Close() }}, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -73,7 +77,7 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return &stores{Journal: lite, Memory: sqlite.NewMemoryIndex(lite), Signer: signer, Elect: lite, Deliveries: lite, Desc: "sqlite " + path, KeySrc: keySrc,
+	return &stores{Journal: lite, Memory: sqlite.NewMemoryIndex(lite), Signer: signer, Elect: lite, Deliveries: lite, Blobs: attachments.DirBlobs{Dir: filepath.Join(cfg.DataDir, "blobs")}, Desc: "sqlite " + path, KeySrc: keySrc,
 		close: func() { lite.Close() }}, nil
 }
 
