@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/marlowe-bot/marlowe/attachments"
 	"github.com/marlowe-bot/marlowe/attachments/attachmentstest"
@@ -247,4 +249,94 @@ func shown(h *harness, substr string) bool {
 		}
 	}
 	return false
+}
+
+// `forget me` after sharing files: the record of what the model saw of
+// them (the CSV's rows, the image's hash) is redacted with the message,
+// though it holds none of the words the person typed, and the image's
+// blob is deleted. Retention does the same to old records.
+func TestForgetMeErasesSharedFiles(t *testing.T) {
+	m := coretest.NewScriptedModel(coretest.Text("Looked at it."))
+	h := newHarness(t, m, nil)
+	_, _, blobs := withFiles(t, h)
+	h.start()
+	ev := h.mention(alice, "C1", "what's wrong here?")
+	ev.Attachments = shared()[:2]
+	h.deliver(ev)
+	h.idle()
+	done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
+	if len(done) != 1 || done[0].Attachments[0].Image == nil {
+		t.Fatalf("no files record: %+v", done)
+	}
+	hash := done[0].Attachments[0].Image.SHA256
+	holding := func() []string {
+		var out []string
+		for _, c := range h.j.All(chanScope("C1").Key()) {
+			p := string(c.RawPayload())
+			if strings.Contains(p, "cust17") || strings.Contains(p, hash) {
+				out = append(out, c.String())
+			}
+		}
+		return out
+	}
+	if len(holding()) == 0 {
+		t.Fatal("the scenario journaled nothing of the files")
+	}
+
+	dm := core.Event{Scope: core.Scope{Platform: platform, Workspace: "W1", Channel: "DALICE"}, Visibility: core.DM,
+		MessageID: h.msgID(), Author: alice, Text: "forget me", At: h.clk.Now()}
+	h.deliver(dm)
+	h.idle()
+	cards := h.s.Cards()
+	if len(cards) == 0 {
+		t.Fatalf("no forget card; posts %v", h.s.Posts())
+	}
+	card := cards[len(cards)-1]
+	tok := ""
+	for _, a := range card.Out.Card.Actions {
+		if a.ID == "erase" {
+			tok = a.Token
+		}
+	}
+	if tok == "" {
+		t.Fatalf("card actions %+v", card.Out.Card.Actions)
+	}
+	h.click(alice, tok, card.Ref.Scope)
+	h.idle()
+	if got := holding(); len(got) != 0 {
+		t.Errorf("after forget me, still held: %v", got)
+	}
+	if _, err := blobs.GetBlob(context.Background(), hash); !errors.Is(err, core.ErrBlobNotFound) {
+		t.Errorf("the image's blob survived: %v", err)
+	}
+	h.verify("C1")
+}
+
+// Retention redacts old records of files and deletes their images' blobs.
+func TestRetentionErasesSharedFiles(t *testing.T) {
+	m := coretest.NewScriptedModel(coretest.Text("Looked at it."))
+	h := newHarness(t, m, nil)
+	_, _, blobs := withFiles(t, h)
+	h.start()
+	ev := h.mention(alice, "C1", "look")
+	ev.Attachments = shared()[:1]
+	h.deliver(ev)
+	h.idle()
+	done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
+	if len(done) != 1 || done[0].Attachments[0].Image == nil {
+		t.Fatalf("no files record: %+v", done)
+	}
+	hash := done[0].Attachments[0].Image.SHA256
+	h.clk.Advance(72 * time.Hour)
+	if _, err := h.e.Retain(t.Context(), 24*time.Hour, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blobs.GetBlob(context.Background(), hash); !errors.Is(err, core.ErrBlobNotFound) {
+		t.Errorf("the image's blob survived retention: %v", err)
+	}
+	for _, c := range h.j.All(chanScope("C1").Key()) {
+		if strings.Contains(string(c.RawPayload()), hash) {
+			t.Errorf("%s still names the image", c)
+		}
+	}
 }

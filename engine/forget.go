@@ -396,15 +396,20 @@ func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person stri
 	if err != nil {
 		return err
 	}
+	files := newFilesOfErased() // attachments_erase.go
 	redact := func(target core.Command) error {
 		rd, err := e.b.Human(by, sc, core.Meta{Cause: target.ID()},
 			&core.CommandRedacted{Seq: target.Seq(), ID: target.ID(), Reason: reason, TargetKind: target.Kind().String()})
 		if err != nil {
 			return err
 		}
+		if err := e.dropFiles(ctx, target); err != nil {
+			return err
+		}
 		if _, err := e.j.Redact(ctx, target.Seq(), rd); err != nil {
 			return fmt.Errorf("redact %s seq %d: %w", ch, target.Seq(), err)
 		}
+		files.erased(target)
 		pc.erasure.Add(target.Kind())
 		return nil
 	}
@@ -412,7 +417,7 @@ func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person stri
 		if c.Redacted() {
 			return nil
 		}
-		if ownMessage(c, person) != nil {
+		if ownMessage(c, person) != nil || files.belongs(c) {
 			return redact(c)
 		}
 		carries := false
