@@ -114,3 +114,19 @@ type BlobStore interface {
 
 // ErrBlobNotFound: no blob under that hash (never stored, or erased).
 var ErrBlobNotFound = errors.New("blob not found")
+
+// FileSharer is what a tool's surface offers when the platform takes
+// files (FileUploader): the file is posted in the run's own thread,
+// keyed like a post, so a run resumed after a crash never uploads it
+// twice; an upload whose outcome a crash left unknown is reported in
+// doubt (ErrShareInDoubt), never repeated.
+type FileSharer interface {
+	ShareFile(ctx context.Context, f File) (MessageRef, error)
+}
+
+// ErrShareInDoubt: an earlier process began this upload and died before
+// recording its outcome; it is not repeated.
+var ErrShareInDoubt = errors.New("the upload may already have been made before a restart; it was not repeated")
+
+// ErrNoFileUpload: the platform of the run takes no files from Marlowe.
+var ErrNoFileUpload = errors.New("this platform does not take files from Marlowe")
