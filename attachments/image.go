@@ -45,7 +45,7 @@ func prepareImage(b []byte, maxSide, maxPixels int) ([]byte, *core.ImageSeen, er
 	var dst image.Image = src
 	if w != cfg.Width || h != cfg.Height {
 		rgba := image.NewRGBA(image.Rect(0, 0, w, h))
-		draw.BiLinear.Scale(rgba, rgba.Bounds(), src, src.Bounds(), draw.Over, nil)
+		draw.ApproxBiLinear.Scale(rgba, rgba.Bounds(), src, src.Bounds(), draw.Over, nil)
 		dst = rgba
 	}
 	var out bytes.Buffer
