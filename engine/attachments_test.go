@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -338,5 +339,40 @@ func TestRetentionErasesSharedFiles(t *testing.T) {
 		if strings.Contains(string(c.RawPayload()), hash) {
 			t.Errorf("%s still names the image", c)
 		}
+	}
+}
+
+// `export my data` carries what the model saw of the person's files with
+// their message: the CSV's text and the image's hash, not its bytes.
+func TestExportCarriesSharedFiles(t *testing.T) {
+	m := coretest.NewScriptedModel(coretest.Text("ok"))
+	h := newHarness(t, m, nil)
+	withFiles(t, h)
+	h.start()
+	ev := h.mention(alice, "C1", "look")
+	ev.Attachments = shared()[:2]
+	h.deliver(ev)
+	h.idle()
+	out, err := h.e.ExportData(context.Background(), platform, alice.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp struct {
+		Channels []struct {
+			Messages []struct {
+				Text  string
+				Files []core.AttachmentSeen
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &exp); err != nil {
+		t.Fatal(err)
+	}
+	if len(exp.Channels) != 1 || len(exp.Channels[0].Messages) != 1 {
+		t.Fatalf("export %s", out)
+	}
+	files := exp.Channels[0].Messages[0].Files
+	if len(files) != 2 || files[0].Image == nil || files[0].Image.SHA256 == "" || !strings.Contains(files[1].Text, "1017,cust17") {
+		t.Errorf("files in the export: %+v", files)
 	}
 }
