@@ -52,6 +52,7 @@ func (rs *RunReplay) injectFiles(ids []string, p *core.ToolCompleted) {
 	// message it belongs to in its position: split them by the messages'
 	// declared counts.
 	i := 0
+	heard := false
 	var read, unread []string
 	for _, id := range ids {
 		h := rs.human(id)
@@ -65,9 +66,16 @@ func (rs *RunReplay) injectFiles(ids []string, p *core.ToolCompleted) {
 		seen := p.Attachments[i : i+n]
 		i += n
 		for _, s := range seen {
-			if s.Kind == core.SeenUnreadable {
+			switch {
+			case s.Kind == core.SeenUnreadable:
 				unread = append(unread, s.Name+" ("+s.Note+")")
-			} else {
+			case s.Kind == core.SeenTranscript && isVoice(h, s.ID):
+				// A voice note is the person speaking: its transcript
+				// counts as their words (a target they said is theirs)
+				// and is shown to them. An audio file is not.
+				h.spoken, heard = append(h.spoken, s.Text), true
+				read = append(read, fmt.Sprintf("%s (heard: %q)", s.Name, core.Truncate(s.Text, 200)))
+			default:
 				read = append(read, s.Name)
 			}
 		}
@@ -86,8 +94,10 @@ func (rs *RunReplay) injectFiles(ids []string, p *core.ToolCompleted) {
 		}
 	}
 	rs.tainted = true
-	if len(unread) > 0 {
-		rs.toolWork = true // the checklist shows the person what could not be read
+	if len(unread) > 0 || heard {
+		// The checklist shows the person what could not be read, and
+		// what Marlowe heard in their voice note.
+		rs.toolWork = true
 	}
 	rs.trail = append(rs.trail, trailItem{tool: p.Tool, ok: len(unread) == 0, label: filesLabel(read, unread)})
 }
@@ -261,4 +271,15 @@ func (d *driver) callWithImages(ctx context.Context, v core.View) (core.Reply, e
 		}
 	}
 	return reply, err
+}
+
+// isVoice reports whether h's attachment id is a voice note as its
+// platform declared it (Telegram voice, a Discord voice message).
+func isVoice(h *humanMsg, id string) bool {
+	for _, a := range h.atts {
+		if a.ID == id {
+			return a.Kind == "voice"
+		}
+	}
+	return false
 }

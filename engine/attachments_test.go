@@ -376,3 +376,30 @@ func TestExportCarriesSharedFiles(t *testing.T) {
 		t.Errorf("files in the export: %+v", files)
 	}
 }
+
+type fakeTranscriber struct{}
+
+func (fakeTranscriber) Transcribe(context.Context, string, string, []byte) (string, error) {
+	return "please look at the payments dashboard", nil
+}
+
+// A voice note is transcribed and the transcript is shown to the person
+// on the checklist; the model gets it fenced as a transcript.
+func TestVoiceNoteTranscriptIsShown(t *testing.T) {
+	m := coretest.NewScriptedModel(coretest.Text("Looking."))
+	h := newHarness(t, m, nil)
+	fs, _, _ := withFiles(t, h)
+	fs.files["voice"] = attachmentstest.OggVoice()
+	h.cfg.Attachments = attachments.New(attachments.Config{Transcriber: fakeTranscriber{}})
+	h.start()
+	ev := h.mention(alice, "C1", "")
+	ev.Attachments = []core.Attachment{{ID: "V1", Name: "voice.ogg", Kind: "voice", Type: "audio/ogg", Ref: "voice"}}
+	h.deliver(ev)
+	h.idle()
+	if !strings.Contains(lastFiles(m.Views()[0]), `kind="transcript of the voice/audio">`+"\nplease look at the payments dashboard") {
+		t.Errorf("model view: %s", lastFiles(m.Views()[0]))
+	}
+	if !shown(h, `heard: \"please look at the payments dashboard\"`) && !shown(h, `heard: "please look at the payments dashboard"`) {
+		t.Errorf("the transcript was not shown to the person: %+v", h.s.Edits())
+	}
+}

@@ -92,6 +92,7 @@ type humanMsg struct {
 	atts    []core.Attachment
 	attRead bool
 	files   *core.Message
+	spoken  []string // transcripts of their own voice notes: their words
 }
 
 type stepState struct {
@@ -237,6 +238,7 @@ func (rs *RunReplay) trustedTexts() []string {
 	for _, h := range rs.humans {
 		if h.author.ID == rs.Requester.ID {
 			out = append(out, h.text)
+			out = append(out, h.spoken...) // attachments.go
 		}
 	}
 	return out
