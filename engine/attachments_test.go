@@ -380,7 +380,7 @@ func TestExportCarriesSharedFiles(t *testing.T) {
 type fakeTranscriber struct{}
 
 func (fakeTranscriber) Transcribe(context.Context, string, string, []byte) (string, error) {
-	return "please look at the payments dashboard", nil
+	return "please pin it in payments", nil
 }
 
 // A voice note is transcribed and the transcript is shown to the person
@@ -396,10 +396,51 @@ func TestVoiceNoteTranscriptIsShown(t *testing.T) {
 	ev.Attachments = []core.Attachment{{ID: "V1", Name: "voice.ogg", Kind: "voice", Type: "audio/ogg", Ref: "voice"}}
 	h.deliver(ev)
 	h.idle()
-	if !strings.Contains(lastFiles(m.Views()[0]), `kind="transcript of the voice/audio">`+"\nplease look at the payments dashboard") {
+	if !strings.Contains(lastFiles(m.Views()[0]), `kind="transcript of the voice/audio">`+"\nplease pin it in payments") {
 		t.Errorf("model view: %s", lastFiles(m.Views()[0]))
 	}
-	if !shown(h, `heard: \"please look at the payments dashboard\"`) && !shown(h, `heard: "please look at the payments dashboard"`) {
+	if !shown(h, `heard: \"please pin it in payments\"`) && !shown(h, `heard: "please pin it in payments"`) {
 		t.Errorf("the transcript was not shown to the person: %+v", h.s.Edits())
+	}
+}
+
+// pinTool is a write tool whose target is a channel: a channel the person
+// did not name needs an approval (the gate's rule 3).
+func pinTool(log *toolLog) core.Tool {
+	return core.Tool{Name: "pin_in", Description: "pin a note in a channel", Consequence: core.Write, Targets: []string{"channel"},
+		Schema: json.RawMessage(`{"type":"object","properties":{"channel":{"type":"string"}},"required":["channel"]}`),
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			log.add(string(args))
+			return core.Observation{Text: "pinned", Trust: core.Trusted}, nil
+		}}
+}
+
+// The gate reads a voice note's transcript as the requester's words: a
+// channel they said is theirs, as if typed; the same words in an audio
+// file (not a voice note) are data, and the gate asks first.
+func TestVoiceNoteNamesATargetForTheGate(t *testing.T) {
+	for _, c := range []struct {
+		kind     string
+		executed bool
+	}{{"voice", true}, {"audio", false}} {
+		t.Run(c.kind, func(t *testing.T) {
+			log := &toolLog{}
+			m := coretest.NewScriptedModel(
+				coretest.Calls(coretest.Call("p", "pin_in", `{"channel":"payments"}`)),
+				coretest.Text("Done."),
+			)
+			h := newHarness(t, m, []core.Tool{pinTool(log)})
+			fs, _, _ := withFiles(t, h)
+			fs.files["voice"] = attachmentstest.OggVoice()
+			h.cfg.Attachments = attachments.New(attachments.Config{Transcriber: fakeTranscriber{}})
+			h.start()
+			ev := h.mention(alice, "C1", "")
+			ev.Attachments = []core.Attachment{{ID: "V1", Name: "note.ogg", Kind: c.kind, Type: "audio/ogg", Ref: "voice"}}
+			h.deliver(ev)
+			h.idle()
+			if got := len(log.get()) == 1; got != c.executed {
+				t.Errorf("executed without approval: %v, want %v (cards %d)", got, c.executed, len(h.s.Cards()))
+			}
+		})
 	}
 }
