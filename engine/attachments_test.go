@@ -13,7 +13,6 @@ import (
 	"github.com/marlowe-bot/marlowe/attachments/attachmentstest"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
-	"github.com/marlowe-bot/marlowe/engine"
 )
 
 // fileSurface is the fake surface with files people shared, fetched as a
@@ -237,7 +236,6 @@ func lastFiles(v core.View) string {
 	return ""
 }
 
-var _ = engine.Config{}
 
 // shown reports whether a post or an edit of one showed substr.
 func shown(h *harness, substr string) bool {
