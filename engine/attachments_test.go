@@ -236,7 +236,6 @@ func lastFiles(v core.View) string {
 	return ""
 }
 
-
 // shown reports whether a post or an edit of one showed substr.
 func shown(h *harness, substr string) bool {
 	if _, ok := h.s.Find(substr); ok {
