@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/internal/filefetch"
@@ -30,5 +31,16 @@ func (a *Adapter) FetchAttachment(ctx context.Context, att core.Attachment, max 
 	if err != nil {
 		return nil, fmt.Errorf("slack: fetch file %s: %w", att.ID, err)
 	}
+	if signInPage(b) && !strings.HasPrefix(att.Type, "text/html") {
+		// Slack answers a token without files:read with its sign-in page
+		// (200): never hand that to the model as the file.
+		return nil, fmt.Errorf("slack: fetch file %s: Slack answered with its sign-in page: the app lacks the files:read scope (reinstall it with the manifest)", att.ID)
+	}
 	return b, nil
+}
+
+// signInPage reports whether b is an HTML page rather than a file.
+func signInPage(b []byte) bool {
+	head := strings.ToLower(strings.TrimSpace(string(b[:min(len(b), 256)])))
+	return strings.HasPrefix(head, "<!doctype html") || strings.HasPrefix(head, "<html")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,5 +104,20 @@ func TestFetchAttachmentSlack(t *testing.T) {
 	}
 	if n := f.Downloads(at.ID); n != 2 {
 		t.Errorf("downloads = %d, want 2 (the right token's; the cap is found from Content-Length)", n)
+	}
+}
+
+// An app installed without files:read gets Slack's sign-in page for a
+// file (200, HTML): the adapter refuses it, naming the scope, instead of
+// handing a web page to the model as the file.
+func TestFetchWithoutFilesReadNamesTheScope(t *testing.T) {
+	f := newFake(t, func(c *slackfake.Config) {
+		c.Scopes = slices.DeleteFunc(RequiredScopes(), func(s string) bool { return s == "files:read" })
+	})
+	file := f.HostFile("shot.png", "image/png", []byte("\x89PNG\r\n\x1a\n...."))
+	a, _ := newAdapter(t, testConfig(f, ModeSocket))
+	_, err := a.FetchAttachment(context.Background(), core.Attachment{ID: "F", Type: "image/png", Ref: file["url_private_download"].(string)}, 1<<20)
+	if err == nil || !strings.Contains(err.Error(), "files:read") {
+		t.Fatalf("fetch without files:read: %v", err)
 	}
 }

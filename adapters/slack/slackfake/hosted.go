@@ -3,6 +3,7 @@ package slackfake
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -47,6 +48,13 @@ func (s *Server) Downloads(id string) int {
 func (s *Server) serveHosted(w http.ResponseWriter, r *http.Request) {
 	if !s.botTokenOK(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")) {
 		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	if s.cfg.Scopes != nil && !slices.Contains(s.cfg.Scopes, "files:read") {
+		// What Slack does for a token without files:read: the sign-in
+		// page, with 200.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte("<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in to your workspace</body></html>"))
 		return
 	}
 	seg := strings.Split(strings.TrimPrefix(r.URL.Path, "/files-pri/"), "/")
