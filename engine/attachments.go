@@ -176,6 +176,7 @@ func (d *driver) readFiles(ctx context.Context) error {
 		}
 		all = append(all, seen...)
 	}
+	d.fitBudget(all)
 	for i := range all {
 		s := &all[i]
 		if s.Kind != core.SeenImage || s.Image == nil {
@@ -282,4 +283,27 @@ func isVoice(h *humanMsg, id string) bool {
 		}
 	}
 	return false
+}
+
+// fitBudget counts each file's estimated tokens against what is left of
+// the run's token budget, in order: a file that would pass it is not
+// shown, and says so (the model and the checklist), instead of the run
+// failing on its next call.
+func (d *driver) fitBudget(all []core.AttachmentSeen) {
+	left := d.e.budgets.MaxTokens - d.rs.Tokens
+	if d.e.budgets.MaxTokens <= 0 {
+		return
+	}
+	for i := range all {
+		s := &all[i]
+		if s.Kind == core.SeenUnreadable || s.Tokens <= 0 {
+			continue
+		}
+		if s.Tokens > left {
+			s.Note = fmt.Sprintf("not shown: it would take about %d tokens, more than is left of this run's token budget (%d)", s.Tokens, max(left, 0))
+			s.Kind, s.Text, s.Image, s.Pixels = core.SeenUnreadable, "", nil, nil
+			continue
+		}
+		left -= s.Tokens
+	}
 }

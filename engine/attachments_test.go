@@ -13,6 +13,7 @@ import (
 	"github.com/marlowe-bot/marlowe/attachments/attachmentstest"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/engine"
 )
 
 // fileSurface is the fake surface with files people shared, fetched as a
@@ -439,5 +440,30 @@ func TestVoiceNoteNamesATargetForTheGate(t *testing.T) {
 				t.Errorf("executed without approval: %v, want %v (cards %d)", got, c.executed, len(h.s.Cards()))
 			}
 		})
+	}
+}
+
+// Each file's estimated tokens count against what is left of the run's
+// token budget: a file past it is not shown, and the model and the
+// checklist say why.
+func TestFilesCountAgainstTheTokenBudget(t *testing.T) {
+	m := coretest.NewScriptedModel(coretest.Text("ok"))
+	h := newHarness(t, m, nil, func(c *engine.Config) { c.Budgets.MaxTokens = 600 })
+	withFiles(t, h)
+	h.start()
+	ev := h.mention(alice, "C1", "look")
+	ev.Attachments = shared()[:2] // an 800×450 image (~480 tokens), then a CSV (~225)
+	h.deliver(ev)
+	h.idle()
+	done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
+	if len(done) != 1 || len(done[0].Attachments) != 2 {
+		t.Fatalf("%+v", done)
+	}
+	img, csv := done[0].Attachments[0], done[0].Attachments[1]
+	if img.Kind != core.SeenImage || csv.Kind != core.SeenUnreadable || !strings.Contains(csv.Note, "token budget") || csv.Text != "" {
+		t.Errorf("image %s, csv %s %q", img.Kind, csv.Kind, csv.Note)
+	}
+	if !shown(h, "Could not read orders.csv (not shown: it would take about") {
+		t.Error("the checklist does not say the CSV was left out")
 	}
 }
