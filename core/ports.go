@@ -35,6 +35,10 @@ type PostedMessage struct {
 	AnsweringTop  bool // the answered message was at top level
 	AnsweringDM   bool // the answered message was in a DM
 	Policy        Policy
+
+	// AnsweringAt is when the answered message was routed (journaled); zero
+	// when unprompted. At minus it is the latency a person feels.
+	AnsweringAt time.Time
 }
 
 // PostObserver is told about each bot post after its message.posted is

@@ -57,6 +57,7 @@ func (e *Engine) post(ctx context.Context, s core.Surface, rs *RunReplay, out co
 	pm := core.PostedMessage{Scope: out.Scope, Role: rec.role}
 	if h := rec.answering; h != nil {
 		pm.Answering, pm.AnsweringUser, pm.AnsweringTop, pm.AnsweringDM = h.msgID, h.author.ID, h.top, h.dm
+		pm.AnsweringAt = h.arrived
 		out.Answering = h.msgID
 	}
 	if obs, ok := e.cfg.PostObserver.(core.PostIntentObserver); ok {

@@ -86,6 +86,7 @@ type humanMsg struct {
 	seen     bool          // a model call has seen it
 	recalled bool          // an automatic recall was journaled for it
 	notes    *core.Message // recalled notes to show right before it when it is consumed
+	arrived  time.Time     // when it was routed (its command's journal time)
 
 	// Files shared with it (attachments.go): as declared, whether their
 	// reading is journaled, and what the model saw, shown right before it.
@@ -307,7 +308,7 @@ func (rs *RunReplay) apply(c core.Command) error {
 	case *core.MessageReceived:
 		h := &humanMsg{cmdID: c.ID(), seq: c.Seq(), msgID: p.MessageID, scope: c.Scope(), author: p.Author,
 			text: chatcommand.StripLeadingMention(p.Text, p.Mentions), top: c.Scope().Thread == "", dm: p.Visibility == core.DM,
-			conv: p.Conversation, atts: p.Attachments}
+			conv: p.Conversation, arrived: c.At(), atts: p.Attachments}
 		rs.humans = append(rs.humans, h)
 		if rs.started && rs.Status == core.RunWaitingApproval {
 			rs.resume(c.At())

@@ -167,7 +167,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		},
 	}
 	a.ledger = newPostLedger(a.now, 24*time.Hour, 50000)
-	a.pacer = newPacer(a.now, paceConfig{interval: time.Second, burst: 5}, a.log)
+	a.pacer = newPacer(a.now, nil, paceConfig{interval: time.Second, burst: 5}, a.log)
 	for _, o := range opts {
 		o(a)
 	}

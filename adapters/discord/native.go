@@ -18,7 +18,8 @@ const typingEvery = 8 * time.Second
 // Typing implements core.Typing (POST channels/{id}/typing) in the scope's
 // thread channel when the thread exists, else in the channel (a run whose
 // thread starts with its first post). It is not paced with the messages,
-// so it never delays an answer; discordgo keeps to the route's own bucket.
+// so it never delays an answer: it goes at once on the channel's
+// decoration budget or is dropped; discordgo keeps to the route's bucket.
 func (a *Adapter) Typing(ctx context.Context, scope core.Scope) error {
 	if err := checkScope(scope); err != nil {
 		return err
@@ -33,7 +34,9 @@ func (a *Adapter) Typing(ctx context.Context, scope core.Scope) error {
 			channel = scope.Thread
 		}
 	}
-	return a.sess.ChannelTyping(channel, discordgo.WithContext(ctx))
+	return a.pacer.decorate(ctx, "typing", channel, func(ctx context.Context) error {
+		return a.sess.ChannelTyping(channel, discordgo.WithContext(ctx))
+	})
 }
 
 // TypingEvery implements core.Typing.

@@ -137,7 +137,7 @@ func (a *Adapter) create(ctx context.Context, channel string, prio core.Priority
 	for attempt := 1; ; attempt++ {
 		var m discordgo.Message
 		var sent atomic.Bool
-		err := a.pacer.do(ctx, channel, prio, "", func(ctx context.Context) error {
+		err := a.pacer.send(ctx, "create message", channel, prio, "", func(ctx context.Context) error {
 			sent.Store(true)
 			res, err := a.sess.RequestWithBucketID(http.MethodPost, url, body, url, discordgo.WithContext(ctx))
 			if err != nil {
@@ -272,7 +272,7 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 	bucket := discordgo.EndpointChannelMessages(channel) + "/"
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		err := a.pacer.do(ctx, channel, out.Priority, coalesce, func(ctx context.Context) error {
+		err := a.pacer.send(ctx, "edit message", channel, out.Priority, coalesce, func(ctx context.Context) error {
 			_, err := a.sess.RequestWithBucketID(http.MethodPatch, url, body, bucket, discordgo.WithContext(ctx))
 			return err
 		})
@@ -317,7 +317,8 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 	if ref.Scope.Thread != "" && ref.Scope.Thread != ref.ID {
 		channel = ref.Scope.Thread
 	}
-	err := a.pacer.do(ctx, channel, core.PriorityNormal, "", func(ctx context.Context) error {
+	// A decoration: on the channel's own reaction budget, dropped over it.
+	err := a.pacer.decorate(ctx, "reactions", channel, func(ctx context.Context) error {
 		return a.sess.MessageReactionAdd(channel, ref.ID, name, discordgo.WithContext(ctx))
 	})
 	if err != nil {

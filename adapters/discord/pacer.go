@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -17,21 +18,41 @@ type paceConfig struct {
 	burst    int
 }
 
+// decoInterval and decoBurst are a channel's budget for reactions, and
+// apart from it for typing, apart from its messages': Discord buckets each
+// route on its own (X-RateLimit-Bucket and -Remaining, which discordgo
+// tracks and waits on; for reactions it keeps one per 200 ms of its own);
+// the reaction route's bucket is one per 250 ms per channel. Over the
+// budget a decoration is dropped, never queued or left to wait in
+// discordgo for a spent bucket.
+const (
+	decoInterval = 250 * time.Millisecond
+	decoBurst    = 1
+)
+
 // pacer runs REST writes through one queue per channel (internal/pacer):
 // priorities, coalesced edits, a token bucket, and on a 429 the
 // retry_after Discord sent is waited out before the same call is sent
 // again. cfg and log may be set by options after newPacer, before the
 // first call.
 type pacer struct {
-	cfg paceConfig
-	log *slog.Logger
-	q   *pq.Pacer[string]
+	cfg     paceConfig
+	log     *slog.Logger
+	q       *pq.Pacer[string]
+	now     func() time.Time
+	observe atomic.Pointer[func(method string, wait time.Duration)]
 }
 
-func newPacer(now func() time.Time, cfg paceConfig, log *slog.Logger) *pacer {
-	p := &pacer{cfg: cfg, log: log}
+func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, cfg paceConfig, log *slog.Logger) *pacer {
+	p := &pacer{cfg: cfg, log: log, now: now}
 	p.q = pq.New(now, pq.Config[string]{
 		Rate: func(string) (time.Duration, int) { return p.cfg.interval, p.cfg.burst },
+		Decoration: func(string) (time.Duration, int) {
+			if p.cfg.interval <= 0 {
+				return 0, 1 // pacing off (tests): decorations too
+			}
+			return decoInterval, decoBurst
+		},
 		RetryAfter: func(err error) (time.Duration, bool) {
 			var rl *discordgo.RateLimitError
 			if errors.As(err, &rl) {
@@ -44,6 +65,7 @@ func newPacer(now func() time.Time, cfg paceConfig, log *slog.Logger) *pacer {
 		OnLimited: func(channel string, retry time.Duration) {
 			p.log.Warn("discord: rate limited; waiting as told", "channel", channel, "retry_after", retry)
 		},
+		After: after,
 	})
 	return p
 }
@@ -53,6 +75,34 @@ func newPacer(now func() time.Time, cfg paceConfig, log *slog.Logger) *pacer {
 // same name is replaced by this one and both callers get its result.
 func (p *pacer) do(ctx context.Context, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
 	return p.q.Do(ctx, channel, prio, coalesce, fn)
+}
+
+// send is do for a named route: its wait is reported per method.
+func (p *pacer) send(ctx context.Context, method, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
+	t0 := p.now()
+	return p.q.Do(ctx, channel, prio, coalesce, func(ctx context.Context) error {
+		p.waited(method, p.now().Sub(t0))
+		return fn(ctx)
+	})
+}
+
+// decorate sends a reaction or typing now, or drops it (nil: a decoration
+// not shown costs nothing) when the channel's decoration budget is spent.
+func (p *pacer) decorate(ctx context.Context, method, channel string, fn func(context.Context) error) error {
+	err := p.q.Decorate(ctx, channel+"/"+method, fn) // each route its own budget
+	if errors.Is(err, pq.ErrDropped) {
+		return nil
+	}
+	if err == nil {
+		p.waited(method, 0)
+	}
+	return err
+}
+
+func (p *pacer) waited(method string, d time.Duration) {
+	if f := p.observe.Load(); f != nil {
+		(*f)(method, d)
+	}
 }
 
 // blockAll holds every queue for d: Discord answered a 429 with the global

@@ -171,7 +171,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	a.vis = newVisCache(20000)
 	a.admins = newAdminCache(adminTTL, 20000)
 	a.ledger = newPostLedger(a.now, 24*time.Hour, 50000)
-	a.pacer = newPacer(a.now, a.pace, a.log)
+	a.pacer = newPacer(a.now, nil, a.pace, a.log)
 	return a, nil
 }
 

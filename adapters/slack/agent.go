@@ -357,7 +357,7 @@ func (a *Adapter) settleStreamText(ctx context.Context, ref core.MessageRef, ss 
 	if u.Key != "" {
 		opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: metaEventType, EventPayload: map[string]any{"key": u.Key}}))
 	}
-	err := a.pacer.do(ctx, ref.Scope.Channel, core.PriorityHigh, "", func(ctx context.Context) error {
+	err := a.pacer.update(ctx, ref.Scope.Channel, core.PriorityHigh, "", func(ctx context.Context) error {
 		_, _, _, err := a.api.UpdateMessageContext(ctx, ref.Scope.Channel, ref.ID, opts...)
 		return err
 	})
@@ -473,7 +473,9 @@ func (a *Adapter) setStatus(ctx context.Context, scope core.Scope, status string
 	if !a.agent.Load() || scope.Thread == "" {
 		return nil
 	}
-	err := a.pacer.do(ctx, scope.Channel, core.PriorityEdit, "status:"+scope.Thread, func(ctx context.Context) error {
+	// A decoration: on the method's own budget, dropped over it (Slack
+	// clears the status itself when the answer is posted).
+	err := a.pacer.decorate(ctx, keyStatus, func(ctx context.Context) error {
 		return a.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
 			ChannelID: scope.Channel, ThreadTS: scope.Thread, Status: status,
 		})

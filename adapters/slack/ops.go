@@ -20,4 +20,11 @@ func (a *Adapter) acked(received time.Time) {
 
 // OutboundStats reads the outbound queue: calls waiting and rate-limit
 // refusals waited out so far.
-func (a *Adapter) OutboundStats() pq.Stats { return a.pacer.q.Stats() }
+func (a *Adapter) OutboundStats() pq.Stats { return a.pacer.stats() }
+
+// SetPaceObserver has f told, for each write sent, how long it waited in
+// its pacing, by Web API method (a decoration sent waited 0; one dropped
+// is counted in OutboundStats). Call it before Run.
+func (a *Adapter) SetPaceObserver(f func(method string, wait time.Duration)) {
+	a.pacer.observe.Store(&f)
+}

@@ -123,7 +123,7 @@ func (a *Adapter) postPart(ctx context.Context, out core.Outbound, key string, p
 		started := a.now()
 		var ts string
 		var sent atomic.Bool // read after do returns early on ctx: the call may still run
-		err := a.pacer.do(ctx, scope.Channel, out.Priority, "", func(ctx context.Context) error {
+		err := a.pacer.send(ctx, "chat.postMessage", scope.Channel, out.Priority, "", func(ctx context.Context) error {
 			sent.Store(true)
 			var err error
 			_, ts, err = a.api.PostMessageContext(ctx, scope.Channel, opts...)
@@ -248,7 +248,7 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 	// a finished run's checklist saying "Working on it" for good.
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		err := a.pacer.do(ctx, channel, out.Priority, coalesce, func(ctx context.Context) error {
+		err := a.pacer.update(ctx, channel, out.Priority, coalesce, func(ctx context.Context) error {
 			_, _, _, err := a.api.UpdateMessageContext(ctx, channel, ref.ID, opts...)
 			return err
 		})
@@ -287,7 +287,8 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 	if ref.Scope.Channel == "" || ref.ID == "" || name == "" {
 		return errors.New("slack: react needs a channel, a ts and an emoji name")
 	}
-	err := a.pacer.do(ctx, ref.Scope.Channel, core.PriorityNormal, "", func(ctx context.Context) error {
+	// A decoration: on reactions.add's own budget, dropped over it.
+	err := a.pacer.decorate(ctx, keyReactions, func(ctx context.Context) error {
 		return a.api.AddReactionContext(ctx, name, slack.NewRefToMessage(ref.Scope.Channel, ref.ID))
 	})
 	var se slack.SlackErrorResponse

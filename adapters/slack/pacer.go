@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -17,32 +18,122 @@ type paceConfig struct {
 	burst    int
 }
 
-// pacer runs Web API writes through one queue per channel (internal/pacer):
-// priorities, coalesced edits, a token bucket, and on a 429 the
-// Retry-After Slack sent is waited out before the same call is sent again.
+// Slack counts per method (docs/slack.md, "Pacing"): chat.postMessage
+// about one a second per channel; reactions.add and chat.update are Tier 3,
+// 50+ a minute per workspace, sporadic bursts welcome. The decorations'
+// Tier 3 budget here is one call per 1.2 s after a burst of tier3Burst.
+const (
+	tier3Interval = time.Minute / 50
+	tier3Burst    = 10
+)
+
+// Keys of the workspace-wide budgets (channel ids never look like these).
+const (
+	keyReactions = "reactions.add"
+	keyStatus    = "assistant.threads.setStatus"
+)
+
+// pacer runs Web API writes (internal/pacer). Messages and stream calls
+// queue per channel at chat.postMessage's pace: priorities, coalesced
+// edits, a token bucket. chat.update queues apart, per channel at the same
+// pace, so a checklist edit never takes a channel's message budget; its
+// workspace-wide Tier 3 is left to Slack's 429s (the engine waits for a
+// run's last checklist edit: a 50-a-minute queue for the whole workspace
+// held runs for minutes at 100 mentions a second). Reactions and the
+// thread status are decorations: sent at once on their own Tier 3 budget
+// or dropped. On a 429 the Retry-After Slack sent is waited out before the
+// same call is sent again.
 type pacer struct {
-	q *pq.Pacer[string]
+	q       *pq.Pacer[string]
+	upd     *pq.Pacer[string]
+	now     func() time.Time
+	observe atomic.Pointer[func(method string, wait time.Duration)]
 }
 
-func newPacer(now func() time.Time, cfg paceConfig, log *slog.Logger) *pacer {
-	return &pacer{q: pq.New(now, pq.Config[string]{
-		Rate: func(string) (time.Duration, int) { return cfg.interval, cfg.burst },
-		RetryAfter: func(err error) (time.Duration, bool) {
-			var rl *slack.RateLimitedError
-			if errors.As(err, &rl) {
-				return max(rl.RetryAfter, time.Second), true
-			}
-			return 0, false
-		},
-		OnLimited: func(channel string, retry time.Duration) {
-			log.Warn("slack: rate limited; waiting as told", "channel", channel, "retry_after", retry)
-		},
-	})}
+func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, cfg paceConfig, log *slog.Logger) *pacer {
+	retry := func(err error) (time.Duration, bool) {
+		var rl *slack.RateLimitedError
+		if errors.As(err, &rl) {
+			return max(rl.RetryAfter, time.Second), true
+		}
+		return 0, false
+	}
+	onLimited := func(key string, retry time.Duration) {
+		log.Warn("slack: rate limited; waiting as told", "channel", key, "retry_after", retry)
+	}
+	tier3 := func(string) (time.Duration, int) {
+		if cfg.interval <= 0 {
+			return 0, 1 // pacing off (tests): every budget
+		}
+		return tier3Interval, tier3Burst
+	}
+	return &pacer{
+		now: now,
+		q: pq.New(now, pq.Config[string]{
+			Rate:       func(string) (time.Duration, int) { return cfg.interval, cfg.burst },
+			Decoration: tier3,
+			RetryAfter: retry,
+			OnLimited:  onLimited,
+			After:      after,
+		}),
+		upd: pq.New(now, pq.Config[string]{
+			Rate:       func(string) (time.Duration, int) { return cfg.interval, cfg.burst },
+			RetryAfter: retry,
+			OnLimited:  onLimited,
+			After:      after,
+		}),
+	}
 }
 
 // do runs fn in channel's queue and returns its error. coalesce, for
 // PriorityEdit calls, names the message being edited: a queued edit with the
 // same name is replaced by this one and both callers get its result.
 func (p *pacer) do(ctx context.Context, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
-	return p.q.Do(ctx, channel, prio, coalesce, fn)
+	return p.timed(ctx, p.q, "", channel, prio, coalesce, fn)
+}
+
+// send is do for a named method: its wait is reported per method.
+func (p *pacer) send(ctx context.Context, method, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
+	return p.timed(ctx, p.q, method, channel, prio, coalesce, fn)
+}
+
+// update runs a chat.update in channel's queue of updates.
+func (p *pacer) update(ctx context.Context, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
+	return p.timed(ctx, p.upd, "chat.update", channel, prio, coalesce, fn)
+}
+
+func (p *pacer) timed(ctx context.Context, q *pq.Pacer[string], method, key string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
+	if method == "" {
+		return q.Do(ctx, key, prio, coalesce, fn)
+	}
+	t0 := p.now()
+	return q.Do(ctx, key, prio, coalesce, func(ctx context.Context) error {
+		p.waited(method, p.now().Sub(t0))
+		return fn(ctx)
+	})
+}
+
+// decorate sends a reaction or a thread status now, or drops it (nil: a
+// decoration not shown costs nothing) when the method's budget is spent.
+func (p *pacer) decorate(ctx context.Context, method string, fn func(context.Context) error) error {
+	err := p.q.Decorate(ctx, method, fn)
+	if errors.Is(err, pq.ErrDropped) {
+		return nil
+	}
+	if err == nil {
+		p.waited(method, 0)
+	}
+	return err
+}
+
+func (p *pacer) waited(method string, d time.Duration) {
+	if f := p.observe.Load(); f != nil {
+		(*f)(method, d)
+	}
+}
+
+// stats sums both queues.
+func (p *pacer) stats() pq.Stats {
+	a, b := p.q.Stats(), p.upd.Stats()
+	return pq.Stats{Queued: a.Queued + b.Queued, RateLimited: a.RateLimited + b.RateLimited, Dropped: a.Dropped + b.Dropped}
 }

@@ -194,7 +194,11 @@ func (a *Adapter) deliverAll(ctx context.Context, items []inbound, deliver func(
 // in an earlier delivery). The wait is bounded by deadline; a deliver that
 // finishes later still records its outcome, so the redelivery is deduped.
 func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(context.Context, core.Inbound) error, deadline time.Time) error {
-	dctx, cancel := context.WithDeadline(ctx, deadline)
+	// deadline is on the injected clock: the wait is measured there, not
+	// against the wall clock (which a test's clock, or a skew, would make
+	// already past or hours away).
+	left := deadline.Sub(a.now())
+	dctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
 
 	token, err := a.claim(dctx, it.key)
@@ -233,7 +237,7 @@ func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(cont
 		done <- err
 	})
 
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(left)
 	defer timer.Stop()
 	select {
 	case err := <-done:

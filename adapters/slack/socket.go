@@ -184,7 +184,13 @@ func (a *Adapter) ack(ctx context.Context, smc *socketmode.Client, envelopeID st
 	if envelopeID == "" {
 		return
 	}
-	if err := smc.AckCtx(ctx, envelopeID, nil); err != nil && ctx.Err() == nil {
+	// Bounded: while slack-go reconnects, its queue of responses is not
+	// read until this loop reads its events, and this loop waits for the
+	// lanes these acks hold. An ack that waits longer than Slack does is
+	// pointless: the envelope comes again.
+	actx, cancel := context.WithTimeout(ctx, a.cfg.AckTimeout)
+	defer cancel()
+	if err := smc.AckCtx(actx, envelopeID, nil); err != nil && ctx.Err() == nil {
 		a.log.Warn("slack: socket mode ack failed", "envelope", envelopeID, "err", err)
 	}
 }

@@ -123,9 +123,10 @@ func WithLease(l Lease) Option {
 	}
 }
 
-// WithPace sets outbound pacing: per chat one call per chatInterval after a
-// burst of chatBurst, at most groupPerMinute calls a minute in a group, and
-// globalPerSecond calls a second overall. A zero value disables that
+// WithPace sets outbound pacing: per chat one message per chatInterval
+// after a burst of chatBurst, at most groupPerMinute messages in any minute
+// in a group, and globalPerSecond calls a second overall (reactions and chat
+// actions included, on a budget of their own per chat). A zero value disables that
 // limit (429 retry_after is always honoured). Default: 1 s, burst 3, 20/min,
 // 30/s — Telegram's published limits.
 func WithPace(chatInterval time.Duration, chatBurst, groupPerMinute, globalPerSecond int) Option {
@@ -191,7 +192,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		a.lease = LocalLease{}
 	}
 	a.bot = newBot(cfg.BotToken, cfg.APIURL, a.httpClient)
-	a.pacer = newPacer(a.now, a.pace, a.log)
+	a.pacer = newPacer(a.now, nil, a.pace, a.log)
 	a.ledger = newPostLedger(a.now, 24*time.Hour, 50000)
 	a.admins = newAdminCache(a.now, time.Minute)
 	return a, nil

@@ -18,7 +18,7 @@ const typingEvery = 4 * time.Second
 // Typing implements core.Typing with sendChatAction action=typing, in the
 // scope's forum topic when it has one (message_thread_id). A chat action is
 // not a message: it does not wait in the chat's message queue, so it never
-// delays an answer.
+// delays an answer; over its own budget it is dropped.
 func (a *Adapter) Typing(ctx context.Context, scope core.Scope) error {
 	if err := checkScope(scope); err != nil {
 		return err
@@ -31,7 +31,9 @@ func (a *Adapter) Typing(ctx context.Context, scope core.Scope) error {
 	if topic > 1 {
 		p["message_thread_id"] = itoa(topic)
 	}
-	return a.callInto(ctx, "sendChatAction", p, nil)
+	return a.pacer.decorate(ctx, "sendChatAction", chat, func(ctx context.Context) error {
+		return a.callInto(ctx, "sendChatAction", p, nil)
+	})
 }
 
 // TypingEvery implements core.Typing.

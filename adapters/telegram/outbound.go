@@ -130,7 +130,7 @@ func (a *Adapter) post(ctx context.Context, out core.Outbound, att core.PostAtte
 		}
 		recorded := att == nil || partKey == ""
 		var sent sentMessage
-		err := a.pacer.do(ctx, chat, out.Priority, "", func(ctx context.Context) error {
+		err := a.pacer.do(ctx, "sendMessage", chat, out.Priority, "", func(ctx context.Context) error {
 			if !recorded {
 				// In the queue's slot, so a post still waiting for its
 				// turn when the process dies has no attempt on record.
@@ -199,7 +199,7 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 	if out.Priority == core.PriorityEdit {
 		coalesce = ref.ID
 	}
-	err = a.pacer.do(ctx, chat, out.Priority, coalesce, func(ctx context.Context) error {
+	err = a.pacer.do(ctx, "editMessageText", chat, out.Priority, coalesce, func(ctx context.Context) error {
 		return a.callInto(ctx, "editMessageText", p, nil)
 	})
 	if err != nil && !isNotModified(err) {
@@ -232,7 +232,9 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 	}
 	p := params("chat_id", itoa(chat), "message_id", ref.ID,
 		"reaction", mustJSON([]reactionType{{Type: "emoji", Emoji: e}}))
-	return a.pacer.do(ctx, chat, core.PriorityNormal, "", func(ctx context.Context) error {
+	// A decoration: never queued with the messages, dropped when the
+	// chat's reaction budget is spent.
+	return a.pacer.decorate(ctx, "setMessageReaction", chat, func(ctx context.Context) error {
 		return a.callInto(ctx, "setMessageReaction", p, nil)
 	})
 }

@@ -2,53 +2,99 @@ package telegram
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 	pq "github.com/marlowe-bot/marlowe/internal/pacer"
 )
 
+// paceConfig counts what Telegram counts (docs/telegram.md, "Pacing"):
+// messages per chat and per group, all calls bot-wide. Reactions and chat
+// actions are not messages: they have a budget of their own.
 type paceConfig struct {
-	chatInterval    time.Duration // per chat: one call per interval after the burst; 0 = unpaced
+	chatInterval    time.Duration // per chat: one message per interval after the burst; 0 = unpaced
 	chatBurst       int
-	groupPerMinute  int // groups: at most this many a minute (sustained); 0 = no extra limit
-	globalPerSecond int // all chats together; 0 = unlimited
+	groupPerMinute  int // groups: at most this many messages in any minute; 0 = no extra limit
+	globalPerSecond int // all calls of all chats together; 0 = unlimited
 }
 
-// interval is the sustained spacing for a chat: groups are held to
-// groupPerMinute as well as to chatInterval.
-func (c paceConfig) interval(chatID int64) time.Duration {
-	iv := c.chatInterval
-	if chatID < 0 && c.groupPerMinute > 0 {
-		iv = max(iv, time.Minute/time.Duration(c.groupPerMinute))
-	}
-	return iv
-}
+// decoInterval and decoBurst pace a chat's reactions and chat actions:
+// Telegram publishes no limit for them; this keeps a busy chat's 👀 and
+// "typing…" (one per answer, typing again every 4 s) well inside what it
+// tolerates, and a decoration over it is dropped, never queued.
+const (
+	decoInterval = time.Second
+	decoBurst    = 3
+)
 
 // pacer runs Bot API writes through one queue per chat (Telegram's limits
-// are per chat, not per topic; see internal/pacer): priorities, coalesced
-// edits, a token bucket per chat, a global spacing that keeps all chats
-// together under the bot-wide limit, and on a 429 the retry_after Telegram
-// sent is waited out before the same call is sent again.
+// are per chat, not per topic; see internal/pacer): messages and edits
+// queued by priority, edits coalesced, a token bucket per chat and, in a
+// group, at most groupPerMinute in any minute; reactions and chat actions
+// go at once on their own budget or are dropped. Every call takes a slot of
+// the bot-wide limit when it is committed, and on a 429 the retry_after
+// Telegram sent is waited out before the same call is sent again.
 type pacer struct {
-	q *pq.Pacer[int64]
+	q       *pq.Pacer[int64]
+	now     func() time.Time
+	observe atomic.Pointer[func(method string, wait time.Duration)]
 }
 
-func newPacer(now func() time.Time, cfg paceConfig, log *slog.Logger) *pacer {
-	return &pacer{q: pq.New(now, pq.Config[int64]{
-		Rate:       func(chat int64) (time.Duration, int) { return cfg.interval(chat), cfg.chatBurst },
+func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, cfg paceConfig, log *slog.Logger) *pacer {
+	return &pacer{now: now, q: pq.New(now, pq.Config[int64]{
+		Rate: func(int64) (time.Duration, int) { return cfg.chatInterval, cfg.chatBurst },
+		Window: func(chat int64) (int, time.Duration) {
+			if chat < 0 { // groups, supergroups and channels have negative ids
+				return cfg.groupPerMinute, time.Minute
+			}
+			return 0, 0
+		},
+		Decoration: func(int64) (time.Duration, int) {
+			if cfg.chatInterval <= 0 {
+				return 0, 1 // pacing off (tests): decorations too
+			}
+			return decoInterval, decoBurst
+		},
 		RetryAfter: isRateLimited,
 		OnLimited: func(chat int64, retry time.Duration) {
 			log.Warn("telegram: flood control; waiting as told", "chat", chat, "retry_after", retry)
 		},
 		GlobalPerSecond: cfg.globalPerSecond,
+		After:           after,
 	})}
 }
 
-// do runs fn in chat's queue and returns its error. coalesce, for
-// PriorityEdit calls, names the message being edited: a queued edit with the
-// same name is replaced by this one and both callers get its result.
-func (p *pacer) do(ctx context.Context, chat int64, prio core.Priority, coalesce string, fn func(context.Context) error) error {
-	return p.q.Do(ctx, chat, prio, coalesce, fn)
+// do runs fn, the Bot API method named, in chat's queue and returns its
+// error. coalesce, for PriorityEdit calls, names the message being edited: a
+// queued edit with the same name is replaced by this one and both callers
+// get its result.
+func (p *pacer) do(ctx context.Context, method string, chat int64, prio core.Priority, coalesce string, fn func(context.Context) error) error {
+	t0 := p.now()
+	return p.q.Do(ctx, chat, prio, coalesce, func(ctx context.Context) error {
+		p.waited(method, p.now().Sub(t0))
+		return fn(ctx)
+	})
+}
+
+// decorate sends a reaction or chat action now, or drops it (nil: a
+// decoration not shown costs nothing) when chat's decoration budget or the
+// bot-wide limit has no room.
+func (p *pacer) decorate(ctx context.Context, method string, chat int64, fn func(context.Context) error) error {
+	err := p.q.Decorate(ctx, chat, fn)
+	if errors.Is(err, pq.ErrDropped) {
+		return nil
+	}
+	if err == nil {
+		p.waited(method, 0)
+	}
+	return err
+}
+
+func (p *pacer) waited(method string, d time.Duration) {
+	if f := p.observe.Load(); f != nil {
+		(*f)(method, d)
+	}
 }

@@ -29,6 +29,8 @@ type opsMetrics struct {
 	modelErrors *prometheus.CounterVec
 	modelTokens *prometheus.CounterVec
 	ackSecs     *prometheus.HistogramVec
+	answerSecs  *prometheus.HistogramVec
+	paceSecs    *prometheus.HistogramVec
 
 	// engine and channelsOwned are set by the composition root once the
 	// engine exists (scrapes come later: the HTTP server starts after).
@@ -43,6 +45,12 @@ type opsMetrics struct {
 // outboundStatser is a surface whose writes go through a pacer.
 type outboundStatser interface {
 	OutboundStats() pq.Stats
+}
+
+// paceObservable is a surface that can report how long each write waited
+// in its pacing, by method.
+type paceObservable interface {
+	SetPaceObserver(func(method string, wait time.Duration))
 }
 
 // ackObservable is a surface that can report its acknowledgement latency.
@@ -78,6 +86,16 @@ func newMetrics(f *intent.Filter, mem *memory.Service, surfaces map[string]core.
 			Help:    "Time from receiving a platform delivery to acknowledging it, by platform (only deliveries acknowledged after being delivered).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5},
 		}, []string{"platform"}),
+		answerSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "marlowe_answer_seconds",
+			Help:    "Time from a routed message's arrival (journaled) to its answer's post (journaled), by platform.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2, 5, 10, 20, 30, 60, 120},
+		}, []string{"platform"}),
+		paceSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "marlowe_pacing_wait_seconds",
+			Help:    "Time a platform write waited in the outbound pacing before it was sent, by platform and method (decorations sent count 0; dropped ones are in marlowe_outbound_decorations_dropped_total).",
+			Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30},
+		}, []string{"platform", "method"}),
 	}
 	for _, st := range []core.RunStatus{core.RunDone, core.RunBroken, core.RunCancelled} {
 		m.runsEnded.WithLabelValues(string(st)) // present at 0 before the first end
@@ -86,7 +104,7 @@ func newMetrics(f *intent.Filter, mem *memory.Service, surfaces map[string]core.
 		m.modelTokens.WithLabelValues(k)
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runsEnded, m.modelSecs, m.modelErrors, m.modelTokens, m.ackSecs)
+		m.runsEnded, m.modelSecs, m.modelErrors, m.modelTokens, m.ackSecs, m.answerSecs, m.paceSecs)
 	for _, r := range intent.Reasons() {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "marlowe_intent_decisions_total",
@@ -134,7 +152,17 @@ func newMetrics(f *intent.Filter, mem *memory.Service, surfaces map[string]core.
 					Name: "marlowe_outbound_rate_limited_total", ConstLabels: labels,
 					Help: "Rate-limit refusals (HTTP 429) of platform writes, waited out and retried, by platform.",
 				}, func() float64 { return float64(o.OutboundStats().RateLimited) }),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "marlowe_outbound_decorations_dropped_total", ConstLabels: labels,
+					Help: "Reactions, typing and status updates dropped over their budget (never queued behind an answer), by platform.",
+				}, func() float64 { return float64(o.OutboundStats().Dropped) }),
 			)
+		}
+		if p, ok := s.(paceObservable); ok {
+			platform := name
+			p.SetPaceObserver(func(method string, wait time.Duration) {
+				m.paceSecs.WithLabelValues(platform, method).Observe(wait.Seconds())
+			})
 		}
 		if q, ok := s.(deliveryQueuer); ok {
 			m.reg.MustRegister(deliveryQueueCollector{platform: name, q: q})
@@ -145,6 +173,36 @@ func newMetrics(f *intent.Filter, mem *memory.Service, surfaces map[string]core.
 		}
 	}
 	return m
+}
+
+// observePosts wraps the engine's post observer: each answer's latency
+// from the arrival of the message it answers goes to marlowe_answer_seconds.
+func (m *opsMetrics) observePosts(next core.PostObserver) core.PostObserver {
+	return answerLatency{m: m, next: next}
+}
+
+type answerLatency struct {
+	m    *opsMetrics
+	next core.PostObserver
+}
+
+// ObservePost implements core.PostObserver.
+func (a answerLatency) ObservePost(ctx context.Context, p core.PostedMessage) error {
+	if p.Role == core.RoleAnswer && !p.AnsweringAt.IsZero() && !p.At.IsZero() {
+		a.m.answerSecs.WithLabelValues(p.Scope.Platform).Observe(p.At.Sub(p.AnsweringAt).Seconds())
+	}
+	if a.next == nil {
+		return nil
+	}
+	return a.next.ObservePost(ctx, p)
+}
+
+// ObservePostIntent implements core.PostIntentObserver for a next that does.
+func (a answerLatency) ObservePostIntent(ctx context.Context, p core.PostedMessage) error {
+	if o, ok := a.next.(core.PostIntentObserver); ok {
+		return o.ObservePostIntent(ctx, p)
+	}
+	return nil
 }
 
 func (m *opsMetrics) engineStats() engine.Stats {

@@ -99,6 +99,17 @@ func TestMetricsMoveWithRuns(t *testing.T) {
 	if n := after[`marlowe_ack_seconds_count{platform="slack"}`]; n < 3 {
 		t.Errorf("ack latency observations = %v, want at least 3", n)
 	}
+	// The answers' latency from the message's arrival, and the pacing
+	// waits by method (issue 38).
+	if n := after[`marlowe_answer_seconds_count{platform="slack"}`]; n < 1 {
+		t.Errorf("answer latency observations = %v, want at least 1", n)
+	}
+	if n := after[`marlowe_pacing_wait_seconds_count{method="chat.postMessage",platform="slack"}`]; n < 1 {
+		t.Errorf("chat.postMessage pacing waits observed = %v, want at least 1", n)
+	}
+	if _, ok := after[`marlowe_outbound_decorations_dropped_total{platform="slack"}`]; !ok {
+		t.Errorf("marlowe_outbound_decorations_dropped_total{platform=\"slack\"} missing")
+	}
 	if t.Failed() {
 		t.Logf("logs:\n%s", b.logs.String())
 	}

@@ -133,7 +133,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		Tools:         registry,
 		Surfaces:      surfaces.byName,
 		Router:        router,
-		PostObserver:  filter,
+		PostObserver:  metrics.observePosts(filter),
 		Logger:        log,
 		CardKey:       st.Signer.DeriveKey("card-tokens"),
 		Operators:     cfg.Admins,

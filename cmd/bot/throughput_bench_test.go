@@ -217,6 +217,13 @@ func throughput(b *testing.B, dbURL string, replicas int) {
 		seen = len(posts)
 	}
 	b.StopTimer()
+	// Calls may go on after the last answer (reactions, status, edits):
+	// wait until none has come for 2 s, at most 60 s.
+	for n, quiet, end := len(sl.Calls()), time.Now(), time.Now().Add(time.Minute); time.Since(quiet) < 2*time.Second && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if m := len(sl.Calls()); m != n {
+			n, quiet = m, time.Now()
+		}
+	}
 	var last time.Time
 	var answer []time.Duration
 	for n, at := range answered {
@@ -237,11 +244,24 @@ func throughput(b *testing.B, dbURL string, replicas int) {
 	b.ReportMetric(quantileMS(ack, 1), "max-ack-ms")
 	b.ReportMetric(quantileMS(answer, 0.50), "p50-answer-ms")
 	b.ReportMetric(quantileMS(answer, 0.99), "p99-answer-ms")
+	b.ReportMetric(quantileMS(answer, 1), "max-answer-ms")
 	b.ReportMetric(float64(len(answered))/float64(max(1, mentions)), "answered")
 	if len(answered) > 0 {
 		b.ReportMetric(float64(len(answered))/last.Sub(start).Seconds(), "runs/s")
 		b.ReportMetric(last.Sub(lastEvent).Seconds(), "drain-s")
 	}
+	// Per method: the calls the fake Slack answered, and the last one of
+	// any kind after the last event (the pacing's drain).
+	byMethod := map[string]int{}
+	var lastCall time.Time
+	for _, c := range sl.Calls() {
+		byMethod[c.Method]++
+		if c.At.After(lastCall) {
+			lastCall = c.At
+		}
+	}
+	b.Logf("Web API calls by method: %v", byMethod)
+	b.ReportMetric(lastCall.Sub(lastEvent).Seconds(), "last-call-s")
 	if doubled > 0 {
 		b.Errorf("%d answers were posted twice", doubled)
 	}

@@ -1,11 +1,15 @@
 // Package pacer is the adapters' outbound write queue: one queue per
 // channel (or chat), one call at a time, highest priority first (FIFO
-// within a priority), spaced by a token bucket, and on a rate-limit refusal
-// the same call is retried after the wait the platform sent — during which
-// a newly queued final answer overtakes waiting checklist edits. Queued
-// edits of the same message are coalesced: only the latest text is sent.
-// What differs per platform (the bucket, how a refusal looks, bot-wide
-// limits) comes in through Config.
+// within a priority), spaced by a token bucket and, where the platform
+// counts so, a sliding window; on a rate-limit refusal the same call is
+// retried after the wait the platform sent — during which a newly queued
+// final answer overtakes waiting checklist edits. Queued edits of the same
+// message are coalesced: only the latest text is sent, and an edit leaves
+// the key's last call free for an answer. Decorations (reactions, typing)
+// are not queued at all (Decorate): they go at once on a budget of their
+// own or are dropped. What differs per platform (the limits, how a refusal
+// looks, bot-wide limits) comes in through Config; every wait is on the
+// injected clock.
 package pacer
 
 import (
@@ -22,30 +26,43 @@ type Config[K comparable] struct {
 	// Rate is key's token bucket: burst calls at once, then one per
 	// interval. interval 0 leaves key unpaced.
 	Rate func(key K) (interval time.Duration, burst int)
+	// Window, if set, is a second limit of key: at most n calls in any
+	// per, counted exactly (Telegram's 20 messages a minute in a group).
+	// n 0 leaves it off.
+	Window func(key K) (n int, per time.Duration)
+	// Decoration is key's budget for Decorate (reactions, typing): a
+	// bucket of its own that never takes from Rate's or Window's. nil
+	// leaves decorations unpaced (the global limit still applies).
+	Decoration func(key K) (interval time.Duration, burst int)
 	// RetryAfter reports whether err is a rate-limit refusal and how long
 	// to wait before sending the same call again.
 	RetryAfter func(err error) (time.Duration, bool)
 	// OnLimited, if set, is told of each refusal waited out (for logs).
 	OnLimited func(key K, retry time.Duration)
-	// GlobalPerSecond spaces calls across all keys; 0 = no bot-wide limit.
+	// Global is a bot-wide limit, possibly shared with other pacers. When
+	// nil, GlobalPerSecond > 0 makes one of the pacer's own.
+	Global          *Global
 	GlobalPerSecond int
+	// After is the injected clock's timer (default time.After): every wait
+	// of the pacer is on the same clock as now.
+	After func(time.Duration) <-chan time.Time
 }
 
 // Pacer runs calls through one queue per key.
 type Pacer[K comparable] struct {
-	now func() time.Time
-	cfg Config[K]
+	now    func() time.Time
+	after  func(time.Duration) <-chan time.Time
+	cfg    Config[K]
+	global *Global
 
 	mu    sync.Mutex
 	seq   uint64
 	chans map[K]*queue
+	decos map[K]*deco
 	// globalUntil holds every queue after a bot-wide refusal (BlockAll).
 	globalUntil time.Time
 	limited     int // refusals seen by queues since dropped
-
-	globalMu    sync.Mutex
-	globalSlots []time.Time // the last GlobalPerSecond slots given, a ring
-	globalNext  int         // the oldest of them
+	dropped     int // decorations dropped
 }
 
 type queue struct {
@@ -54,8 +71,8 @@ type queue struct {
 	kick    chan struct{}
 
 	blockedUntil time.Time
-	tokens       float64
-	last         time.Time
+	bucket       bucket
+	window       window
 	limited      int
 }
 
@@ -71,12 +88,20 @@ type item struct {
 
 // New returns an idle pacer. cfg.Rate and cfg.RetryAfter are required.
 func New[K comparable](now func() time.Time, cfg Config[K]) *Pacer[K] {
-	return &Pacer[K]{now: now, cfg: cfg, chans: make(map[K]*queue)}
+	p := &Pacer[K]{now: now, after: cfg.After, cfg: cfg, global: cfg.Global, chans: make(map[K]*queue), decos: make(map[K]*deco)}
+	if p.after == nil {
+		p.after = time.After
+	}
+	if p.global == nil {
+		p.global = NewGlobal(cfg.GlobalPerSecond)
+	}
+	return p
 }
 
 // Do runs fn in key's queue and returns its error. coalesce, for
 // PriorityEdit calls, names the message being edited: a queued edit with the
-// same name is replaced by this one and both callers get its result.
+// same name is replaced by this one and both callers get its result. A
+// caller whose ctx ends before its call is sent withdraws it.
 func (p *Pacer[K]) Do(ctx context.Context, key K, prio core.Priority, coalesce string, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -89,8 +114,12 @@ func (p *Pacer[K]) Do(ctx context.Context, key K, prio core.Priority, coalesce s
 	p.mu.Lock()
 	q := p.chans[key]
 	if q == nil {
-		_, burst := p.cfg.Rate(key)
-		q = &queue{kick: make(chan struct{}, 1), tokens: float64(burst), last: p.now()}
+		q = &queue{kick: make(chan struct{}, 1)}
+		iv, burst := p.cfg.Rate(key)
+		q.bucket = newBucket(p.now(), iv, burst)
+		if p.cfg.Window != nil {
+			q.window.n, q.window.per = p.cfg.Window(key)
+		}
 		p.chans[key] = q
 	}
 	var it *item
@@ -114,10 +143,7 @@ func (p *Pacer[K]) Do(ctx context.Context, key K, prio core.Priority, coalesce s
 		q.running = true
 		go p.work(key, q)
 	} else {
-		select {
-		case q.kick <- struct{}{}:
-		default:
-		}
+		q.wake()
 	}
 	p.mu.Unlock()
 
@@ -134,13 +160,17 @@ func (p *Pacer[K]) Do(ctx context.Context, key K, prio core.Priority, coalesce s
 		}
 		if len(it.waiters) == 0 && !it.started {
 			q.remove(it)
-			select {
-			case q.kick <- struct{}{}:
-			default:
-			}
+			q.wake()
 		}
 		p.mu.Unlock()
 		return ctx.Err()
+	}
+}
+
+func (q *queue) wake() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -164,66 +194,40 @@ func (q *queue) next() *item {
 	return best
 }
 
-// globalWait reserves the next bot-wide slot and returns how long to wait
-// for it. The limit is GlobalPerSecond calls in any one second, not one
-// call every 1/GlobalPerSecond: a lone answer's few calls (reaction,
-// typing, the message) go at once, and a burst waits only once it would
-// put more than GlobalPerSecond calls in a second.
-func (p *Pacer[K]) globalWait() time.Duration {
-	n := p.cfg.GlobalPerSecond
-	if n <= 0 {
-		return 0
+// need is how many of key's calls must be free for it to go: an edit
+// leaves one for an answer that may come next, so a stream of checklist
+// edits never makes an answer wait for the bucket.
+func need(it *item) int {
+	if it.prio == core.PriorityEdit {
+		return 2
 	}
-	p.globalMu.Lock()
-	defer p.globalMu.Unlock()
-	if len(p.globalSlots) != n {
-		p.globalSlots, p.globalNext = make([]time.Time, n), 0
-	}
-	now := p.now()
-	slot := now
-	if oldest := p.globalSlots[p.globalNext]; !oldest.IsZero() {
-		slot = maxTime(slot, oldest.Add(time.Second))
-	}
-	if newest := p.globalSlots[(p.globalNext+n-1)%n]; newest.After(slot) {
-		slot = newest // slots stay in the order given
-	}
-	p.globalSlots[p.globalNext] = slot
-	p.globalNext = (p.globalNext + 1) % n
-	return slot.Sub(now)
+	return 1
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
+// wait sleeps d on the pacer's clock, or until q is kicked (a call was
+// queued or withdrawn, which may change what goes next).
+func (p *Pacer[K]) wait(q *queue, d time.Duration) {
+	select {
+	case <-p.after(d):
+	case <-q.kick:
 	}
-	return a
 }
 
-// work drains one key's queue and exits once it is empty and its bucket
-// is full again.
+// work drains one key's queue and exits once it is empty and its limits
+// are as a new queue's would be.
 func (p *Pacer[K]) work(key K, q *queue) {
-	iv, burst := p.cfg.Rate(key)
 	for {
 		p.mu.Lock()
 		now := p.now()
 		if len(q.items) == 0 {
 			// A queue is dropped only once it is as a new one would be: its
-			// bucket refilled and no refusal pending. Dropped earlier, the
-			// next call would find a full bucket and calls arriving one at a
-			// time would never be spaced. Until then it idles here.
-			idle := q.blockedUntil.Sub(now)
-			if iv > 0 {
-				tokens := q.tokens + float64(now.Sub(q.last))/float64(iv)
-				idle = max(idle, time.Duration((float64(burst)-tokens)*float64(iv)))
-			}
+			// bucket refilled, its window empty and no refusal pending.
+			// Dropped earlier, the next call would find a fresh budget and
+			// calls arriving one at a time would never be spaced.
+			idle := max(q.blockedUntil.Sub(now), q.bucket.untilFull(now), q.window.untilEmpty(now))
 			if idle > 0 {
 				p.mu.Unlock()
-				t := time.NewTimer(idle)
-				select {
-				case <-t.C:
-				case <-q.kick:
-					t.Stop()
-				}
+				p.wait(q, idle)
 				continue
 			}
 			q.running = false
@@ -233,38 +237,29 @@ func (p *Pacer[K]) work(key K, q *queue) {
 			p.mu.Unlock()
 			return
 		}
-		wait := max(q.blockedUntil.Sub(now), p.globalUntil.Sub(now))
-		if iv > 0 {
-			q.tokens += float64(now.Sub(q.last)) / float64(iv)
-			q.last = now
-			if q.tokens > float64(burst) {
-				q.tokens = float64(burst)
-			}
-			if q.tokens < 1 {
-				wait = max(wait, time.Duration((1-q.tokens)*float64(iv)))
+		it := q.next()
+		n := need(it)
+		wait := max(q.blockedUntil.Sub(now), p.globalUntil.Sub(now), q.bucket.wait(now, n), q.window.wait(now, n))
+		if wait <= 0 {
+			// The bot-wide slot is taken in the same step that commits the
+			// call: while it is not free the call is still queued, so a
+			// higher-priority call can overtake it and its caller can
+			// withdraw it.
+			if !p.global.tryTake(now, it.prio == core.PriorityEdit) {
+				wait = max(p.global.wait(now, it.prio == core.PriorityEdit), time.Millisecond)
 			}
 		}
 		if wait > 0 {
 			p.mu.Unlock()
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-q.kick:
-				t.Stop()
-			}
+			p.wait(q, wait)
 			continue
 		}
-		it := q.next()
 		it.started = true
-		if iv > 0 {
-			q.tokens--
-		}
+		q.bucket.take()
+		q.window.take(now)
 		fn, ctx := it.fn, it.ctx
 		p.mu.Unlock()
 
-		if d := p.globalWait(); d > 0 {
-			time.Sleep(d) // bounded: at most a queue's worth of global slots
-		}
 		// The engine checked its lease before queueing the call; the wait
 		// since may have outlasted it (another replica then does what this
 		// call would double).
@@ -344,13 +339,15 @@ type Stats struct {
 	// RateLimited is how many rate-limit refusals have been waited out
 	// since the pacer was made.
 	RateLimited int
+	// Dropped is how many decorations were dropped over budget.
+	Dropped int
 }
 
 // Stats reads the pacer's queue depth and refusal count.
 func (p *Pacer[K]) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{RateLimited: p.limited}
+	s := Stats{RateLimited: p.limited, Dropped: p.dropped}
 	for _, q := range p.chans {
 		s.Queued += len(q.items)
 		s.RateLimited += q.limited

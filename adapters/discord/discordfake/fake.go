@@ -107,6 +107,10 @@ type Config struct {
 	// and nothing else is changed: a READY without resume_gateway_url stays
 	// without it.
 	Ready json.RawMessage
+	// RouteBuckets keeps to Discord's per-route buckets (buckets.go): a
+	// request over its route's bucket is answered 429. Off, the bucket
+	// headers are still sent, with limits no test reaches.
+	RouteBuckets bool
 }
 
 // Message is a stored message.
@@ -211,6 +215,7 @@ type Server struct {
 	commandPuts int
 	calls       []Call
 	rules       []*rule
+	buckets     map[string]*bucketState // route and major parameter → use (buckets.go)
 	gw          gateway
 	changed     chan struct{}
 }

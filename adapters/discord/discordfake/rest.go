@@ -65,6 +65,14 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "You are being rate limited.", "retry_after": secs, "global": hit.global})
 		return
 	}
+	if ok, retry := s.takeBucket(w.Header(), r.Method, path); !ok {
+		secs := retry.Seconds()
+		w.Header().Set("Retry-After", strconv.FormatFloat(secs, 'f', 3, 64))
+		w.Header().Set("X-RateLimit-Scope", "user")
+		s.record(r.Method, path, http.StatusTooManyRequests)
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "You are being rate limited.", "retry_after": secs, "global": false})
+		return
+	}
 	status, out := s.route(r.Method, path, r.URL.Query(), body)
 	if status == http.StatusOK {
 		s.recordFiles(out, ups)

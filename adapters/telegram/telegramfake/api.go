@@ -67,7 +67,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if lost {
 		s.mu.Lock()
-		s.calls = append(s.calls, Call{Method: method, Params: form, Status: 0})
+		s.calls = append(s.calls, Call{Method: method, Params: form, Status: 0, At: time.Now()})
 		s.notifyLocked()
 		s.mu.Unlock()
 		if hj, ok := w.(http.Hijacker); ok {
@@ -91,7 +91,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": result})
 	}
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Method: method, Params: form, Status: status})
+	s.calls = append(s.calls, Call{Method: method, Params: form, Status: status, At: time.Now()})
 	s.notifyLocked()
 	s.mu.Unlock()
 }

@@ -141,6 +141,7 @@ type Call struct {
 	Method string
 	Params url.Values
 	Status int
+	At     time.Time // when the fake answered it (wall clock)
 }
 
 // WebhookDelivery is one POST the fake made to the webhook.

@@ -1,0 +1,92 @@
+package discord
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/adapters/discord/discordfake"
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/pacer/pacertest"
+)
+
+// Discord buckets each route on its own: reactions and typing never take
+// from the channel's message budget. Five questions in a thread at once
+// (the channel's burst), each answered with a 👀, typing and the answer,
+// at the default pace (1/s, burst 5): every answer goes without waiting on
+// the (stopped) fake clock, and the reactions over their own budget are
+// dropped. The old pacer queued the 👀 with the answers, and the sixth call
+// of the thread waited for a token that, on a stopped clock, never came.
+func TestDiscordAnswersTakeNoBudgetFromDecorations(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	clock := pacertest.New()
+	a := startAdapterSetup(t, f, Config{}, newRecorder().deliver, func(a *Adapter) {
+		a.pacer = newPacer(clock.Now, clock.After, paceConfig{interval: time.Second, burst: 5}, a.log)
+	})
+	ctx := t.Context()
+	done := make(chan error, 1)
+	go func() {
+		for i := range 5 {
+			id := f.Say(discordfake.Msg{Channel: oldThread, Author: alice, Content: fmt.Sprint("question ", i)})
+			sc := scopeOf(general, oldThread)
+			if err := a.React(ctx, core.MessageRef{Scope: sc, ID: id}, "eyes"); err != nil {
+				done <- err
+				return
+			}
+			if err := a.Typing(ctx, sc); err != nil {
+				done <- err
+				return
+			}
+			if _, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("ans-", i), Scope: sc, Text: fmt.Sprint("answer ", i), Priority: core.PriorityHigh}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("answers waited for pacing: %d posted of 5, %d reactions", len(f.Posts()), len(f.Reactions()))
+	}
+	if n := len(f.Posts()); n != 5 {
+		t.Fatalf("%d answers posted, want 5", n)
+	}
+	if n, m := len(f.Reactions()), len(f.Typings()); n != decoBurst || m != decoBurst {
+		t.Errorf("%d reactions and %d typings sent, want %d of each (their budgets; the rest dropped)", n, m, decoBurst)
+	}
+	clock.Advance(time.Hour) // the queues run dry and exit
+}
+
+// With the fake keeping to Discord's per-route buckets (5 messages per
+// 5 s per channel, one reaction per 250 ms), the adapter at its default
+// pace never draws a 429: the bucket headers the fake sends on every
+// answer are what discordgo waits on once a route's bucket is spent (the
+// sixth answer waits for the message bucket's reset), and reactions over
+// their budget are dropped rather than sent into a spent bucket.
+func TestDiscordKeepsToRouteBuckets(t *testing.T) {
+	f := newFake(t, discordfake.Config{RouteBuckets: true})
+	a := startAdapter(t, f, newRecorder().deliver, WithChannelPace(time.Second, 5))
+	ctx := t.Context()
+	for i := range 6 {
+		id := f.Say(discordfake.Msg{Channel: oldThread, Author: alice, Content: fmt.Sprint("question ", i)})
+		sc := scopeOf(general, oldThread)
+		if err := a.React(ctx, core.MessageRef{Scope: sc, ID: id}, "eyes"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("ans-", i), Scope: sc, Text: fmt.Sprint("answer ", i), Priority: core.PriorityHigh}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(f.Posts()); n != 6 {
+		t.Fatalf("%d answers posted, want 6", n)
+	}
+	for _, c := range f.Calls() {
+		if c.Status == 429 {
+			t.Errorf("429 on %s %s", c.Method, c.Path)
+		}
+	}
+}

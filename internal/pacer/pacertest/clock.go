@@ -1,0 +1,80 @@
+// Package pacertest is the injected clock of pacing tests: time moves
+// only when the test advances it, so a minute of pacing takes no wall time.
+package pacertest
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Clock is a fake clock. Now and After are what a pacer is given.
+type Clock struct {
+	mu     sync.Mutex
+	t      time.Time
+	timers []timer
+}
+
+type timer struct {
+	at time.Time
+	c  chan time.Time
+}
+
+// New returns a clock stopped at 2026-01-01 00:00 UTC.
+func New() *Clock { return &Clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// After fires once the clock is advanced d past now.
+func (c *Clock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.t
+		return ch
+	}
+	c.timers = append(c.timers, timer{at: c.t.Add(d), c: ch})
+	return ch
+}
+
+// AdvanceTo moves the clock to at (never back) and fires the timers due.
+func (c *Clock) AdvanceTo(at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if at.After(c.t) {
+		c.t = at
+	}
+	kept := c.timers[:0]
+	for _, tm := range c.timers {
+		if tm.at.After(c.t) {
+			kept = append(kept, tm)
+		} else {
+			tm.c <- c.t
+		}
+	}
+	c.timers = kept
+}
+
+// Advance moves the clock d on.
+func (c *Clock) Advance(d time.Duration) { c.AdvanceTo(c.Now().Add(d)) }
+
+// NextTimer is the earliest pending timer's deadline.
+func (c *Clock) NextTimer() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.timers) == 0 {
+		return time.Time{}, false
+	}
+	ats := make([]time.Time, len(c.timers))
+	for i, tm := range c.timers {
+		ats[i] = tm.at
+	}
+	sort.Slice(ats, func(i, j int) bool { return ats[i].Before(ats[j]) })
+	return ats[0], true
+}
