@@ -79,6 +79,9 @@ func (f *Fetcher) Get(ctx context.Context, ref string, header http.Header, max i
 	if f.Client != nil {
 		client = *f.Client
 	}
+	// The adapter's client may carry a short timeout meant for API calls;
+	// a download is bounded by Timeout above instead.
+	client.Timeout = 0
 	client.CheckRedirect = func(r *http.Request, via []*http.Request) error {
 		if len(via) >= 5 {
 			return errors.New("too many redirects")
