@@ -72,7 +72,9 @@ type Model interface {
 // repeat is harmless) as it arrives, and never after StepStream returns.
 // hasCalls reports whether the reply has begun a tool call (its text is
 // then not the answer). The Reply returned is what Step would return for
-// the same response; errors are the same *ModelError classes.
+// the same response; errors are the same *ModelError classes. The engine
+// calls Step only: nothing a model writes is shown before its step is
+// journaled and its calls decided (engine/modelstep.go).
 type StreamingModel interface {
 	Model
 	StepStream(ctx context.Context, v View, text func(soFar string, hasCalls bool)) (Reply, error)

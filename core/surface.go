@@ -151,8 +151,8 @@ type File struct {
 
 // Rooms is an optional Surface capability: the workspace (Slack team,
 // Discord guild) a channel id or a user belongs to, read from the platform.
-// post_to_channel and dm_person refuse a destination outside the
-// requester's own workspace before anyone is asked; an error refuses too.
+// The reachability rule (reach.go) keeps every target within the
+// requester's own workspace; an error refuses too.
 type Rooms interface {
 	ChannelWorkspace(ctx context.Context, channel string) (string, error)
 	UserInWorkspace(ctx context.Context, workspace, userID string) (bool, error)

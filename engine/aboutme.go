@@ -30,6 +30,12 @@ type aboutChannel struct {
 	routines          []string
 	texts             []exportMessage // their kept messages, oldest first (export.go)
 	exp               exportChannel   // the same, for the export's JSON
+	// dmWith are the people who wrote in this channel as a DM: a DM is
+	// its person's alone (aboutmereach.go).
+	dmWith map[string]bool
+	// withheld counts notes that mention the person in a room they cannot
+	// read now, or in another person's DM: counted, never shown.
+	withheld int
 }
 
 func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person) (string, error) {
@@ -106,11 +112,7 @@ func (e *Engine) aboutMe(ctx context.Context, platform string, p core.Person) ([
 				got[i].For = authorLocked(v, got[i].By)
 			}
 		})
-		for _, m := range got {
-			if m.Author() == p.ID || strings.Contains(m.Text, core.MentionOf(p.ID)) {
-				ac.memories = append(ac.memories, m)
-			}
-		}
+		e.keepVisibleNotes(ctx, ac, p.ID, got)
 	}
 	slices.SortFunc(chans, func(a, b *aboutChannel) int { return strings.Compare(a.sc.Channel, b.sc.Channel) })
 	return chans, nil
@@ -126,6 +128,7 @@ func (e *Engine) countMessages(ctx context.Context, ch core.ChannelKey, person s
 			return fmt.Errorf("read %s: %w", ch, err)
 		}
 		for _, c := range cmds {
+			noteDM(ac, c)
 			files.see(c, person, ac.texts)
 			if c.Kind() != core.KindMessageReceived || c.Redacted() || c.Actor().ID != person {
 				continue
@@ -150,7 +153,9 @@ func (e *Engine) countMessages(ctx context.Context, ch core.ChannelKey, person s
 
 func aboutText(chans []*aboutChannel) string {
 	var mem, msg, grants, routines, approvals []string
+	withheld := 0
 	for _, ac := range chans {
+		withheld += ac.withheld
 		where := channelRef(ac.sc)
 		for _, m := range ac.memories {
 			mem = append(mem, fmt.Sprintf("• %s `%s` %s", where, m.ID, core.Truncate(oneLine(m.Text), 200)))
@@ -180,6 +185,11 @@ func aboutText(chans []*aboutChannel) string {
 		for _, r := range rows {
 			b.WriteString("\n" + r)
 		}
+	}
+	if withheld > 0 {
+		// Counted, never shown, and not said where: the rooms are not the
+		// person's to read.
+		mem = append(mem, fmt.Sprintf("• %d more that mention you, in rooms you cannot read now or in other people's DMs: not shown", withheld))
 	}
 	section("Memories you added or that mention you", "none", mem)
 	section("Your messages I keep (in the journal)", "none", msg)

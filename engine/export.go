@@ -32,6 +32,10 @@ type Export struct {
 	User       string          `json:"user"`
 	ExportedAt time.Time       `json:"exported_at"`
 	Channels   []exportChannel `json:"channels"`
+	// WithheldNotes counts notes by others that mention the person in
+	// rooms they cannot read now or in other people's DMs: no text, no
+	// author, no room (aboutmereach.go).
+	WithheldNotes int `json:"withheld_notes,omitempty"`
 }
 
 type exportChannel struct {
@@ -86,6 +90,7 @@ func (e *Engine) ExportData(ctx context.Context, platform, user string) ([]byte,
 	}
 	out := Export{Platform: platform, User: user, ExportedAt: e.now().UTC(), Channels: []exportChannel{}}
 	for _, ac := range chans {
+		out.WithheldNotes += ac.withheld
 		ec := ac.exp
 		ec.Channel = string(ac.sc.Key())
 		ec.Messages = ac.texts
@@ -114,7 +119,7 @@ func (d *driver) exportCommand(ctx context.Context, h *humanMsg) (core.Reply, er
 		f := core.File{Name: "marlowe-export-" + h.author.ID + ".json", Title: "What Marlowe keeps about you", Type: "application/json", Content: data}
 		err = up.UploadFile(ctx, rs.Scope, f)
 		if err == nil {
-			return reply("📦 Here is everything I keep about you, as JSON (" + f.Name + "): the notes you added or that mention you, your kept messages, consents, routines and pending approvals."), nil
+			return reply("📦 Here is everything I keep about you, as JSON (" + f.Name + "): the notes you added, the notes that mention you in rooms you can read, your kept messages, consents, routines and pending approvals."), nil
 		}
 		// A refused upload (for example a Slack app installed before it
 		// asked for files:write) falls back to the link when there is one.

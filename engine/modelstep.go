@@ -149,9 +149,12 @@ func normalizeCallIDs(calls []core.ToolCall, step int) {
 // transient failures a bounded number of times.
 // It reads nothing of the run but runID (callModelAcked runs it beside the
 // driver goroutine).
-// With text set and a model that streams, each attempt streams its text
-// there (a retry starts the text again).
-func (d *driver) callModel(ctx context.Context, v core.View, runID string, remaining time.Duration, text func(string, bool)) (core.Reply, error) {
+//
+// Nothing of the reply is shown while the model writes it: a step's text
+// may precede a tool call, which the gate has not decided yet, and what a
+// channel sees must be what the journal records. The answer is shown once
+// its step is journaled without calls (streamAnswer streams it then).
+func (d *driver) callModel(ctx context.Context, v core.View, runID string, remaining time.Duration) (core.Reply, error) {
 	if remaining <= 0 {
 		return core.Reply{}, errWallBudget
 	}
@@ -160,13 +163,7 @@ func (d *driver) callModel(ctx context.Context, v core.View, runID string, remai
 	wait := d.e.cfg.RetryBackoff
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
-		var reply core.Reply
-		var err error
-		if sm, ok := d.e.model.(core.StreamingModel); ok && text != nil {
-			reply, err = sm.StepStream(mctx, v, text)
-		} else {
-			reply, err = d.e.model.Step(mctx, v)
-		}
+		reply, err := d.e.model.Step(mctx, v)
 		d.e.metrics().ModelCalled(time.Since(began), reply.Usage, err)
 		if err == nil {
 			return reply, nil

@@ -98,18 +98,15 @@ func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, e
 	if d.grammar || rs.needsChecklist(delay, d.e.now()) || !rs.answeredAt.IsZero() {
 		// Shown already (or due, and shown by the loop), or a later turn
 		// of a run that answered quickly: nothing to time.
-		text, stop := d.streamTokens(ctx)
-		defer stop()
-		return interrupted(d.callModel(mctx, v, rs.ID, remaining, text))
+		return interrupted(d.callModel(mctx, v, rs.ID, remaining))
 	}
 	type result struct {
 		reply core.Reply
 		err   error
 	}
 	done := make(chan result, 1)
-	relay := &tokenRelay{}
 	go func() {
-		r, err := d.callModel(mctx, v, rs.ID, remaining, relay.text)
+		r, err := d.callModel(mctx, v, rs.ID, remaining)
 		done <- result{r, err}
 	}()
 	for {
@@ -135,11 +132,6 @@ func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, e
 			stop()
 			<-done
 			return core.Reply{}, err
-		}
-		// The checklist may be a stream now: the rest of the text goes there.
-		if text, stopTokens := d.streamTokens(ctx); text != nil {
-			relay.attach(text)
-			defer stopTokens()
 		}
 		res := <-done
 		return interrupted(res.reply, res.err)

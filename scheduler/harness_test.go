@@ -52,6 +52,8 @@ type world struct {
 	tools  []core.Tool // registered beside the scheduler's own
 	// cfg, when set, adjusts the scheduler's configuration.
 	cfg func(*scheduler.Config)
+	// wrap, when set, is the engine's surface around s.
+	wrap func(*coretest.FakeSurface) core.Surface
 }
 
 // newModelWorld is newWorld with a model answering runs.
@@ -113,8 +115,12 @@ func (w *world) start(j *coretest.MemJournal) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var surface core.Surface = w.s
+	if w.wrap != nil {
+		surface = w.wrap(w.s)
+	}
 	w.e, err = engine.New(engine.Config{
-		Journal: j, Boundary: w.b, Tools: reg, Model: w.model, Surfaces: map[string]core.Surface{"test": w.s},
+		Journal: j, Boundary: w.b, Tools: reg, Model: w.model, Surfaces: map[string]core.Surface{"test": surface},
 		Router:  core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
 		CardKey: []byte("routine-test-card-key-0123456789"), Clock: w.clk.Now, Logger: slog.New(slog.DiscardHandler),
 		Operators: []core.Operator{{Platform: "test", UserID: "UADMIN"}},

@@ -259,6 +259,8 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 			p.Reason = fmt.Sprintf("missed by %s, more than the %s grace window", late.Round(time.Second), s.cfg.Grace)
 		} else if why := s.overBudget(ctx, r); why != "" {
 			p.Outcome, p.Reason = OutcomeSkipped, why
+		} else if why := s.ownerCannotRead(ctx, r); why != "" {
+			p.Outcome, p.Reason = OutcomeSkipped, why
 		}
 		if p.Outcome == OutcomeFired {
 			// Missed slots coalesce: one catch-up firing for the latest, and

@@ -66,11 +66,12 @@ func (w *world) refusedBeforeAsking(tool, why string) {
 // though the requester named it; a channel of their own workspace goes out.
 func TestAttackPostIntoAnotherWorkspaceIsRefused(t *testing.T) {
 	wrap := func(s *coretest.FakeSurface) core.Surface {
-		return roomsSurface{FakeSurface: s, channels: map[string]string{"C1": "W1", "COWN": "W1", "COTHER": "W2"}}
+		return roomsSurface{FakeSurface: s, channels: map[string]string{"C1": "W1", "COWN": "W1", "COTHER": "W2"},
+			users: map[string]map[string]bool{"W1": {"UALICE": true}, "W2": {"UALICE": true}}}
 	}
 	w := newWorldOn(t, wrap, call("post_to_channel", `{"channel":"COTHER","text":"hello"}`), coretest.Text("done"))
 	w.ask(alice, "post hello to <#COTHER>")
-	w.refusedBeforeAsking("post_to_channel", "another workspace")
+	w.refusedBeforeAsking("post_to_channel", "cannot read that room")
 	if n := len(w.s.PostsIn("COTHER")); n != 0 {
 		t.Fatal("posted into another workspace")
 	}
@@ -89,7 +90,7 @@ func TestAttackDMIntoAnotherWorkspaceIsRefused(t *testing.T) {
 	}
 	w := newWorldOn(t, wrap, call("dm_person", `{"user":"UBOB","text":"hello"}`), coretest.Text("done"))
 	w.ask(alice, "DM <@UBOB> hello")
-	w.refusedBeforeAsking("dm_person", "not in this conversation's workspace")
+	w.refusedBeforeAsking("dm_person", "not in the workspace")
 	if n := len(w.s.PostsIn("D-UBOB")); n != 0 {
 		t.Fatal("a DM to someone of another workspace")
 	}
@@ -104,10 +105,10 @@ func TestAttackPostIntoAChatTheRequesterIsNotInIsRefused(t *testing.T) {
 	}
 	w := newWorldOn(t, wrap, call("post_to_channel", `{"channel":"-100200","text":"hello"}`), coretest.Text("done"))
 	w.ask(alice, "post hello to -100200")
-	w.refusedBeforeAsking("post_to_channel", "you are not a member of it")
+	w.refusedBeforeAsking("post_to_channel", "cannot read that room")
 	w = newWorldOn(t, wrap, call("dm_person", `{"user":"UBOB","text":"hello"}`), coretest.Text("done"))
 	w.ask(alice, "DM <@UBOB> hello")
-	w.refusedBeforeAsking("dm_person", "not a member of this chat")
+	w.refusedBeforeAsking("dm_person", "not in the workspace (or chat)")
 	w = newWorldOn(t, wrap, call("post_to_channel", `{"channel":"-100300","text":"hello"}`), coretest.Text("done"))
 	w.ask(alice, "post hello to -100300")
 	if n := len(w.s.PostsIn("-100300")); n != 1 {

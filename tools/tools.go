@@ -296,6 +296,11 @@ func PostToChannel() core.Tool {
 			if ch == "" || strings.ContainsAny(ch, "/ ") {
 				return core.Observation{}, fmt.Errorf("channel %q is not a channel id", a.Channel)
 			}
+			// Asked again now: the requester may have left the room while
+			// the call waited for approval.
+			if err := channelReachable(ctx, tc, ch); err != nil {
+				return core.Observation{}, err
+			}
 			sc := core.Scope{Platform: tc.Scope.Platform, Workspace: tc.Scope.Workspace, Channel: ch}
 			ref, err := tc.Surface.Post(ctx, core.Outbound{Scope: sc, Text: a.Text, Priority: core.PriorityNormal})
 			if err != nil {
@@ -336,6 +341,9 @@ func DMPerson() core.Tool {
 			if uid == "" {
 				return core.Observation{}, fmt.Errorf("user %q is not a user id", a.User)
 			}
+			if err := userReachable(ctx, tc, uid); err != nil {
+				return core.Observation{}, err
+			}
 			sc, err := tc.Surface.OpenDM(ctx, uid)
 			if err != nil {
 				return core.Observation{}, fmt.Errorf("open DM with %s: %w", uid, err)
@@ -349,56 +357,19 @@ func DMPerson() core.Tool {
 	}
 }
 
-// channelReachable refuses a channel outside the requester's room, before
-// anyone is asked: on a platform with workspaces (core.Rooms: Slack team,
-// Discord guild), one of another workspace than the conversation's; on one
-// without (core.MembershipChecker: Telegram), a chat the requester does
-// not belong to. The bot never relays into a room the requester cannot
-// reach. A surface with neither (the sandbox: one workspace) is not asked.
+// channelReachable applies the one reachability rule (core.CheckReach):
+// the requester must be able to read the room now, on the platform.
 func channelReachable(ctx context.Context, tc core.ToolContext, ch string) error {
-	switch s := tc.Surface.(type) {
-	case core.MembershipChecker:
-		in, err := s.IsMember(ctx, ch, tc.Actor.ID)
-		if err != nil {
-			return fmt.Errorf("not posting to chat %s: could not check that you belong to it (%v)", ch, err)
-		}
-		if !in {
-			return fmt.Errorf("not posting to chat %s: you are not a member of it, and I post only into chats the requester belongs to", ch)
-		}
-	case core.Rooms:
-		ws, err := s.ChannelWorkspace(ctx, ch)
-		if err != nil {
-			return fmt.Errorf("not posting to channel %s: could not tell which workspace it is in (%v)", ch, err)
-		}
-		if ws != tc.Scope.Workspace {
-			return fmt.Errorf("not posting to channel %s: it is in another workspace than this conversation, and I post only within the requester's own workspace", ch)
-		}
+	if err := core.CheckReach(ctx, tc.Surface, tc.Scope, tc.Actor.ID, ch); err != nil {
+		return fmt.Errorf("not posting there: %w", err)
 	}
 	return nil
 }
 
-// userReachable refuses a person outside the requester's room, before
-// anyone is asked: on a platform with workspaces, someone not in the
-// conversation's workspace; on Telegram, someone who is not a member of the
-// chat the request was made in.
+// userReachable applies the rule for people (core.CheckPersonReach).
 func userReachable(ctx context.Context, tc core.ToolContext, uid string) error {
-	switch s := tc.Surface.(type) {
-	case core.MembershipChecker:
-		in, err := s.IsMember(ctx, tc.Scope.Channel, uid)
-		if err != nil {
-			return fmt.Errorf("not writing to %s: could not check that they belong to this chat (%v)", uid, err)
-		}
-		if !in {
-			return fmt.Errorf("not writing to %s: they are not a member of this chat, and I write only to people in the requester's own chat", uid)
-		}
-	case core.Rooms:
-		in, err := s.UserInWorkspace(ctx, tc.Scope.Workspace, uid)
-		if err != nil {
-			return fmt.Errorf("not writing to %s: could not tell whether they are in this workspace (%v)", uid, err)
-		}
-		if !in {
-			return fmt.Errorf("not writing to %s: they are not in this conversation's workspace, and I write only within the requester's own workspace", uid)
-		}
+	if err := core.CheckPersonReach(ctx, tc.Surface, tc.Scope, uid); err != nil {
+		return fmt.Errorf("not writing to %s: %w", uid, err)
 	}
 	return nil
 }
@@ -422,6 +393,23 @@ func AskHuman() core.Tool {
 			"ask":{"type":"array","items":{"type":"string"},"description":"who should answer: user ids, or admins (default: the people in the thread)"},
 			"deadline_minutes":{"type":"integer","description":"how long to wait for the answer"}},
 			"required":["question"]}`),
+		// The people named are reached in their inboxes (DMs): each must
+		// be reachable by the requester, as dm_person's person is.
+		Check: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Consequence, error) {
+			var a struct{ Ask []string }
+			if err := json.Unmarshal(args, &a); err != nil {
+				return "", err
+			}
+			for _, who := range a.Ask {
+				w := strings.TrimSpace(who)
+				if uid := core.UserRef(w); uid != "" && !strings.EqualFold(strings.TrimLeft(w, "@"), "admins") {
+					if err := userReachable(ctx, tc, uid); err != nil {
+						return "", err
+					}
+				}
+			}
+			return "", nil
+		},
 		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
 			var a struct {
 				Question        string

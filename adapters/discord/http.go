@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 )
@@ -16,7 +18,8 @@ const maxInteractionBody = 1 << 20
 // Handler serves Discord's HTTP interactions endpoint, mounted at
 // /discord/interactions, when Config.PublicKey (DISCORD_PUBLIC_KEY) is set;
 // nil otherwise. Every request must carry a valid Ed25519 signature
-// (discordgo.VerifyInteraction) or is refused with 401; PING is answered
+// (discordgo.VerifyInteraction) made within five minutes of now, or is
+// refused with 401; PING is answered
 // with PONG; button clicks are delivered and answered in the response body
 // within the ack timeout, like clicks over the gateway.
 func (a *Adapter) Handler() http.Handler {
@@ -29,6 +32,16 @@ func (a *Adapter) Handler() http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, maxInteractionBody)
 		if !discordgo.VerifyInteraction(r, key) {
 			http.Error(w, "invalid request signature", http.StatusUnauthorized)
+			return
+		}
+		// The signature covers the timestamp but says nothing about its age:
+		// a request captured yesterday verifies today. Refuse one signed
+		// more than maxInteractionSkew from now, either way, as Slack's
+		// verifier does, so a replay dies at the door and not only at the
+		// dedupe.
+		if !freshTimestamp(r.Header.Get("X-Signature-Timestamp"), a.now()) {
+			a.log.Debug("discord: rejected a stale interaction timestamp")
+			http.Error(w, "stale request timestamp", http.StatusUnauthorized)
 			return
 		}
 		body, err := io.ReadAll(r.Body)
@@ -71,6 +84,21 @@ func (a *Adapter) Handler() http.Handler {
 		a.acked(received)
 	})
 	return mux
+}
+
+// maxInteractionSkew is how far a signed interaction's timestamp may be
+// from now, past or future (Slack's verifier allows the same).
+const maxInteractionSkew = 5 * time.Minute
+
+// freshTimestamp reports whether ts, Unix seconds as Discord signs them, is
+// within maxInteractionSkew of now.
+func freshTimestamp(ts string, now time.Time) bool {
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return false
+	}
+	d := now.Sub(time.Unix(sec, 0))
+	return d <= maxInteractionSkew && d >= -maxInteractionSkew
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -232,6 +232,6 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 func ephemeral(text string) *discordgo.InteractionResponse {
 	return &discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseChannelMessageWithSource,
-		Data: &discordgo.InteractionResponseData{Content: text, Flags: discordgo.MessageFlagsEphemeral},
+		Data: &discordgo.InteractionResponseData{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: safeMentions()},
 	}
 }

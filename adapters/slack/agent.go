@@ -125,6 +125,7 @@ func (b *streamBook) get(ts string) *streamState {
 // started and never stopped (every other message of the bot carries its
 // key in metadata, a started stream none until it is stopped).
 func (a *Adapter) StartStream(ctx context.Context, out core.Outbound, u core.StreamUpdate) (core.MessageRef, error) {
+	out, u = defangOutbound(out), defangUpdate(u)
 	if err := checkScope(out.Scope); err != nil {
 		return core.MessageRef{}, err
 	}
@@ -181,6 +182,8 @@ func (a *Adapter) StartStream(ctx context.Context, out core.Outbound, u core.Str
 // of u.Text the message lacks, in pieces of at most streamChunk
 // characters, each paced through the channel's queue.
 func (a *Adapter) AppendStream(ctx context.Context, ref core.MessageRef, u core.StreamUpdate) error {
+	u = defangUpdate(u)
+	u.Text = withoutOpenToken(u.Text)
 	return a.appendStream(ctx, ref, u, true)
 }
 
@@ -285,6 +288,7 @@ func (a *Adapter) streamCall(ctx context.Context, ref core.MessageRef, ss *strea
 // chat.stopStream with u's plan and tasks and the key in metadata, then
 // the thread's status cleared.
 func (a *Adapter) StopStream(ctx context.Context, ref core.MessageRef, u core.StreamUpdate) error {
+	u = defangUpdate(u)
 	if err := a.appendStream(ctx, ref, u, false); err != nil && !errors.Is(err, core.ErrStreamEnded) {
 		return err
 	}

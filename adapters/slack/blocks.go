@@ -2,7 +2,6 @@ package slack
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -118,26 +117,4 @@ func chunkRunes(s string, n int) []string {
 		return nil
 	}
 	return cutRunes(s, n, "\n")
-}
-
-// broadcastToken matches Slack's broadcast and user-group mention tokens.
-var broadcastToken = regexp.MustCompile(`<!(here|channel|everyone|subteam\^[A-Z0-9]+)(\|[^>]*)?>`)
-
-// defang neutralises broadcast and user-group mentions in outbound text, so
-// no model output or quoted message can page a whole channel. It keeps the
-// word readable ("@here") with a zero-width joiner that stops linking.
-func defang(s string) string {
-	if !strings.Contains(s, "<!") {
-		return s
-	}
-	return broadcastToken.ReplaceAllStringFunc(s, func(tok string) string {
-		m := broadcastToken.FindStringSubmatch(tok)
-		name := m[1]
-		if label := strings.TrimPrefix(m[2], "|"); label != "" {
-			name = strings.TrimPrefix(label, "@")
-		} else if strings.HasPrefix(name, "subteam^") {
-			name = "group"
-		}
-		return "@\u2060" + name
-	})
 }

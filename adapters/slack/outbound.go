@@ -63,6 +63,7 @@ func checkScope(s core.Scope) error {
 // before it is sent again. Long text becomes several messages; the ref
 // returned is the first one's.
 func (a *Adapter) Post(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
+	out = defangOutbound(out)
 	if err := checkScope(out.Scope); err != nil {
 		return core.MessageRef{}, err
 	}
@@ -215,6 +216,7 @@ func (a *Adapter) findPosted(ctx context.Context, scope core.Scope, key string, 
 // (PriorityEdit) to the same message that are still queued are coalesced.
 // A card with Resolution set renders without buttons.
 func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outbound) error {
+	out = defangOutbound(out)
 	channel := ref.Scope.Channel
 	if channel == "" {
 		channel = out.Scope.Channel

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/slack-go/slack"
 
@@ -37,4 +38,53 @@ func (a *Adapter) UserInWorkspace(ctx context.Context, team, user string) (bool,
 		return false, fmt.Errorf("slack: users.info %s: %w", user, err)
 	}
 	return u.TeamID == team && !u.Deleted, nil
+}
+
+var _ core.RoomReader = (*Adapter)(nil)
+
+// CanRead implements core.RoomReader, asked of Slack each time (nothing is
+// cached, so no membership event can leave a stale answer): a DM is
+// readable by its own person only; a public channel by every full member
+// (not a guest) of the workspace hosting it, and by its members; any other
+// conversation (private channel, group DM, a Slack Connect channel) by its
+// members (conversations.members). A conversation the bot cannot see
+// (channel_not_found) is readable by nobody.
+func (a *Adapter) CanRead(ctx context.Context, channel, user string) (bool, error) {
+	c, err := a.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+	if err != nil {
+		if err.Error() == "channel_not_found" {
+			return false, nil
+		}
+		return false, fmt.Errorf("slack: conversations.info %s: %w", channel, err)
+	}
+	if c.IsIM {
+		return c.User != "" && c.User == user, nil
+	}
+	if c.IsChannel && !c.IsPrivate && !c.IsMpIM && !c.IsExtShared {
+		u, err := a.api.GetUserInfoContext(ctx, user)
+		if err != nil && err.Error() != "user_not_found" {
+			return false, fmt.Errorf("slack: users.info %s: %w", user, err)
+		}
+		team := c.ContextTeamID
+		if team == "" {
+			team = a.TeamID()
+		}
+		if err == nil && u.TeamID == team && !u.Deleted && !u.IsRestricted && !u.IsUltraRestricted {
+			return true, nil
+		}
+	}
+	params := &slack.GetUsersInConversationParameters{ChannelID: channel, Limit: 1000}
+	for {
+		members, next, err := a.api.GetUsersInConversationContext(ctx, params)
+		if err != nil {
+			return false, fmt.Errorf("slack: conversations.members %s: %w", channel, err)
+		}
+		if slices.Contains(members, user) {
+			return true, nil
+		}
+		if next == "" {
+			return false, nil
+		}
+		params.Cursor = next
+	}
 }

@@ -15,6 +15,7 @@ import (
 // files.completeUploadExternal sharing it into the conversation, in the
 // thread when the scope has one).
 func (a *Adapter) UploadFile(ctx context.Context, scope core.Scope, f core.File) error {
+	f = defangFile(f)
 	if err := checkScope(scope); err != nil {
 		return err
 	}

@@ -156,6 +156,10 @@ func doctorStore(ctx context.Context, d *doctor, cfg config) (core.Journal, func
 	if cfg.DatabaseURL != "" {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
+		if err := strictURL("MARLOWE_DATABASE_URL", cfg.DatabaseURL); err != nil {
+			d.add(fail("store", "postgres: "+err.Error(), "write it as postgres://user:password@host:5432/database, the password percent-encoded"))
+			return nil, nil
+		}
 		where := redactDSN(cfg.DatabaseURL)
 		if bad := postgres.CheckURL(cfg.DatabaseURL); bad != nil {
 			d.add(fail("store", "postgres: "+bad.Detail, bad.Fix)) // the value itself may hold a password in any form
@@ -256,6 +260,10 @@ func doctorSigners(ctx context.Context, d *doctor, cfg config, j core.Journal, s
 func doctorRedis(ctx context.Context, d *doctor, cfg config) {
 	if cfg.RedisURL == "" {
 		d.add(ok("redis", "not configured: intent windows and dedupe keys live in this process (fine for one replica)"))
+		return
+	}
+	if err := strictURL("MARLOWE_REDIS_URL", cfg.RedisURL); err != nil {
+		d.add(fail("redis", err.Error(), "use redis://[user:password@]host:6379/0, the password percent-encoded"))
 		return
 	}
 	where := redactDSN(cfg.RedisURL)

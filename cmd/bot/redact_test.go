@@ -157,7 +157,7 @@ func TestRedisPasswordWithURLSyntaxNeverPrinted(t *testing.T) {
 		if err != nil {
 			doc += redactDSN(err.Error()) // what main prints
 		}
-		if !strings.Contains(doc, "✗ redis: MARLOWE_REDIS_URL redis://xxxxx@127.0.0.1:1/0 is not a Redis URL") {
+		if !strings.Contains(doc, "✗ redis: MARLOWE_REDIS_URL redis://xxxxx@127.0.0.1:1/0 has reserved characters") {
 			t.Errorf("doctor with %q:\n%s", raw, doc)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -170,7 +170,7 @@ func TestRedisPasswordWithURLSyntaxNeverPrinted(t *testing.T) {
 			t.Fatalf("serve started with %q", raw)
 		}
 		started := out.String() + errOut.String() + redactDSN(err.Error())
-		if !strings.Contains(started, "MARLOWE_REDIS_URL redis://xxxxx@127.0.0.1:1/0 is not a Redis URL") {
+		if !strings.Contains(started, "MARLOWE_REDIS_URL redis://xxxxx@127.0.0.1:1/0 has reserved characters") {
 			t.Errorf("serve with %q: %v\n%s", raw, err, started)
 		}
 		for _, piece := range []string{"s3", "cret", "c?r", "/c"} {

@@ -55,6 +55,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	// several replicas agree; without it both live in this process.
 	var rdb *goredis.Client
 	if cfg.RedisURL != "" {
+		if err := strictURL("MARLOWE_REDIS_URL", cfg.RedisURL); err != nil {
+			return err
+		}
 		opt, err := goredis.ParseURL(cfg.RedisURL)
 		if err != nil {
 			return redisURLError(cfg.RedisURL)

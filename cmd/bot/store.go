@@ -55,6 +55,9 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 		return nil, err
 	}
 	if cfg.DatabaseURL != "" {
+		if err := strictURL("MARLOWE_DATABASE_URL", cfg.DatabaseURL); err != nil {
+			return nil, err
+		}
 		pg, err := postgres.Open(ctx, cfg.DatabaseURL, signer)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)
@@ -96,6 +99,9 @@ func newMemory(st *stores, b *core.Boundary, emb core.Embedder, pol core.Policy,
 // creates an embedded database either.
 func openJournalReadOnly(ctx context.Context, cfg config) (core.Journal, func(), error) {
 	if cfg.DatabaseURL != "" {
+		if err := strictURL("MARLOWE_DATABASE_URL", cfg.DatabaseURL); err != nil {
+			return nil, nil, err
+		}
 		pg, err := postgres.Open(ctx, cfg.DatabaseURL, nil)
 		if err != nil {
 			return nil, nil, fmt.Errorf("open postgres: %w", err)

@@ -51,6 +51,18 @@ type Channel struct {
 	Name    string
 	Parent  string // threads
 	Private bool   // @everyone is denied VIEW_CHANNEL
+	// Overwrites are the channel's other permission overwrites (roles
+	// and members), after Private's.
+	Overwrites []Overwrite
+	// Recipients are a DM's people (besides the bot).
+	Recipients []string
+}
+
+// Overwrite is a channel permission overwrite for a role or a member.
+type Overwrite struct {
+	ID          string
+	Member      bool // a member's overwrite; a role's otherwise
+	Allow, Deny int64
 }
 
 // Role is a guild role.
@@ -205,6 +217,7 @@ type Server struct {
 	typings   []Typing
 	threads   []string
 	callbacks []Callback
+	pings     []Ping // mass mentions notified (pings.go)
 	followups []Followup
 	clickAt   map[string]time.Time // interaction id → dispatch time
 	answered  map[string]bool

@@ -560,11 +560,15 @@ func (s *Server) say(m Msg, dispatch bool) string {
 	c := s.channels[m.Channel]
 	if c == nil {
 		c = &chanState{Channel: Channel{ID: m.Channel, Type: TypeDM}}
+		if m.Author.ID != "" && !m.Author.Bot {
+			c.Recipients = []string{m.Author.ID}
+		}
 		s.channels[m.Channel] = c
 	}
 	if m.Author.ID == "" {
 		m.Author = User{ID: "200000000000000001", Username: "alice"}
 	}
+	s.memberOnSayLocked(c.guild, m.Author)
 	s.users[m.Author.ID] = m.Author
 	msg := &Message{ID: s.nextIDLocked(), ChannelID: c.ID, GuildID: c.guild, Author: m.Author, Content: m.Content, Type: m.Type, At: time.Now()}
 	if m.ReplyTo != "" && m.Type == 0 {

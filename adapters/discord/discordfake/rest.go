@@ -77,6 +77,13 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	if status == http.StatusOK {
 		s.recordFiles(out, ups)
 	}
+	if status < 300 {
+		if p := pingsOf(r.Method, path, body); len(p) > 0 {
+			s.mu.Lock()
+			s.pings = append(s.pings, p...)
+			s.mu.Unlock()
+		}
+	}
 	s.record(r.Method, path, status)
 	if hit != nil && hit.lose {
 		if hj, ok := w.(http.Hijacker); ok {
@@ -131,7 +138,7 @@ func (s *Server) route(method, path string, q url.Values, body []byte) (int, any
 		}
 		id := "9" + req.RecipientID[1:]
 		if _, ok := s.channels[id]; !ok {
-			s.channels[id] = &chanState{Channel: Channel{ID: id, Type: TypeDM}}
+			s.channels[id] = &chanState{Channel: Channel{ID: id, Type: TypeDM, Recipients: []string{req.RecipientID}}}
 		}
 		return 200, s.channelJSONLocked(s.channels[id])
 	case len(parts) >= 2 && parts[0] == "channels":
@@ -398,10 +405,24 @@ func (s *Server) channelJSONLocked(c *chanState) map[string]any {
 		if c.Private {
 			ow = append(ow, map[string]any{"id": c.guild, "type": 0, "allow": "0", "deny": strconv.FormatInt(PermViewChannel, 10)})
 		}
+		for _, o := range c.Overwrites {
+			typ := 0
+			if o.Member {
+				typ = 1
+			}
+			ow = append(ow, map[string]any{"id": o.ID, "type": typ, "allow": strconv.FormatInt(o.Allow, 10), "deny": strconv.FormatInt(o.Deny, 10)})
+		}
 		js["permission_overwrites"] = ow
 	}
 	if c.Parent != "" {
 		js["parent_id"] = c.Parent
+	}
+	if c.guild == "" {
+		rs := []any{}
+		for _, id := range c.Recipients {
+			rs = append(rs, s.userLocked(id))
+		}
+		js["recipients"] = rs
 	}
 	return js
 }

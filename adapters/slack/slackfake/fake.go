@@ -61,6 +61,10 @@ type Config struct {
 	// (conversations.info's context_team_id; default TeamID): a Slack
 	// Connect channel shared from another organisation.
 	ChannelTeams map[string]string
+	// Members maps channel ids to their members (conversations.members;
+	// members.go). A DM's member is its person: D… ids default to the
+	// U… id with the same suffix, as conversations.open makes them.
+	Members map[string][]string
 	// Users are the workspace members users.list returns (the bot user is
 	// added automatically).
 	Users []User
@@ -130,6 +134,10 @@ type Call struct {
 	Method string
 	Status int // HTTP status; 429 for rate limited
 	At     time.Time
+	// Texts is every string the request carried: each form value, and
+	// each string inside a form value or body that is JSON (blocks,
+	// chunks, files), decoded, so a test can read what Slack would show.
+	Texts []string
 }
 
 // Ack is one Socket Mode acknowledgement.
@@ -330,11 +338,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		req.token = strings.TrimPrefix(h, "Bearer ")
 	}
 	now := time.Now()
+	texts := requestTexts(r.Form, req.json)
 
 	s.mu.Lock()
 	if l := s.limits[method]; l != nil && l.n > 0 {
 		l.n--
-		s.calls = append(s.calls, Call{Method: method, Status: http.StatusTooManyRequests, At: now})
+		s.calls = append(s.calls, Call{Method: method, Status: http.StatusTooManyRequests, At: now, Texts: texts})
 		ra := l.retryAfter
 		s.mu.Unlock()
 		w.Header().Set("Retry-After", strconv.Itoa(ra))
@@ -345,14 +354,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	if f := s.fails[method]; f != nil && f.n > 0 {
 		f.n--
-		s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now})
+		s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now, Texts: texts})
 		code := f.code
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(fail(code))
 		return
 	}
-	s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now})
+	s.calls = append(s.calls, Call{Method: method, Status: http.StatusOK, At: now, Texts: texts})
 	lose := false
 	if s.lose[method] > 0 {
 		s.lose[method]--
@@ -391,6 +400,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			resp = s.usersList(req)
 		case "users.info":
 			resp = s.usersInfo(req)
+		case "conversations.members":
+			resp = s.conversationsMembers(req)
 		case "chat.postEphemeral":
 			resp = s.postEphemeral(req)
 		case "views.publish":
@@ -604,7 +615,7 @@ func (s *Server) conversationsInfo(r apiReq) any {
 	return map[string]any{"ok": true, "channel": map[string]any{
 		"id": ch, "is_channel": t == "channel", "is_group": t == "group", "is_im": t == "im",
 		"is_mpim": t == "mpim", "is_private": t == "group" || t == "mpim",
-		"context_team_id": team, "is_ext_shared": shared,
+		"context_team_id": team, "is_ext_shared": shared, "user": s.dmUser(ch, t),
 	}}
 }
 

@@ -30,6 +30,9 @@ func (s *Server) userLocked(id string) (User, bool) {
 func (s *Server) usersInfo(r apiReq) any {
 	s.mu.Lock()
 	u, ok := s.userLocked(r.form.Get("user"))
+	if !ok {
+		u, ok = s.authorLocked(r.form.Get("user"))
+	}
 	s.mu.Unlock()
 	if !ok {
 		return fail("user_not_found")

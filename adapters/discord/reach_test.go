@@ -1,0 +1,78 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/marlowe-bot/marlowe/adapters/discord/discordfake"
+	"github.com/marlowe-bot/marlowe/core"
+)
+
+// ATTACK (rooms the requester cannot reach), on Discord: the one
+// reachability rule (core.CheckReach) asked of the real adapter against
+// the fake. A DM's workspace is empty, and so is every DM's, so "same
+// workspace" let Alice post from her DM into Bob's; and "same guild" let
+// Bob post into a private channel he cannot see. Now the member's roles
+// and the channel's overwrites (@everyone, roles, the member) decide
+// VIEW_CHANNEL, read afresh each time.
+func TestDiscordReachability(t *testing.T) {
+	const (
+		devOnly = "300000000000000015" // private, a role overwrite lets roleDev in
+		noBob   = "300000000000000016" // public, a member overwrite shuts Bob out
+		aliceDM = "400000000000000001"
+	)
+	dave := discordfake.User{ID: "200000000000000005", Username: "dave"} // a member with no roles
+	g := testGuild()
+	g.Channels = append(g.Channels,
+		discordfake.Channel{ID: devOnly, Type: discordfake.TypeText, Name: "dev-only", Private: true,
+			Overwrites: []discordfake.Overwrite{{ID: roleDev, Allow: discordfake.PermViewChannel}}},
+		discordfake.Channel{ID: noBob, Type: discordfake.TypeText, Name: "no-bob",
+			Overwrites: []discordfake.Overwrite{{ID: bob.ID, Member: true, Deny: discordfake.PermViewChannel}}})
+	g.Members = append(g.Members, discordfake.Member{UserID: dave.ID})
+	f := newFake(t, discordfake.Config{Guilds: []discordfake.Guild{g}})
+	a := startAdapter(t, f, newRecorder().deliver)
+	ctx := context.Background()
+	f.Say(discordfake.Msg{Channel: aliceDM, Author: alice, Content: "hi"})
+	bobDM, err := a.OpenDM(ctx, bob.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inAliceDM := core.Scope{Platform: Platform, Channel: aliceDM}
+	inGeneral := scopeOf(general, "")
+	for _, tc := range []struct {
+		name      string
+		from      core.Scope
+		requester string
+		target    string
+		ok        bool
+	}{
+		{"DM to another person's DM", inAliceDM, alice.ID, bobDM.Channel, false},
+		{"guild channel to a person's DM", inGeneral, bob.ID, aliceDM, false},
+		{"DM to a guild channel", inAliceDM, alice.ID, general, false},
+		{"private channel, @everyone denied", inGeneral, bob.ID, secret, false},
+		{"private channel, an administrator", inGeneral, alice.ID, secret, true},
+		{"private channel, a role overwrite allows", inGeneral, bob.ID, devOnly, true},
+		{"private channel, no such role", inGeneral, dave.ID, devOnly, false},
+		{"public channel, a member overwrite denies", inGeneral, bob.ID, noBob, false},
+		{"public channel, everyone else", inGeneral, dave.ID, noBob, true},
+		{"public channel, not a member of the guild", inGeneral, "200000000000000077", ops, false},
+		{"a thread of a public channel", inGeneral, dave.ID, oldThread, true},
+		{"a private thread", inGeneral, dave.ID, privThr, false},
+		{"the room the request came from", inAliceDM, alice.ID, aliceDM, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := core.CheckReach(ctx, a, tc.from, tc.requester, tc.target)
+			if tc.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, core.ErrUnreachable) {
+				t.Fatalf("not refused (%v)", err)
+			}
+		})
+	}
+	// The DM rule holds in CanRead itself, not only through workspaces.
+	if ok, err := a.CanRead(ctx, bobDM.Channel, alice.ID); ok || err != nil {
+		t.Fatalf("CanRead(Bob's DM, Alice) = %v, %v", ok, err)
+	}
+}
