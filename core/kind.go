@@ -39,6 +39,7 @@ const (
 	KindErasureResolved
 	KindMessageAttempted
 	KindFoldCheckpoint
+	KindConnectionChanged
 	kindEnd
 )
 
@@ -74,6 +75,7 @@ var kindNames = [kindEnd]string{
 	KindErasureResolved:   "erasure.resolved",
 	KindMessageAttempted:  "message.attempted",
 	KindFoldCheckpoint:    "fold.checkpoint",
+	KindConnectionChanged: "connection.changed",
 }
 
 // Kinds returns every valid kind, in declaration order.

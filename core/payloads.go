@@ -79,6 +79,8 @@ func newPayload(k Kind) (Payload, bool) {
 		return &ReportDismissed{}, true
 	case KindErasureRequested:
 		return &ErasureRequested{}, true
+	case KindConnectionChanged:
+		return &ConnectionChanged{}, true
 	case KindErasureResolved:
 		return &ErasureResolved{}, true
 	case KindMessageAttempted:
@@ -225,6 +227,22 @@ type ApprovalRequested struct {
 	// InDM marks a request asked in a direct message with the bot: with no
 	// approvers listed, only the channel's admins decide it.
 	InDM bool `json:"in_dm,omitempty"`
+	// SignIn marks a run waiting for its requester to connect this server
+	// (their own sign-in): it is resolved, approved in the requester's name,
+	// when they have connected, and the call runs again.
+	SignIn string `json:"sign_in,omitempty"`
+	// ActsAs is whose own account the call runs as ("" : the bot's
+	// credentials), for the card.
+	ActsAs string `json:"acts_as,omitempty"`
+	// SharedAccount names the connector server whose shared (bot)
+	// credentials the call runs with, for the card.
+	SharedAccount string `json:"shared_account,omitempty"`
+	// Pin is set on a question asking the channel's admins to accept a
+	// connector tool's changed definition (this hash): only admins answer.
+	Pin string `json:"pin,omitempty"`
+	// InDoubt is set on a question about a connector call whose outcome a
+	// crash made unknown: send it again, or skip it.
+	InDoubt bool `json:"in_doubt,omitempty"`
 }
 
 type ApprovalResolved struct {
@@ -469,6 +487,7 @@ func (*CommandRedacted) Kind() Kind   { return KindCommandRedacted }
 func (*ReportFiled) Kind() Kind       { return KindReportFiled }
 func (*ReportDismissed) Kind() Kind   { return KindReportDismissed }
 func (*ErasureRequested) Kind() Kind  { return KindErasureRequested }
+func (*ConnectionChanged) Kind() Kind { return KindConnectionChanged }
 func (*ErasureResolved) Kind() Kind   { return KindErasureResolved }
 func (*MessageAttempted) Kind() Kind  { return KindMessageAttempted }
 func (*FoldCheckpoint) Kind() Kind    { return KindFoldCheckpoint }
@@ -500,6 +519,7 @@ func (*CommandRedacted) sealed()   {}
 func (*ReportFiled) sealed()       {}
 func (*ReportDismissed) sealed()   {}
 func (*ErasureRequested) sealed()  {}
+func (*ConnectionChanged) sealed() {}
 func (*ErasureResolved) sealed()   {}
 func (*MessageAttempted) sealed()  {}
 func (*FoldCheckpoint) sealed()    {}

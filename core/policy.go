@@ -69,6 +69,16 @@ type Policy struct {
 	ToplevelWindowS  int           `json:"toplevel_window_s,omitempty"` // 0 = default
 	DailyTokenBudget int           `json:"daily_token_budget,omitempty"`
 	LinkedChannels   []ChannelKey  `json:"linked_channels,omitempty"` // memory cross-reads, admin only
+	// Pins holds, per connector tool, the definition (core.ToolOrigin's
+	// hash) the channel first used or an admin last accepted: a tool whose
+	// server now declares another is withheld until an admin accepts it.
+	Pins map[string]string `json:"pins,omitempty"`
+	// ConnectorsOff are the connector servers turned off in this channel
+	// (`policy set connector github off`): their tools are not offered.
+	ConnectorsOff []string `json:"connectors_off,omitempty"`
+	// Consequences overrides a connector tool's consequence in this
+	// channel (`policy set consequence github__create_issue send`).
+	Consequences map[string]Consequence `json:"consequences,omitempty"`
 }
 
 // ThreadWindow returns the effective thread window length.

@@ -27,6 +27,11 @@ type Observation struct {
 	// Escalate, when set, asks people a question: the harness posts a card
 	// and parks the run until someone answers (ask_human).
 	Escalate *Escalation `json:"escalate,omitempty"`
+	// SignIn, when set, names a server the call needs the requester's own
+	// sign-in to: nothing was sent. The harness parks the run, sends the
+	// requester a private sign-in link, and runs the call again once they
+	// have connected (docs/connectors.md, "Acting as each person").
+	SignIn string `json:"sign_in,omitempty"`
 }
 
 // ChecklistItem is one line of a run's plan.
@@ -128,6 +133,10 @@ type Tool struct {
 	// URL host, id or amount: untrusted text may not choose them.
 	Targets []string
 	Run     func(ctx context.Context, tc ToolContext, args json.RawMessage) (Observation, error)
+	// ActsAsRequester marks a tool that calls its server with the
+	// requester's own sign-in (a connector in "person" identity mode):
+	// approval cards say whose account the call runs as.
+	ActsAsRequester bool
 	// Check, when set, judges a call's validated arguments before the gate
 	// asks anyone: an error refuses the call at once (its reason is the
 	// call's result; no approval card is shown), so a call that would fail
@@ -135,6 +144,8 @@ type Tool struct {
 	// ("" is Consequence): the read-only form of a write tool (the routine
 	// tool's `routines`) is Read, which is never gated. It must not act.
 	Check func(ctx context.Context, tc ToolContext, args json.RawMessage) (Consequence, error)
+	// Connector is set on a tool a connector offers (nil: built in).
+	Connector *ToolOrigin
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -142,8 +153,12 @@ var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 // Validate checks a tool's declaration. A tool that fails it stops the
 // process at start.
 func (t Tool) Validate() error {
-	if !toolName.MatchString(t.Name) {
-		return fmt.Errorf("tool %q: name must match %s", t.Name, toolName)
+	nameRE := toolName
+	if t.Connector != nil {
+		nameRE = connectorToolName
+	}
+	if !nameRE.MatchString(t.Name) {
+		return fmt.Errorf("tool %q: name must match %s", t.Name, nameRE)
 	}
 	if !t.Consequence.Valid() {
 		return fmt.Errorf("tool %q: missing or invalid consequence level %q (want read, write, send or irreversible)", t.Name, t.Consequence)

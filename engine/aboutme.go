@@ -43,7 +43,21 @@ func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person
 	if err != nil {
 		return "", err
 	}
-	return aboutText(chans), nil
+	text := aboutText(chans)
+	if e.cfg.Connections != nil {
+		cs, err := e.cfg.Connections.List(ctx, platform, p.ID)
+		if err != nil {
+			return "", fmt.Errorf("list connections: %w", err)
+		}
+		if len(cs) > 0 {
+			names := make([]string, 0, len(cs))
+			for _, c := range cs {
+				names = append(names, "`"+c.Server+"`")
+			}
+			text += "\n🔌 I act as you on " + strings.Join(names, ", ") + " (your sign-ins, sealed; `connections`, `disconnect <server>`)."
+		}
+	}
+	return text, nil
 }
 
 // aboutMe gathers what `what do you know about me` lists, per channel,

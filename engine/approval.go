@@ -117,6 +117,30 @@ func authorizeClick(p core.Policy, a *fold.Approval, c clicker, action byte) str
 		decider = c.admin || c.from.Key() == a.Scope.Key()
 		deciders = "people in " + channelRef(a.Scope)
 	}
+	if a.SignIn != "" {
+		// Only the sign-in resolves it (in the requester's name); the
+		// card's one button cancels, for the requester or an admin.
+		if action == actionDecline && (by.ID == a.Requester || c.admin) {
+			return ""
+		}
+		return "only " + core.MentionOf(a.Requester) + " can cancel this; it continues when they connect " + a.SignIn
+	}
+	if a.Pin != "" {
+		// Accepting what a server now says a tool is belongs to the
+		// channel's governance: admins only, never the requester alone.
+		if c.admin {
+			return ""
+		}
+		return "only the channel's admins can accept a connector's changed tool definition"
+	}
+	if a.InDoubt && a.Consequence == core.Irreversible {
+		// Sending an irreversible call again is a second irreversible
+		// action: as with its approval, never the requester alone.
+		if decider && by.ID != a.Requester {
+			return ""
+		}
+		return fmt.Sprintf("only %s, other than the requester, can decide whether to send an irreversible action again", deciders)
+	}
 	if a.Question != "" {
 		if decider || by.ID == a.Requester || slices.Contains(a.Notify, by.ID) {
 			return ""
@@ -177,6 +201,28 @@ func refusalText(why string) string {
 // a restart is identical and carries the same tokens.
 func approvalCard(key []byte, ar *core.ApprovalRequested, res *core.ApprovalResolved, resAt time.Time) (*core.Card, error) {
 	c := &core.Card{ID: ar.ApprovalID}
+	if ar.SignIn != "" {
+		c.Title = "🔌 Waiting for " + core.MentionOf(ar.Requester) + " to connect " + ar.SignIn
+		c.Body = ar.Summary
+		c.Fields = []core.CardField{
+			{Label: "Runs as", Value: core.MentionOf(ar.Requester) + "'s own " + ar.SignIn + " account"},
+			{Label: "Sign-in link", Value: "sent to " + core.MentionOf(ar.Requester) + " alone, in a direct message"},
+			{Label: "Expires", Value: ar.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")},
+		}
+		decline, err := cardToken(key, ar.ApprovalID, actionDecline)
+		if err != nil {
+			return nil, err
+		}
+		c.Actions = []core.CardAction{{ID: "decline", Label: "Cancel", Token: decline}}
+		if res != nil {
+			c.Actions = nil
+			c.Resolution = resolutionText(res, resAt)
+			if res.Decision == "approved" {
+				c.Resolution = fmt.Sprintf("🔌 %s connected %s at %s", core.MentionOf(res.By.ID), ar.SignIn, resAt.UTC().Format("2006-01-02 15:04 UTC"))
+			}
+		}
+		return c, nil
+	}
 	if ar.Question != "" {
 		c.Title = "❓ " + ar.Question
 		c.Body = ar.Summary
@@ -200,6 +246,11 @@ func approvalCard(key []byte, ar *core.ApprovalRequested, res *core.ApprovalReso
 			{Label: "Why", Value: ar.Reason},
 			{Label: "Requested by", Value: core.MentionOf(ar.Requester)},
 			{Label: "Expires", Value: ar.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")},
+		}
+		if ar.ActsAs != "" {
+			c.Fields = append(c.Fields, core.CardField{Label: "Runs as", Value: core.MentionOf(ar.ActsAs) + "'s own account (approving does not lend yours)"})
+		} else if ar.SharedAccount != "" {
+			c.Fields = append(c.Fields, core.CardField{Label: "Runs as", Value: "the bot's shared " + ar.SharedAccount + " credentials, the same for everyone"})
 		}
 		if ar.Destination != "" {
 			c.Fields = slices.Insert(c.Fields, 1, core.CardField{Label: "Destination", Value: ar.Destination})

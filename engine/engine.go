@@ -80,6 +80,9 @@ type Config struct {
 	// `export my data` links to ExportURL/export on surfaces that take no
 	// files (export.go).
 	ExportURL string
+	// Connections, when set, is the per-person sign-in service
+	// (`connections`, `disconnect <server>`, `forget me`; connections.go).
+	Connections core.Connections
 	// CardKey signs card button tokens (HMAC-SHA256), at least 16 bytes.
 	// It must be stable across restarts or pending cards stop verifying.
 	CardKey []byte

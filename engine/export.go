@@ -32,6 +32,9 @@ type Export struct {
 	User       string          `json:"user"`
 	ExportedAt time.Time       `json:"exported_at"`
 	Channels   []exportChannel `json:"channels"`
+	// Connections are the servers the person signed in to so that Marlowe
+	// acts there as them: which and when, never a token.
+	Connections []core.Connection `json:"connections,omitempty"`
 	// WithheldNotes counts notes by others that mention the person in
 	// rooms they cannot read now or in other people's DMs: no text, no
 	// author, no room (aboutmereach.go).
@@ -99,6 +102,11 @@ func (e *Engine) ExportData(ctx context.Context, platform, user string) ([]byte,
 		}
 		if len(ec.Memories)+len(ec.Messages)+len(ec.Consents)+len(ec.Routines)+len(ec.Approvals) > 0 {
 			out.Channels = append(out.Channels, ec)
+		}
+	}
+	if e.cfg.Connections != nil {
+		if out.Connections, err = e.cfg.Connections.List(ctx, platform, user); err != nil {
+			return nil, fmt.Errorf("export connections: %w", err)
 		}
 	}
 	return json.MarshalIndent(out, "", "  ")

@@ -219,12 +219,23 @@ type personChannel struct {
 	mention  int // other people's memories that mention them (kept)
 }
 
-type personErasure struct{ channels []*personChannel }
+type personErasure struct {
+	channels    []*personChannel
+	connections int // sign-ins revoked (connections.go)
+}
 
 // erasePerson erases person's texts, memories and consents in every channel
 // of platform, in by's name.
 func (e *Engine) erasePerson(ctx context.Context, platform, person string, by core.Person, reason string) (personErasure, error) {
 	var out personErasure
+	// Their sign-ins first: revoked at each server and deleted here.
+	if e.cfg.Connections != nil {
+		n, err := e.cfg.Connections.DisconnectAll(ctx, platform, person, by.ID)
+		out.connections = n
+		if err != nil {
+			return out, fmt.Errorf("disconnect %s's connections: %w", person, err)
+		}
+	}
 	chs, err := e.j.Channels(ctx)
 	if err != nil {
 		return out, fmt.Errorf("list channels: %w", err)
@@ -538,6 +549,9 @@ func (pe personErasure) text(person, by, platform string) string {
 		}
 		others += pc.others
 		mention += pc.mention
+	}
+	if pe.connections > 0 {
+		fmt.Fprintf(&b, "\n• %s revoked and deleted (I no longer act as %s anywhere)", plural(pe.connections, "connection", "connections"), who)
 	}
 	b.WriteString("\n*What remains:*")
 	fmt.Fprintf(&b, "\n• %d signed `command.redacted` markers, one per erased or restated record: its id, kind and who asked, no text (so the journal still verifies)", markers)

@@ -422,6 +422,13 @@ func (d *driver) inboxCommand(ctx context.Context, h *humanMsg, ic chatcommand.I
 		return d.forgetCommand(ctx, h, ic.Arg) // forget.go
 	case chatcommand.InboxExport:
 		return d.exportCommand(ctx, h) // export.go
+	case chatcommand.InboxDisconnect:
+		text, err = e.disconnectText(ctx, rs.Scope.Platform, h.author, ic.Arg) // connections.go
+		return reply(text), err
+	case chatcommand.InboxConnect:
+		text = e.connectText(rs.Scope.Platform, h.author, ic.Arg) // a link: answered in the DM only, below
+	case chatcommand.InboxConnections:
+		text, err = e.connectionsText(ctx, rs.Scope.Platform, h.author, ic.Arg == "all")
 	default:
 		var items []core.InboxItem
 		items, err = e.Inbox(ctx, rs.Scope.Platform, h.author.ID)

@@ -390,6 +390,11 @@ func (rs *RunReplay) apply(c core.Command) error {
 		rs.approvalOrder = append(rs.approvalOrder, p.ApprovalID)
 		if cs := rs.findCall(p.CallID); cs != nil {
 			cs.approval = p.ApprovalID
+			if p.SignIn != "" {
+				// The call ran and sent nothing (no sign-in): it runs
+				// again, under a fresh allow, once the person connected.
+				cs.allowedRun = false
+			}
 		}
 		rs.Status = core.RunWaitingApproval
 		rs.park(c.At())
@@ -465,7 +470,7 @@ func (rs *RunReplay) apply(c core.Command) error {
 		rs.policySet = true
 	case *core.CardClicked, *core.ConsentGranted, *core.ConsentRevoked, *core.MemoryWritten, *core.MemoryForgotten,
 		*core.MemoryRedacted, *core.RoutineCreated, *core.RoutineChanged, *core.RoutineFired, *core.CommandRedacted,
-		*core.ReportFiled, *core.ReportDismissed, *core.ErasureRequested, *core.ErasureResolved, *core.MessageAttempted:
+		*core.ReportFiled, *core.ReportDismissed, *core.ErasureRequested, *core.ErasureResolved, *core.ConnectionChanged, *core.MessageAttempted:
 		// Recorded for audit; no run state of their own (the channel's fold
 		// holds the attempts).
 	default:

@@ -30,10 +30,24 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		return d.requestCall(ctx, cs)
 	}
 	tool, args, cerr := d.e.tools.ValidateCall(cs.call, nil)
+	if cerr == nil && tool.Connector != nil {
+		var pol core.Policy
+		_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
+		tool = gate.InChannel(tool, pol)
+	}
 	if cerr != nil {
-		// Cannot happen for a call that passed validation when requested,
-		// unless the registry changed across a restart.
-		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: cerr.Code, Error: cerr.JSON()})
+		// The registry changed across a restart: a connector's server not
+		// back yet, or a tool gone. A connector call that was allowed (it
+		// may have run) or is waiting on a card goes on with a stand-in
+		// that never runs; any other allowed call is in doubt.
+		mayHaveRun := cs.decision == gate.Allow || cs.allowedRun
+		if t, a, ok := unknownConnectorTool(cs.call); ok && (mayHaveRun || cs.approval != "") {
+			tool, args = t, a
+		} else if mayHaveRun && !d.e.keptFromRunning(cs.call.ID) {
+			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted", Error: inDoubtMessage})
+		} else {
+			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: cerr.Code, Error: cerr.JSON()})
+		}
 	}
 	if cs.approval != "" {
 		a := rs.approvals[cs.approval]
@@ -56,10 +70,17 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		}
 		switch res.Decision {
 		case "approved":
+			if ok, err := d.stillPinned(ctx, cs, tool); !ok || err != nil {
+				return false, err
+			}
 			if cs.allowedRun {
 				return d.interrupted(ctx, cs, tool, args)
 			}
-			pd, err := d.agent(core.Meta{Cause: cs.reqID}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(gate.Allow), Reason: "approved by " + who})
+			reason := "approved by " + who
+			if a.req.SignIn != "" {
+				reason = who + " connected " + a.req.SignIn
+			}
+			pd, err := d.agent(core.Meta{Cause: cs.reqID}, &core.PermissionDecided{CallID: cs.call.ID, Tool: tool.Name, Decision: string(gate.Allow), Reason: reason})
 			if err != nil {
 				return false, err
 			}
@@ -68,6 +89,12 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 			}
 			return d.execute(ctx, cs, tool, args)
 		case "answered":
+			if a.req.Pin != "" {
+				return false, d.answerPin(ctx, cs, a)
+			}
+			if a.req.InDoubt {
+				return d.answerInDoubt(ctx, cs, tool, args, a)
+			}
 			return false, d.complete(ctx, cs, &core.ToolCompleted{OK: true, Trust: string(core.Trusted),
 				Result: fmt.Sprintf("%s answered: %s", who, res.Choice)})
 		case "declined":
@@ -87,6 +114,9 @@ func (d *driver) interpretCall(ctx context.Context, cs *callState) (bool, error)
 		return false, d.fail(ctx, core.RunBroken, "unknown approval decision "+res.Decision)
 	}
 	if cs.decision == gate.Allow {
+		if ok, err := d.stillPinned(ctx, cs, tool); !ok || err != nil {
+			return false, err
+		}
 		return d.interrupted(ctx, cs, tool, args)
 	}
 	// Denied but not completed: finish the record.
@@ -103,8 +133,9 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 	var exposed []string
 	var pol core.Policy
 	_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
-	exposed = d.e.tools.Exposed(pol)
+	exposed = d.e.tools.ExposedIn(rs.Scope.Key(), pol)
 	tool, args, cerr := d.e.tools.ValidateCall(cs.call, exposed)
+	tool = gate.InChannel(tool, pol)
 	if cerr != nil {
 		done, err := d.agent(core.Meta{Cause: req.ID()}, &core.ToolCompleted{CallID: cs.call.ID, Tool: cs.call.Name, OK: false, Code: cerr.Code, Error: cerr.JSON()})
 		if err != nil {
@@ -112,6 +143,14 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 		}
 		_, err = d.appendRun(ctx, nil, req, done)
 		return false, err
+	}
+	switch pinState(pol, tool) {
+	case "unpinned":
+		if err := d.pin(ctx, "", tool.Name, tool.Connector.Definition); err != nil {
+			return false, err
+		}
+	case "changed":
+		return d.withhold(ctx, cs, tool, req)
 	}
 	if tool.Check != nil {
 		// Arguments are judged before anyone is asked: a call that would
@@ -164,6 +203,11 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 			Summary: gate.Summary(tool, args), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
 			Reason: dec.Reason, Destination: dec.Destination, InDM: rs.inDM(),
 		}
+		if tool.ActsAsRequester {
+			ar.ActsAs = rs.Requester.ID // an approver never lends their own account
+		} else if tool.Connector != nil {
+			ar.SharedAccount = tool.Connector.Server
+		}
 		if rs.unattended {
 			return d.askOwner(ctx, cs, tool, req, pd, ar)
 		}
@@ -192,15 +236,21 @@ func (d *driver) requestCall(ctx context.Context, cs *callState) (bool, error) {
 // is worse than telling people); anything else runs again with the same
 // effect keys, so its posts are not duplicated.
 func (d *driver) interrupted(ctx context.Context, cs *callState, tool core.Tool, args map[string]any) (bool, error) {
-	if tool.Consequence == core.Irreversible && !d.e.keptFromRunning(cs.call.ID) {
-		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted",
-			Error: "the bot restarted while this irreversible action was running; its outcome is unknown and it was not retried — check before trying again"})
+	if notRepeatable(tool) && !d.e.keptFromRunning(cs.call.ID) {
+		if tool.Connector != nil {
+			return d.askInDoubt(ctx, cs, tool, args)
+		}
+		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "interrupted", Error: inDoubtMessage})
 	}
 	return d.execute(ctx, cs, tool, args)
 }
 
 func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, args map[string]any) (bool, error) {
 	rs := d.rs
+	if tool.Run == nil { // a connector tool not offered now (unknownConnectorTool)
+		return false, d.complete(ctx, cs, &core.ToolCompleted{OK: false, Code: "unavailable",
+			Error: "not sent: " + tool.Name + "'s connector is not connected"})
+	}
 	trust := core.Trusted
 	if rs.tainted {
 		trust = core.Untrusted
@@ -242,6 +292,9 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, arg
 	if obs.Escalate != nil {
 		return d.escalate(ctx, cs, tool, obs.Escalate)
 	}
+	if obs.SignIn != "" {
+		return d.awaitSignIn(ctx, cs, tool, args, obs.SignIn) // connections.go
+	}
 	t := obs.Trust
 	if t == "" {
 		t = core.Untrusted // tool output is untrusted unless the tool vouches for it
@@ -260,7 +313,7 @@ func runTool(ctx context.Context, tool core.Tool, tc core.ToolContext, args json
 	return tool.Run(ctx, tc, args)
 }
 
-func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, esc *core.Escalation) (bool, error) {
+func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, esc *core.Escalation, mods ...func(*core.ApprovalRequested)) (bool, error) {
 	rs := d.rs
 	opts := esc.Options
 	if len(opts) > maxOptions {
@@ -274,6 +327,9 @@ func (d *driver) escalate(ctx context.Context, cs *callState, tool core.Tool, es
 		ApprovalID: d.e.b.NewID(), CallID: cs.call.ID, Tool: tool.Name, Consequence: string(tool.Consequence),
 		Summary: core.Truncate(esc.Context, 1500), Requester: rs.Requester.ID, ExpiresAt: d.e.now().Add(d.e.cfg.ApprovalTTL),
 		Question: core.Truncate(q, 300), Options: opts, Reason: "the assistant asked for a decision",
+	}
+	for _, m := range mods {
+		m(ar)
 	}
 	d.addressEscalation(ctx, ar, esc)
 	ad, err := d.agent(core.Meta{Cause: cs.reqID}, ar)

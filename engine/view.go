@@ -18,7 +18,7 @@ func (d *driver) view(pol core.Policy, pending []*humanMsg) core.View {
 	for _, h := range pending {
 		msgs = appendHuman(msgs, h, rs.inputLimit)
 	}
-	exposed := d.e.tools.Exposed(pol)
+	exposed := d.e.tools.ExposedIn(rs.Scope.Key(), pol)
 	where := "a thread of channel " + rs.Scope.Channel
 	if len(rs.humans) > 0 && rs.humans[0].dm {
 		where = "a direct message conversation"

@@ -23,7 +23,15 @@ type config struct {
 	VerifyKeys  string // MARLOWE_VERIFY_KEYS: retired base64 ed25519 public keys, comma-separated
 	HTTPAddr    string // MARLOWE_HTTP_ADDR: health and metrics
 	PublicURL   string // MARLOWE_PUBLIC_URL: the HTTP address as people reach it (export links); default http://HTTPAddr
-	LogLevel    string // MARLOWE_LOG_LEVEL: debug, info, warn, error
+	// PublicURLSet is true when MARLOWE_PUBLIC_URL was given (sign-in
+	// redirects need an address people's browsers reach, not the default).
+	PublicURLSet bool
+	// SecretsKey seals per-person sign-ins at rest (MARLOWE_SECRETS_KEY:
+	// base64 of 32 random bytes); SecretsKeyOld lists retired keys still
+	// accepted for reading (MARLOWE_SECRETS_KEY_OLD, comma-separated).
+	SecretsKey    string
+	SecretsKeyOld string
+	LogLevel      string // MARLOWE_LOG_LEVEL: debug, info, warn, error
 
 	// Admins administer every channel of their platform (MARLOWE_ADMINS:
 	// platform:userID, comma-separated).
@@ -78,16 +86,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return v
 	}
 	c := config{
-		DataDir:     or(get("MARLOWE_DATA_DIR"), "./marlowe-data"),
-		DatabaseURL: get("MARLOWE_DATABASE_URL"),
-		RedisURL:    get("MARLOWE_REDIS_URL"),
-		SigningKey:  get("MARLOWE_SIGNING_KEY"),
-		VerifyKeys:  get("MARLOWE_VERIFY_KEYS"),
-		HTTPAddr:    or(get("MARLOWE_HTTP_ADDR"), "127.0.0.1:8081"),
-		PublicURL:   get("MARLOWE_PUBLIC_URL"),
-		LogLevel:    or(get("MARLOWE_LOG_LEVEL"), "info"),
-		Getenv:      get,
+		DataDir:       or(get("MARLOWE_DATA_DIR"), "./marlowe-data"),
+		DatabaseURL:   get("MARLOWE_DATABASE_URL"),
+		RedisURL:      get("MARLOWE_REDIS_URL"),
+		SigningKey:    get("MARLOWE_SIGNING_KEY"),
+		VerifyKeys:    get("MARLOWE_VERIFY_KEYS"),
+		HTTPAddr:      or(get("MARLOWE_HTTP_ADDR"), "127.0.0.1:8081"),
+		PublicURL:     get("MARLOWE_PUBLIC_URL"),
+		SecretsKey:    get("MARLOWE_SECRETS_KEY"),
+		SecretsKeyOld: get("MARLOWE_SECRETS_KEY_OLD"),
+		LogLevel:      or(get("MARLOWE_LOG_LEVEL"), "info"),
+		Getenv:        get,
 	}
+	c.PublicURLSet = c.PublicURL != ""
 	if c.PublicURL == "" && !strings.HasPrefix(c.HTTPAddr, ":") {
 		c.PublicURL = "http://" + c.HTTPAddr
 	}

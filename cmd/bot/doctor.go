@@ -119,6 +119,8 @@ func runDoctor(ctx context.Context, d *doctor, getenv func(string) string) {
 	doctorRedis(ctx, d, cfg)
 	doctorModel(ctx, d, cfg)
 	doctorPlatforms(ctx, d, cfg)
+	doctorSignIn(ctx, d, cfg, doctorPersonServers(cfg.Getenv))
+	doctorConnectors(ctx, d, cfg.Getenv)
 }
 
 func doctorKeys(d *doctor, cfg config) *core.Signer {

@@ -20,12 +20,14 @@ import (
 
 	"github.com/marlowe-bot/marlowe/adapters/sandbox"
 	"github.com/marlowe-bot/marlowe/adapters/slack"
+	"github.com/marlowe-bot/marlowe/connectors"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/gate"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/intent"
 	"github.com/marlowe-bot/marlowe/internal/egress"
 	"github.com/marlowe-bot/marlowe/llm"
+	"github.com/marlowe-bot/marlowe/signin"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 	"github.com/marlowe-bot/marlowe/tools"
 )
@@ -103,6 +105,23 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
+	// Connectors (MCP servers) offer their tools through the registry.
+	connCfg, err := loadConnectors(cfg.Getenv)
+	if err != nil {
+		return err
+	}
+	connMetrics := newConnectorMetrics()
+	// Per-person sign-in for the connectors in "person" identity mode.
+	si, err := newSignIn(cfg, st, personServers(connCfg), log)
+	if err != nil {
+		return err
+	}
+	var conns *connectors.Manager
+	if connCfg != nil {
+		conns = startConnectors(ctx, connCfg, connMetrics, si.tokens(), log)
+		defer conns.Close()
+		registry = registry.WithSource(conns, connCfg.FindToolAfter)
+	}
 
 	surfaces, err := newSurfaces(cfg, rdb, elect, st.Deliveries, st.Journal, log)
 	if err != nil {
@@ -125,9 +144,11 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return err
 	}
 	metrics := newMetrics(filter, mem, surfaces.byName)
+	connMetrics.register(metrics.reg)
 	eng, err := engine.New(engine.Config{
 		Attachments:   reader,
 		Blobs:         st.Blobs,
+		Connections:   si.connections(),
 		ExportURL:     cfg.PublicURL,
 		Journal:       st.Journal,
 		Boundary:      boundary,
@@ -150,6 +171,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	if si != nil {
+		si.events.set(eng)
+	}
 	metrics.engine, metrics.draining = eng.Stats, eng.Draining
 	metrics.channelsOwned = eng.OwnedChannels
 	// A surface with a home page (Slack's App Home) shows the person's inbox when opened.
@@ -171,10 +195,19 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
-	mux.Handle("GET /readyz", readyHandler(append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
-		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})))
+	checks := append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
+		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})
+	if conns != nil {
+		checks = append(checks, connectorsCheck(conns))
+	}
+	mux.Handle("GET /readyz", readyHandler(checks))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /export", exportHandler(eng))
+	if si != nil {
+		h := si.svc.Handler()
+		mux.Handle(signin.StartPath, h)
+		mux.Handle(signin.CallbackPath, h)
+	}
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)
 	}

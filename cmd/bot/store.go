@@ -30,6 +30,8 @@ type stores struct {
 	// Deliveries is the durable retry queue of inbound deliveries (both
 	// stores have one, next to the journal).
 	Deliveries core.DeliveryQueue
+	// Credentials keeps per-person sealed sign-ins (both stores).
+	Credentials core.CredentialStore
 	// Listen delivers other processes' appends (Postgres NOTIFY); nil for
 	// the embedded store.
 	Listen func(ctx context.Context, fn func(core.ChannelKey, uint64), onErr func(error))
@@ -69,7 +71,7 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 			pg.Close()
 			return nil, fmt.Errorf("open postgres memory index: %w", err)
 		}
-		return &stores{Journal: pg, Memory: mix, Signer: signer, Leases: pg, Elect: pg, Deliveries: pg, Listen: pg.Listen, Blobs: pg, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
+		return &stores{Journal: pg, Memory: mix, Signer: signer, Leases: pg, Elect: pg, Deliveries: pg, Credentials: pg, Blobs: pg, Listen: pg.Listen, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
 			close: func() { mix.Close(); pg.Close() }}, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -80,7 +82,7 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return &stores{Journal: lite, Memory: sqlite.NewMemoryIndex(lite), Signer: signer, Elect: lite, Deliveries: lite, Blobs: attachments.DirBlobs{Dir: filepath.Join(cfg.DataDir, "blobs")}, Desc: "sqlite " + path, KeySrc: keySrc,
+	return &stores{Journal: lite, Memory: sqlite.NewMemoryIndex(lite), Signer: signer, Elect: lite, Deliveries: lite, Credentials: lite, Blobs: attachments.DirBlobs{Dir: filepath.Join(cfg.DataDir, "blobs")}, Desc: "sqlite " + path, KeySrc: keySrc,
 		close: func() { lite.Close() }}, nil
 }
 

@@ -26,6 +26,9 @@ On MARLOWE_HTTP_ADDR (default 127.0.0.1:8081), without authentication:
   GET  /export                  a person's 'export my data' JSON, only with the
                                 signed, expiring link the bot gave them
                                 (MARLOWE_PUBLIC_URL, default http://MARLOWE_HTTP_ADDR)
+  GET  /connect, POST /connect  a person's sign-in link to a connector that acts as
+                                them, and GET /connect/callback, the OAuth redirect
+                                (MARLOWE_SECRETS_KEY and MARLOWE_PUBLIC_URL set)
   POST /slack/events            Slack Events API (MARLOWE_SLACK_MODE=http)
   POST /slack/interactions      Slack button clicks (MARLOWE_SLACK_MODE=http)
   POST /discord/interactions    Discord interactions (DISCORD_PUBLIC_KEY set)

@@ -41,6 +41,9 @@ func Commands() []Entry {
 		{"export my data", "the same as a JSON file, with your messages (in your DM)", "export my data", "export my data"},
 		{"forget me", "in your DM, after you confirm on a card: erase your messages and notes in every channel and revoke your consents", "forget me", "forget me"},
 		{"forget <@user>", "the same for someone else (operators only, in your DM)", "forget <@user>", "forget <@U1>"},
+		{"connections", "the servers you signed in to so that I act there as you (in your DM; operators: `connections all` lists who connected what, never a token)", "connections", "connections all"},
+		{"connect <server>", "a private sign-in link so that I act on that server as you (in your DM)", "connect …", "connect github"},
+		{"disconnect <server>", "revoke your sign-in at that server and delete it here", "disconnect …", "disconnect github"},
 	}
 }
 
@@ -67,6 +70,7 @@ func NeedModelText() string {
 }
 
 // PolicyUsageText is the reply to a `policy` command that did not parse.
-const PolicyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval> <value>` — " +
-	"e.g. `policy set approvers U1,U2`, `policy set tools remember,recall`, `policy set window thread 30m`. " +
+const PolicyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval|connector|consequence> <value>` — " +
+	"e.g. `policy set approvers U1,U2`, `policy set tools remember,recall`, `policy set window thread 30m`, " +
+	"`policy set connector github off`, `policy set consequence github__create_issue irreversible`. " +
 	"Use `none` / `default` to clear a setting."

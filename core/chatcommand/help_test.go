@@ -61,6 +61,8 @@ func TestHelpListsEveryCommand(t *testing.T) {
 		"forget me": fmt.Sprintf("inbox:%d/", InboxForget), "Forget  ME": fmt.Sprintf("inbox:%d/", InboxForget),
 		"forget <@U1>": fmt.Sprintf("inbox:%d/U1", InboxForget), "forget @U1": fmt.Sprintf("inbox:%d/U1", InboxForget),
 		"forget m1": fmt.Sprintf("grammar:%d/m1", Forget), "export my data": fmt.Sprintf("inbox:%d/", InboxExport),
+		"connections": fmt.Sprintf("inbox:%d/", InboxConnections), "Connections all": fmt.Sprintf("inbox:%d/all", InboxConnections),
+		"disconnect GitHub": fmt.Sprintf("inbox:%d/GitHub", InboxDisconnect),
 	} {
 		got := fmt.Sprintf("grammar:%d/%s", Parse(text).Kind, Parse(text).Arg)
 		if c := ParseInbox(text); c.Kind != InboxNone {

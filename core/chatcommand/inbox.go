@@ -16,6 +16,9 @@ import (
 //	export my data       — the same, with your messages, as a JSON file (your DM)
 //	forget me            — erase your messages and notes everywhere, after a confirmation card (your DM)
 //	forget <@user>       — the same for someone else (operators only)
+//	connections          — the servers you connected to act as you (`connections all`: everybody's, operators only)
+//	disconnect <server>  — revoke and delete your connection to server
+//	connect <server>     — a private sign-in link to server (your DM)
 
 type InboxKind int
 
@@ -24,10 +27,13 @@ const (
 	InboxList
 	InboxConsents
 	InboxRevoke
-	InboxAboutMe // what do you know about me
-	InboxExport  // export my data
-	InboxForget  // forget me / forget <@user> (Arg: the user, "" for me)
-	inboxEnd     // keep last: the help test walks every kind before it
+	InboxAboutMe     // what do you know about me
+	InboxExport      // export my data
+	InboxForget      // forget me / forget <@user> (Arg: the user, "" for me)
+	InboxConnections // connections [all] (Arg: "all" or "")
+	InboxDisconnect  // disconnect <server> (Arg: the server)
+	InboxConnect     // connect <server> (Arg: the server): a fresh sign-in link
+	inboxEnd         // keep last: the help test walks every kind before it
 )
 
 type InboxCommand struct {
@@ -50,6 +56,14 @@ func ParseInbox(text string) InboxCommand {
 		if u := core.UserRef(orig[1]); u != "" {
 			return InboxCommand{Kind: InboxForget, Arg: u}
 		}
+	case len(f) == 1 && f[0] == "connections":
+		return InboxCommand{Kind: InboxConnections}
+	case len(f) == 2 && f[0] == "connections" && f[1] == "all":
+		return InboxCommand{Kind: InboxConnections, Arg: "all"}
+	case len(f) == 2 && f[0] == "connect":
+		return InboxCommand{Kind: InboxConnect, Arg: orig[1]}
+	case len(f) == 2 && f[0] == "disconnect":
+		return InboxCommand{Kind: InboxDisconnect, Arg: orig[1]} // server names are case-sensitive
 	case len(f) == 1 && f[0] == "inbox":
 		return InboxCommand{Kind: InboxList}
 	case len(f) == 1 && f[0] == "consents":

@@ -28,7 +28,7 @@ func TestMenuIsTheBareCommands(t *testing.T) {
 			t.Errorf("%s: description %q is not one short plain line", m.Name, m.Description)
 		}
 	}
-	want := []string{"help", "memories", "status", "approvals", "cancel", "policy", "routines", "inbox", "consents"}
+	want := []string{"help", "memories", "status", "approvals", "cancel", "policy", "routines", "inbox", "consents", "connections"}
 	if !slices.Equal(names, want) {
 		t.Errorf("menu %q, want %q", names, want)
 	}

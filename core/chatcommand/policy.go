@@ -2,6 +2,7 @@ package chatcommand
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,38 @@ func ApplyPolicySet(pol core.Policy, reg *gate.Registry, key string, value []str
 			return pol, fmt.Errorf("budget %q: want a number of tokens per day", value[0])
 		}
 		np.DailyTokenBudget = n
+	case "connector", "connectors":
+		// policy set connector github off|on
+		if len(value) != 2 || !slices.Contains([]string{"on", "off"}, strings.ToLower(value[1])) {
+			return pol, fmt.Errorf("say `policy set connector <server> off` or `policy set connector <server> on`")
+		}
+		server := value[0]
+		np.ConnectorsOff = slices.DeleteFunc(slices.Clone(pol.ConnectorsOff), func(s string) bool { return s == server })
+		if strings.EqualFold(value[1], "off") {
+			np.ConnectorsOff = append(np.ConnectorsOff, server)
+		}
+	case "consequence":
+		// policy set consequence github__create_issue send|default
+		if len(value) != 2 {
+			return pol, fmt.Errorf("say `policy set consequence <connector tool> <read|write|send|irreversible|default>`")
+		}
+		name := value[0]
+		if t, ok := reg.Get(name); !ok || t.Connector == nil {
+			return pol, fmt.Errorf("no connector tool named %q (connector tools are named server__tool)", name)
+		}
+		np.Consequences = maps.Clone(pol.Consequences)
+		if strings.EqualFold(value[1], "default") {
+			delete(np.Consequences, name)
+			break
+		}
+		c := core.Consequence(strings.ToLower(value[1]))
+		if !c.Valid() {
+			return pol, fmt.Errorf("consequence %q: want read, write, send, irreversible or default", value[1])
+		}
+		if np.Consequences == nil {
+			np.Consequences = map[string]core.Consequence{}
+		}
+		np.Consequences[name] = c
 	case "approval", "approvals":
 		levels, err := approvalLevels(pol, list, clear)
 		if err != nil {
@@ -192,7 +225,7 @@ func policyItems(p core.Policy, reg *gate.Registry) []policyItem {
 		}
 		return out
 	}
-	return []policyItem{
+	items := []policyItem{
 		{label: "channel admins", value: or(ids(p.Admins), "none set"), note: "operators in MARLOWE_ADMINS and workspace admins can change the policy"},
 		{label: "approvers", value: or(ids(p.Approvers), "anyone in the channel"), note: "never the requester alone for irreversible actions"},
 		{label: "tools", value: strings.Join(reg.Exposed(p), ", ")},
@@ -200,6 +233,13 @@ func policyItems(p core.Policy, reg *gate.Registry) []policyItem {
 		{label: "windows", value: "thread " + p.ThreadWindow().String() + ", top level " + p.ToplevelWindow().String()},
 		{label: "daily token budget", value: budget},
 	}
+	if len(p.ConnectorsOff) > 0 {
+		items = append(items, policyItem{label: "connectors off", value: strings.Join(p.ConnectorsOff, ", ")})
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Consequences)) {
+		items = append(items, policyItem{label: "consequence of " + name, value: string(p.Consequences[name])})
+	}
+	return items
 }
 
 func DescribePolicy(p core.Policy, reg *gate.Registry) string {

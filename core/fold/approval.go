@@ -21,7 +21,10 @@ type Approval struct {
 	ExpiresAt   time.Time
 	Notify      []string
 	Unattended  bool
-	InDM        bool // asked in a direct message with the bot
+	InDM        bool   // asked in a direct message with the bot
+	SignIn      string // waits for Requester to connect this server
+	Pin         string // a changed connector definition put to the admins
+	InDoubt     bool   // a connector call whose outcome is unknown: retry or skip
 	RequestedAt time.Time
 	Summary     string
 	Reason      string

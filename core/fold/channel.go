@@ -200,7 +200,7 @@ func (f *Channel) Apply(c core.Command) error {
 			ID: p.ApprovalID, Run: c.Run(), Scope: c.Scope(), CallID: p.CallID, Tool: p.Tool,
 			Consequence: core.Consequence(p.Consequence), Requester: p.Requester, Question: p.Question,
 			Options: p.Options, Destination: p.Destination, ExpiresAt: p.ExpiresAt,
-			Notify: p.Notify, Unattended: p.Unattended, InDM: p.InDM, RequestedAt: c.At(), Summary: p.Summary, Reason: p.Reason,
+			Notify: p.Notify, Unattended: p.Unattended, InDM: p.InDM, SignIn: p.SignIn, RequestedAt: c.At(), Summary: p.Summary, Reason: p.Reason, Pin: p.Pin, InDoubt: p.InDoubt,
 		}
 	case *core.ApprovalResolved:
 		// The first resolution stands: a late click or expiry after it
@@ -270,6 +270,8 @@ func (f *Channel) Apply(c core.Command) error {
 	case *core.FoldCheckpoint:
 		// A snapshot of the state this fold already holds (snapshot.go):
 		// counted, nothing to change.
+	case *core.ConnectionChanged:
+		// Audit of a person's sign-ins: the vault holds the state.
 	case *core.CardClicked, *core.ToolRequested, *core.PermissionDecided, *core.ToolCompleted, *core.MessageUpdated:
 		// Observations: counted; their effects arrive as their own commands
 		// (approval.resolved, tool results live in the run's fold).

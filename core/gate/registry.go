@@ -20,6 +20,11 @@ type Registry struct {
 	tools    map[string]*registered
 	order    []string // registration order: the default exposure order
 	defaults []string
+
+	// source offers tools that come and go (connectors); see WithSource.
+	source    core.ToolSource
+	findAfter int
+	find      *registered
 }
 
 type registered struct {
@@ -83,6 +88,9 @@ func (r *Registry) Get(name string) (core.Tool, bool) {
 	}
 	t, ok := r.tools[name]
 	if !ok {
+		if d, ok := r.dynamic(name); ok {
+			return d.tool, true
+		}
 		return core.Tool{}, false
 	}
 	return t.tool, true
@@ -118,12 +126,17 @@ func (r *Registry) Exposed(p core.Policy) []string {
 	return out
 }
 
-// Specs returns what the model is told about the named tools.
+// Specs returns what the model is told about the named tools. When
+// find_tool is among them, connector tools are left out: the model finds
+// them through it.
 func (r *Registry) Specs(names []string) []core.ToolSpec {
 	out := make([]core.ToolSpec, 0, len(names))
+	finding := slices.Contains(names, FindToolName)
 	for _, n := range names {
 		if t, ok := r.tools[n]; ok {
 			out = append(out, t.spec)
+		} else if d, ok := r.dynamic(n); ok && (!finding || d.tool.Connector == nil) {
+			out = append(out, d.spec)
 		}
 	}
 	return out
@@ -154,6 +167,9 @@ func (e *CallError) JSON() string {
 // exposed only feeds the hint.
 func (r *Registry) ValidateCall(call core.ToolCall, exposed []string) (core.Tool, map[string]any, *CallError) {
 	t, ok := r.tools[call.Name]
+	if !ok {
+		t, ok = r.dynamic(call.Name)
+	}
 	if !ok {
 		return core.Tool{}, nil, &CallError{
 			Code: "unknown-tool", Tool: call.Name,

@@ -23,6 +23,9 @@ type schema struct {
 	Required   []string
 	Enum       []any
 	Items      *schema
+	// Open accepts any properties: a connector tool's schema outside this
+	// subset is checked only to be an object (the server checks the rest).
+	Open bool
 }
 
 type rawSchema struct {
@@ -108,6 +111,9 @@ func (s *schema) validate(v any, path string, problems *[]string) {
 		sort.Strings(names)
 		for _, name := range names {
 			ps := s.Properties[name]
+			if ps == nil && s.Open {
+				continue
+			}
 			if ps == nil {
 				if p := s.foldedProperty(name); p != "" {
 					add("unknown property %q (did you mean %q? names are case-sensitive)", name, p)
@@ -336,6 +342,9 @@ func sortedKeys(m map[string]any) []string {
 // Summary renders a call for an approval card: the tool and the arguments
 // it will run with, each shortened.
 func Summary(t core.Tool, args map[string]any) string {
+	if t.Connector != nil {
+		return connectorSummary(t, args)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "The assistant wants to run %s:", t.Name)
 	for _, k := range sortedKeys(args) {

@@ -14,7 +14,7 @@ import (
 
 var _ core.BlobStore = (*Store)(nil)
 
-// PutBlob stores data under its sha256 (migration 00011_blobs); storing it
+// PutBlob stores data under its sha256 (migration 00012_blobs); storing it
 // again is a no-op.
 func (s *Store) PutBlob(ctx context.Context, hash string, data []byte) error {
 	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != hash {

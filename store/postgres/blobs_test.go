@@ -8,7 +8,7 @@ import (
 	"github.com/marlowe-bot/marlowe/internal/testpg"
 )
 
-// The blobs table (migration 00011_blobs) holds the blob store's contract.
+// The blobs table (migration 00012_blobs) holds the blob store's contract.
 func TestBlobsConformance(t *testing.T) {
 	t.Parallel()
 	attachmentstest.BlobSuite(t, open(t, testpg.New(t), journaltest.NewSigner(t)))

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/marlowe-bot/marlowe/vault"
+)
+
+// doctor on the secrets key: off without one, a bad one named (never
+// echoed), a good one with whether MARLOWE_PUBLIC_URL is set.
+func TestDoctorSignIn(t *testing.T) {
+	bad := "c2hvcnQ=" // "short"
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		want string
+	}{
+		{"off", map[string]string{}, "✓ sign-in: off"},
+		{"bad key", map[string]string{"MARLOWE_SECRETS_KEY": bad}, "✗ sign-in: MARLOWE_SECRETS_KEY: decodes to 5 bytes, want 32"},
+		{"bad old key", map[string]string{"MARLOWE_SECRETS_KEY": vault.NewKey(), "MARLOWE_SECRETS_KEY_OLD": "nope!"}, "✗ sign-in: MARLOWE_SECRETS_KEY_OLD, key 1: not base64"},
+		{"no public url", map[string]string{"MARLOWE_SECRETS_KEY": vault.NewKey()}, "MARLOWE_PUBLIC_URL is not set"},
+		{"public url", map[string]string{"MARLOWE_SECRETS_KEY": vault.NewKey(), "MARLOWE_PUBLIC_URL": "https://marlowe.example"}, "redirect URI https://marlowe.example/connect/callback"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lines := doctorLines(t, tc.vars, "sign-in")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("doctor: %q, want %q", lines, tc.want)
+			}
+			if strings.Contains(lines[0], bad) {
+				t.Errorf("doctor echoed the key: %s", lines[0])
+			}
+		})
+	}
+}
+
+// A connector in person mode: serve needs MARLOWE_SECRETS_KEY; doctor
+// checks its discovery (a server with no protected-resource metadata
+// fails, naming it) and whether MARLOWE_PUBLIC_URL is set.
+func TestDoctorChecksPersonServers(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/mcp.json"
+	// A URL that answers nothing OAuth: its discovery fails.
+	if err := os.WriteFile(file, []byte(`{"mcpServers":{"gh":{"url":"http://`+refusedAddr(t)+`/mcp","identity":"person"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lines := doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": file}, "sign-in")
+	if len(lines) != 1 || !strings.Contains(lines[0], "✗ sign-in: 1 connector(s) act as each person but MARLOWE_SECRETS_KEY is not set") {
+		t.Fatalf("no key: %q", lines)
+	}
+	lines = doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": file, "MARLOWE_SECRETS_KEY": vault.NewKey()}, "sign-in")
+	if len(lines) != 1 || !strings.Contains(lines[0], "✗ sign-in: MARLOWE_PUBLIC_URL is not set") {
+		t.Fatalf("no public url: %q", lines)
+	}
+	lines = doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": file, "MARLOWE_SECRETS_KEY": vault.NewKey(), "MARLOWE_PUBLIC_URL": "https://m.example"}, "sign-in gh")
+	if len(lines) != 1 || !strings.Contains(lines[0], "✗ sign-in gh: no protected resource metadata") {
+		t.Fatalf("discovery: %q", lines)
+	}
+	_, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir(), "MARLOWE_MCP_CONFIG": file, "MARLOWE_HTTP_ADDR": "127.0.0.1:0"}), "", "serve")
+	if err == nil || !strings.Contains(err.Error(), "MARLOWE_SECRETS_KEY") {
+		t.Fatalf("serve without a key: %v", err)
+	}
+}

@@ -1,0 +1,19 @@
+// Package signin lets each person connect their own account on a connector
+// server that acts as the person who asked (`"identity": "person"`): a
+// private sign-in link (link.go), the OAuth 2.1 authorization-code flow with
+// PKCE against the server's authorization server, discovered from its
+// protected-resource metadata with go-sdk's auth and oauthex packages and
+// registered dynamically or with a preregistered client (flow.go), the
+// HTTP handlers under MARLOWE_PUBLIC_URL (http.go), and tokens refreshed
+// before they lapse and revoked on disconnect (tokens.go).
+//
+// Grants are kept sealed by package vault. Nothing here logs, journals or
+// returns token material: events carry person, server and what happened.
+//
+// Why not go-sdk's auth.AuthorizationCodeHandler: it runs the whole flow in
+// one goroutine waiting for the redirect. Here the browser's callback may
+// reach another replica, or this one after a restart, so the flow is split
+// at the redirect and its state (verifier, client) is sealed in the store.
+//
+// It imports core, vault, go-sdk's auth/oauthex and x/oauth2; never engine.
+package signin
