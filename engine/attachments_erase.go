@@ -37,6 +37,22 @@ func (e *Engine) dropFiles(ctx context.Context, c core.Command) error {
 	return nil
 }
 
+// dropFilesAt is dropFiles for the command at seq in ch, read only when it
+// may be a files record.
+func (e *Engine) dropFilesAt(ctx context.Context, ch core.ChannelKey, seq uint64, kind core.Kind) error {
+	if e.cfg.Blobs == nil || kind != core.KindToolCompleted {
+		return nil
+	}
+	cmds, err := e.j.Read(ctx, ch, seq, 1)
+	if err != nil {
+		return fmt.Errorf("read %s seq %d: %w", ch, seq, err)
+	}
+	if len(cmds) != 1 || cmds[0].Seq() != seq {
+		return nil
+	}
+	return e.dropFiles(ctx, cmds[0])
+}
+
 // filesOfErased follows one pass over a channel's journal: the
 // read_attachments records (request and result) of the messages erased
 // in it belong to the erasure too.

@@ -169,11 +169,11 @@ func (d *driver) deleteMemory(ctx context.Context, h *humanMsg, pol core.Policy,
 	}
 	got, err := er.Erase(mctx, by, info.ID, reason)
 	// Whatever the erasure redacted is gone from the journal; the cached
-	// fold still holds conversation turns and memory texts folded from it
-	// (the next run's history would record them again), so fold the
-	// channel afresh from the journal.
-	if ferr := d.v.refold(ctx); ferr != nil {
-		d.e.log.Warn("refold after erasure", "channel", string(d.v.key), "error", ferr)
+	// fold drops what it copied from those commands as it folds their
+	// command.redacted records (fold.Channel.forgetSeq): catch it up now
+	// rather than at the next append.
+	if ferr := d.v.withFresh(ctx, 0, func() {}); ferr != nil {
+		d.e.log.Warn("catch up after erasure", "channel", string(d.v.key), "error", ferr)
 	}
 	if err != nil {
 		d.e.log.Warn("delete memory failed", "run", d.rs.ID, "memory", info.ID, "error", err)
@@ -237,7 +237,9 @@ func platformName(p string) string {
 	return p
 }
 
-// runHistory is the conversation history a new run records: none for a
+// runHistory is the conversation history a new run records, each turn by
+// the seq of its command and without its text (docs/architecture.md,
+// "Erasure by reference"): none for a
 // command the grammar answers by itself (it reads no history), so a
 // `delete memory` run never records the text it erases, nor a personal
 // command (`forget me`, `what do you know about me`) the history. Callers hold v.mu.
@@ -246,16 +248,13 @@ func runHistory(v *chanView, msg *core.MessageReceived) []core.ThreadTurn {
 	if chatcommand.Parse(text).Deterministic() || chatcommand.ParseInbox(text).Kind != chatcommand.InboxNone {
 		return nil
 	}
-	return slices.Clone(v.fold.History(msg.Conversation))
-}
-
-// refold drops the view's fold and folds the channel again from the
-// journal, as eviction and a replica taking the channel over do.
-func (v *chanView) refold(ctx context.Context) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.reset()
-	return v.load(ctx)
+	h := v.fold.History(msg.Conversation)
+	for i := range h {
+		if h[i].Seq > 0 {
+			h[i].Text = "" // recorded by reference: ReadRunReplay reads it back
+		}
+	}
+	return h
 }
 
 func authorOfInfo(d *driver, m core.MemoryInfo) string {

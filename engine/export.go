@@ -143,9 +143,13 @@ func (d *driver) exportCommand(ctx context.Context, h *humanMsg) (core.Reply, er
 	return reply("📦 Download everything I keep about you, as JSON, within 15 minutes (anyone with the link can open it until then): " + link), nil
 }
 
-// exportMAC signs (platform, user, expiry) with a key derived from the card key.
+// exportMAC signs (platform, user, expiry) with a key derived from the card
+// key for export links alone, so a card token and an export link can never
+// stand for each other.
 func (e *Engine) exportMAC(platform, user string, exp int64) string {
-	m := hmac.New(sha256.New, e.cfg.CardKey)
+	k := hmac.New(sha256.New, e.cfg.CardKey)
+	k.Write([]byte("marlowe-export-link-key"))
+	m := hmac.New(sha256.New, k.Sum(nil))
 	m.Write([]byte("marlowe-export\x00" + platform + "\x00" + user + "\x00" + strconv.FormatInt(exp, 10)))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

@@ -92,6 +92,9 @@ type Adapter struct {
 	// reidentify is the pause before IDENTIFY after a non-resumable
 	// INVALID_SESSION (Discord asks for 1–5 s).
 	reidentify func() time.Duration
+	// hold keeps live messages back while a gap fill reads what came
+	// before them (gap.go), so each channel's lane gets them in order.
+	hold liveHold
 }
 
 var (

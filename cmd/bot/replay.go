@@ -67,7 +67,7 @@ func replayRun(ctx context.Context, cfg config, id string, enc *json.Encoder) er
 	if len(cmds) == 0 {
 		return fmt.Errorf("replay run %s: no such run", id)
 	}
-	rs, err := engine.ReplayRun(cmds)
+	rs, err := engine.ReadRunReplay(ctx, j, id)
 	if err != nil {
 		return fmt.Errorf("replay run %s: %w", id, err)
 	}

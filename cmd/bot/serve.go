@@ -146,20 +146,23 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	metrics := newMetrics(filter, mem, surfaces.byName)
 	connMetrics.register(metrics.reg)
 	eng, err := engine.New(engine.Config{
-		Attachments:   reader,
-		Blobs:         st.Blobs,
-		Connections:   si.connections(),
-		ExportURL:     cfg.PublicURL,
-		Journal:       st.Journal,
-		Boundary:      boundary,
-		Model:         model,
-		Memory:        mem.Memory,
-		Tools:         registry,
-		Surfaces:      surfaces.byName,
-		Router:        router,
-		PostObserver:  metrics.observePosts(filter),
-		Logger:        log,
-		CardKey:       st.Signer.DeriveKey("card-tokens"),
+		Attachments:  reader,
+		Blobs:        st.Blobs,
+		Connections:  si.connections(),
+		ExportURL:    cfg.PublicURL,
+		Journal:      st.Journal,
+		Boundary:     boundary,
+		Model:        model,
+		Memory:       mem.Memory,
+		Tools:        registry,
+		Surfaces:     surfaces.byName,
+		Router:       router,
+		PostObserver: metrics.observePosts(filter),
+		Logger:       log,
+		CardKey:      st.Signer.DeriveKey("card-tokens"),
+		// Checkpoints are checked with the keys serve trusts (retired
+		// ones too), never sniffed from the journal (a wrapper hides it).
+		Verifier:      trusted,
 		Operators:     cfg.Admins,
 		ApprovalTTL:   cfg.ApprovalTTL,
 		MaxInputChars: cfg.MaxInputChars,
@@ -195,7 +198,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
-	checks := append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
+	checks := append(append([]readyCheck{drainCheck(eng, ctx.Done())}, readyChecks(st.Journal, rdb, surfaces.byName)...),
 		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})
 	if conns != nil {
 		checks = append(checks, connectorsCheck(conns))
@@ -288,8 +291,17 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	<-intake.Done()
-	drainErr := drain(eng, cfg.DrainTimeout, log)
+	// Surfaces first: one that is never redelivered to (Discord's gateway)
+	// delivers what it had queued before its Run returns, which the engine
+	// must still take; then the engine drains its runs, in what is left of
+	// the drain.
+	stopping := time.Now()
 	wg.Wait()
+	left := cfg.DrainTimeout - time.Since(stopping)
+	if cfg.DrainTimeout > 0 {
+		left = max(time.Second, left)
+	}
+	drainErr := drain(eng, left, log)
 	waitProbe()
 	stopEngine()
 	engErr := eng.Close()
