@@ -48,6 +48,10 @@ type Event struct {
 	ReplyTo     string     `json:"reply_to,omitempty"`
 	ReplyToBot  bool       `json:"reply_to_bot,omitempty"`
 	At          time.Time  `json:"at"`
+	// Attachments are the files shared with the message (declared, not
+	// fetched). They neither route nor silence a message: the intent
+	// filter decides on the rest of the event alone.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // CardClick is a button press on a card, as verified by the adapter.

@@ -24,6 +24,16 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`   // assistant turns
 	ToolCallID string     `json:"tool_call_id,omitempty"` // tool turns: which call this answers
 	Name       string     `json:"name,omitempty"`         // tool turns: tool name
+	// Images go with a user turn as image parts (a person's shared
+	// screenshots), after its text. Their bytes are never serialised.
+	Images []ImagePart `json:"images,omitempty"`
+}
+
+// ImagePart is one image in a model view.
+type ImagePart struct {
+	Type   string `json:"type"`   // image/jpeg | image/png | image/gif | image/webp
+	SHA256 string `json:"sha256"` // names the bytes in the blob store
+	Data   []byte `json:"-"`
 }
 
 // ToolSpec is what the model is told about a tool.

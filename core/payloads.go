@@ -107,6 +107,9 @@ type MessageReceived struct {
 	// it the same. "" in messages recorded before conversations: their
 	// thread is their conversation.
 	Conversation string `json:"conversation,omitempty"`
+	// Attachments are the files shared with the message, as declared (no
+	// bytes). What the model saw of them is journaled by the run.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // ConversationDM is the conversation key of a DM: a DM is one conversation.
@@ -193,6 +196,10 @@ type ToolRequested struct {
 	// command ids). Its tool.completed carries the notes injected into the
 	// view just before those messages.
 	AutoRecall []string `json:"auto_recall,omitempty"`
+	// ReadAttachments marks the harness's own reading of the files shared
+	// with these human messages (their message.received command ids). Its
+	// tool.completed carries what the model saw (Attachments).
+	ReadAttachments []string `json:"read_attachments,omitempty"`
 }
 
 type PermissionDecided struct {
@@ -297,6 +304,10 @@ type ToolCompleted struct {
 	// keywords only.
 	Notes    []Recalled `json:"notes,omitempty"`
 	Degraded bool       `json:"degraded,omitempty"`
+	// Attachments are what the model saw of shared files (see
+	// ToolRequested.ReadAttachments): extracted text, transcripts, image
+	// hashes, notes. Replays and resumed runs read them from here.
+	Attachments []AttachmentSeen `json:"attachments,omitempty"`
 }
 
 // MessagePosted: the bot posted; it opens or extends intent windows.

@@ -135,6 +135,7 @@ func (e *Engine) aboutMe(ctx context.Context, platform string, p core.Person) ([
 // countMessages counts person's routed messages kept (not redacted) in ch.
 func (e *Engine) countMessages(ctx context.Context, ch core.ChannelKey, person string, ac *aboutChannel) error {
 	const page = 2048
+	files := newExportFiles() // attachments_export.go
 	for from := uint64(1); ; {
 		cmds, err := e.j.Read(ctx, ch, from, page)
 		if err != nil {
@@ -142,6 +143,7 @@ func (e *Engine) countMessages(ctx context.Context, ch core.ChannelKey, person s
 		}
 		for _, c := range cmds {
 			noteDM(ac, c)
+			files.see(c, person, ac.texts)
 			if c.Kind() != core.KindMessageReceived || c.Redacted() || c.Actor().ID != person {
 				continue
 			}

@@ -67,6 +67,13 @@ type Config struct {
 	PostObserver core.PostObserver
 	// Memory returns the memory handle of one channel; may be nil.
 	Memory func(core.ChannelKey) core.ChannelMemory
+	// Attachments reads the files people share (attachments.go); nil: the
+	// model is told of no file.
+	Attachments core.AttachmentReader
+	// Blobs keeps the images shown to the model, by hash; nil: images are
+	// not shown (they could not be shown again after a restart).
+	Blobs core.BlobStore
+
 	Logger *slog.Logger
 	// Clock is the time budgets and expiries are judged by (default: the
 	// boundary clock).

@@ -63,6 +63,9 @@ type exportMessage struct {
 	At     time.Time `json:"at"`
 	Thread string    `json:"thread,omitempty"`
 	Text   string    `json:"text"`
+	// Files is what the model saw of the files shared with it
+	// (attachments_export.go).
+	Files []core.AttachmentSeen `json:"files,omitempty"`
 }
 
 type exportConsent struct {

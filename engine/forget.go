@@ -489,8 +489,13 @@ func (e *Engine) textsOf(ctx context.Context, ch core.ChannelKey, person string,
 		return nil, err
 	}
 	var mine []cmdRef
+	files := newFilesOfErased() // attachments_erase.go: their messages' files records are theirs too
 	err = readAll(ctx, e.j, ch, head, func(c core.Command) error {
+		if files.belongs(c) {
+			mine = append(mine, refOf(c))
+		}
 		if p := ownMessage(c, person); p != nil {
+			files.erased(c)
 			mine = append(mine, refOf(c))
 			if t := chatcommand.StripLeadingMention(p.Text, p.Mentions); len(strings.Join(strings.Fields(t), " ")) >= minDerivedText {
 				texts.Add(t)
@@ -519,6 +524,9 @@ func (e *Engine) redactFor(ctx context.Context, sc core.Scope, target cmdRef, by
 	rd, err := e.b.Human(by, sc, core.Meta{Cause: target.id},
 		&core.CommandRedacted{Seq: target.seq, ID: target.id, Reason: reason, TargetKind: target.kind.String()})
 	if err != nil {
+		return err
+	}
+	if err := e.dropFilesAt(ctx, sc.Key(), target.seq, target.kind); err != nil { // attachments_erase.go
 		return err
 	}
 	if _, err := e.j.Redact(ctx, target.seq, rd); err != nil {

@@ -79,7 +79,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 	runScope.Thread = thread
 	msg := &core.MessageReceived{
 		MessageID: ev.MessageID, Author: ev.Author, Visibility: ev.Visibility, Text: ev.Text,
-		Mentions: ev.Mentions, ReplyTo: ev.ReplyTo, Reason: reason,
+		Mentions: ev.Mentions, ReplyTo: ev.ReplyTo, Reason: reason, Attachments: ev.Attachments,
 	}
 	e.claimBeforeJournaling(ctx, ch)
 	mayDecide := e.mayDecidePending(ctx, v, ev, thread)

@@ -56,6 +56,9 @@ func (d *driver) modelStep(ctx context.Context) error {
 		return d.pause(ctx, core.RunBlocked, why)
 	}
 	if !d.grammar {
+		if err := d.readFiles(ctx); err != nil {
+			return err
+		}
 		if err := d.recallNotes(ctx); err != nil {
 			return err
 		}
@@ -94,7 +97,7 @@ func (d *driver) modelStep(ctx context.Context) error {
 	} else {
 		var err error
 		stopTyping := d.typing.busy(ctx)
-		reply, err = d.callModelAcked(ctx, d.view(pol, pending))
+		reply, err = d.callWithImages(ctx, d.view(pol, pending))
 		stopTyping()
 		if err != nil {
 			if ctx.Err() != nil {

@@ -68,6 +68,7 @@ type RunReplay struct {
 	endSeq        uint64 // seq of run.completed / run.failed
 	policySet     bool
 	autoCalls     map[string][]string // automatic recall call id → the messages it serves
+	attCalls      map[string][]string // attachment reading call id → the messages whose files it read
 	notesInjected bool                // an automatic recall put notes into the view
 	unattended    bool                // nobody watches: grants are asked of the owner (unattended.go)
 	toolWork      bool                // a model step asked for tools: the run shows a checklist
@@ -94,6 +95,13 @@ type humanMsg struct {
 	recalled bool          // an automatic recall was journaled for it
 	notes    *core.Message // recalled notes to show right before it when it is consumed
 	arrived  time.Time     // when it was routed (its command's journal time)
+
+	// Files shared with it (attachments.go): as declared, whether their
+	// reading is journaled, and what the model saw, shown right before it.
+	atts    []core.Attachment
+	attRead bool
+	files   *core.Message
+	spoken  []string // transcripts of their own voice notes: their words
 }
 
 type stepState struct {
@@ -226,7 +234,7 @@ func newRunReplay() *RunReplay {
 	return &RunReplay{
 		Status: core.RunQueued, Effects: map[string]core.MessageRef{},
 		approvals: map[string]*runApproval{}, updates: map[string]journaledUpdate{},
-		shown: map[string]string{}, autoCalls: map[string][]string{},
+		shown: map[string]string{}, autoCalls: map[string][]string{}, attCalls: map[string][]string{},
 	}
 }
 
@@ -298,6 +306,7 @@ func (rs *RunReplay) trustedTexts() []string {
 	for _, h := range rs.humans {
 		if h.author.ID == rs.Requester.ID {
 			out = append(out, h.text)
+			out = append(out, h.spoken...) // attachments.go
 		}
 	}
 	return out
@@ -366,7 +375,7 @@ func (rs *RunReplay) apply(c core.Command) error {
 	case *core.MessageReceived:
 		h := &humanMsg{cmdID: c.ID(), seq: c.Seq(), msgID: p.MessageID, scope: c.Scope(), author: p.Author,
 			text: chatcommand.StripLeadingMention(p.Text, p.Mentions), top: c.Scope().Thread == "", dm: p.Visibility == core.DM,
-			conv: p.Conversation, arrived: c.At()}
+			conv: p.Conversation, arrived: c.At(), atts: p.Attachments}
 		rs.humans = append(rs.humans, h)
 		if rs.started && rs.Status == core.RunWaitingApproval {
 			rs.resume(c.At())
@@ -422,6 +431,10 @@ func (rs *RunReplay) apply(c core.Command) error {
 		}
 		rs.step = st
 	case *core.ToolRequested:
+		if len(p.ReadAttachments) > 0 {
+			rs.foldAttachmentsRequested(p)
+			break
+		}
 		if len(p.AutoRecall) > 0 {
 			for _, id := range p.AutoRecall {
 				if h := rs.human(id); h != nil {
@@ -467,6 +480,11 @@ func (rs *RunReplay) apply(c core.Command) error {
 			}
 		}
 	case *core.ToolCompleted:
+		if ids, ok := rs.attCalls[p.CallID]; ok {
+			delete(rs.attCalls, p.CallID)
+			rs.injectFiles(ids, p)
+			break
+		}
 		if ids, ok := rs.autoCalls[p.CallID]; ok {
 			delete(rs.autoCalls, p.CallID)
 			rs.injectNotes(ids, p)
@@ -601,6 +619,9 @@ func recallLabel(n int, degraded bool) string {
 func appendHuman(msgs []core.Message, h *humanMsg, limit int) []core.Message {
 	if h.notes != nil {
 		msgs = append(msgs, *h.notes)
+	}
+	if h.files != nil {
+		msgs = append(msgs, *h.files)
 	}
 	return append(msgs, humanMessage(h, limit))
 }

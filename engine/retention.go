@@ -127,6 +127,9 @@ func (e *Engine) retainChannel(ctx context.Context, ch core.ChannelKey, cutoff t
 				if err != nil {
 					return n, false, err
 				}
+				if err := e.dropFiles(ctx, c); err != nil { // attachments_erase.go
+					return n, false, fmt.Errorf("retention: %w", err)
+				}
 				if _, err := e.j.Redact(ctx, c.Seq(), rd); err != nil {
 					// Another pass (another replica without the lease, say)
 					// redacted it first: the store refuses a second one.

@@ -168,14 +168,14 @@ func TestProbeEnv(t *testing.T) {
 		t.Errorf("embeddings = %+v", r)
 	}
 	// The probes are marked, so the fake keeps them out of a scripted conversation.
-	if probes := good.Probes(); len(probes) != 2 || probes[0].Header.Get(llm.ProbeHeader) != "1" || len(good.Requests()) != 0 {
-		t.Errorf("probes to the primary's server = %d (want one chat, one embedding), other requests %d", len(probes), len(good.Requests()))
+	if probes := good.Probes(); len(probes) != 3 || probes[0].Header.Get(llm.ProbeHeader) != "1" || len(good.Requests()) != 0 {
+		t.Errorf("probes to the primary's server = %d (want one chat, one with an image, one embedding), other requests %d", len(probes), len(good.Requests()))
 	}
 
 	ant := llmtest.NewAnthropicServer(t)
 	ant.Enqueue(llmtest.Error(500, "scripted for the conversation"))
 	res, err = llm.ProbeEnv(context.Background(), env(map[string]string{"MARLOWE_MODEL_PROVIDER": "anthropic", "MARLOWE_MODEL": "claude-x", "MARLOWE_MODEL_BASE_URL": ant.URL}))
-	if err != nil || len(res) != 1 || !res[0].OK() || len(ant.Probes()) != 1 || ant.Pending() != 1 {
+	if err != nil || len(res) != 1 || !res[0].OK() || len(ant.Probes()) != 2 || ant.Pending() != 1 {
 		t.Errorf("anthropic probe: %+v, %v; probes %d, still queued %d", res, err, len(ant.Probes()), ant.Pending())
 	}
 

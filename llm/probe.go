@@ -1,8 +1,11 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image"
+	"image/png"
 	"strings"
 	"time"
 
@@ -28,7 +31,13 @@ type ProbeResult struct {
 	// the vector size.
 	Answer string
 	Err    error
+	// Images says whether a chat model took an image ("yes", "no: …",
+	// "unknown: …"); "" for embeddings or a failed chat probe.
+	Images string
 }
+
+// TakesImages reports whether the probe saw the model take an image.
+func (r ProbeResult) TakesImages() bool { return r.Images == "yes" }
 
 // OK reports whether the endpoint answered usefully.
 func (r ProbeResult) OK() bool { return r.Err == nil }
@@ -80,6 +89,7 @@ func ProbeEnv(ctx context.Context, getenv func(string) string) ([]ProbeResult, e
 		r := ProbeResult{Role: role, Endpoint: *ep, URL: safeURL(base), Elapsed: time.Since(start), Err: err}
 		if err == nil {
 			r.Answer = fmt.Sprintf("answered %q (model %s)", shorten(reply.Text, 40), reply.Model)
+			r.Images = probeImages(ctx, m)
 		}
 		out = append(out, r)
 	}
@@ -108,6 +118,26 @@ func ProbeEnv(ctx context.Context, getenv func(string) string) ([]ProbeResult, e
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// probeImages sends one tiny picture: a model that answers takes images;
+// one whose server refuses the request (400) does not.
+func probeImages(ctx context.Context, m core.Model) string {
+	img := image.NewGray(image.Rect(0, 0, 8, 8))
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		return "unknown: " + err.Error()
+	}
+	v := probeView
+	v.Messages = []core.Message{{Role: core.RoleUser, Text: "Reply with the word OK.", Images: []core.ImagePart{{Type: "image/png", Data: b.Bytes()}}}}
+	_, err := m.Step(ctx, v)
+	if err == nil {
+		return "yes"
+	}
+	if me, ok := core.AsModelError(err); ok && me.Failure == core.FailBadRequest {
+		return "no: the model refused an image (" + shorten(me.Err.Error(), 80) + ")"
+	}
+	return "unknown: " + shorten(err.Error(), 80)
 }
 
 func defaultBase(prov string) string {

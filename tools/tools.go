@@ -41,6 +41,7 @@ func Builtins(o Options) []core.Tool {
 	return []core.Tool{
 		ReplyInThread(), UpdateChecklist(), Remember(), Recall(), Forget(),
 		ReadThread(o), FetchURL(o), PostToChannel(), DMPerson(), AskHuman(), ListMemories(),
+		ShareFile(),
 	}
 }
 

@@ -54,7 +54,7 @@ func TestBuiltinsAreValidDeclarations(t *testing.T) {
 	want := map[string]core.Consequence{
 		"reply_in_thread": core.Write, "update_checklist": core.Write, "remember": core.Write, "recall": core.Read,
 		"forget": core.Write, "read_thread": core.Read, "fetch_url": core.Send, "post_to_channel": core.Send,
-		"dm_person": core.Send, "ask_human": core.Write, "list_memories": core.Read,
+		"dm_person": core.Send, "ask_human": core.Write, "list_memories": core.Read, "share_file": core.Write,
 	}
 	targets := map[string]string{"fetch_url": "url", "post_to_channel": "channel", "dm_person": "user"}
 	for _, tl := range all {

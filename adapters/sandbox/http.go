@@ -49,6 +49,8 @@ func (s *Sandbox) Handler() http.Handler {
 	mux.HandleFunc("GET /api/events", s.serveEvents)
 	mux.HandleFunc("POST /api/messages", s.serveSay)
 	mux.HandleFunc("POST /api/click", s.serveClick)
+	mux.HandleFunc("POST /api/files", s.serveAttach)
+	mux.HandleFunc("GET /api/files/{id}", s.serveFile)
 	return s.guard(mux)
 }
 
@@ -78,7 +80,11 @@ func (s *Sandbox) guard(h http.Handler) http.Handler {
 				http.Error(w, "sandbox: want application/json", http.StatusUnsupportedMediaType)
 				return
 			}
-			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			limit := int64(maxBody)
+			if r.URL.Path == "/api/files" {
+				limit = maxAttachBody
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -106,16 +112,22 @@ func (s *Sandbox) serveWorkspace(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Sandbox) serveSay(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Person  string `json:"person"`
-		Channel string `json:"channel"`
-		Thread  string `json:"thread"`
-		Text    string `json:"text"`
+		Person  string   `json:"person"`
+		Channel string   `json:"channel"`
+		Thread  string   `json:"thread"`
+		Text    string   `json:"text"`
+		Files   []string `json:"files"` // ids from POST /api/files
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeError(w, fmt.Errorf("decode message: %w: %w", errBadRequest, err))
 		return
 	}
-	m, err := s.say(req.Person, req.Channel, req.Thread, req.Text)
+	files, err := s.filesOf(req.Files)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	m, err := s.sayWith(req.Person, req.Channel, req.Thread, req.Text, files)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -64,6 +64,7 @@ type Sandbox struct {
 	dataFile string
 	noStream bool
 	dir      *directory
+	files    fileStore // files attached in the composer (files.go)
 
 	lnMu    sync.Mutex
 	ln      net.Listener
@@ -100,6 +101,7 @@ type message struct {
 	Author  string     `json:"author"`
 	Bot     bool       `json:"bot,omitempty"`
 	Text    string     `json:"text"`
+	Files   []fileView `json:"files,omitempty"` // attached in the composer (files.go)
 	Card    *core.Card `json:"card,omitempty"`
 	// Stream, on a streamed message of the bot (core.Streamer), is its plan;
 	// Text is the text streamed so far.
@@ -152,6 +154,7 @@ func New(cfg Config) (*Sandbox, error) {
 		log:      cfg.Logger,
 		now:      cfg.Clock,
 		dataFile: cfg.DataFile,
+		files:    fileStore{dir: filesDir(cfg.DataFile)},
 		noStream: cfg.NoStream,
 		dir:      newDirectory(),
 		closing:  make(chan struct{}),
@@ -563,5 +566,6 @@ func (s *Sandbox) eventLocked(m *message) core.Event {
 		Mentions:    mentions,
 		MentionsBot: mentionsBot,
 		At:          m.At,
+		Attachments: attachmentsOf(m.Files),
 	}
 }

@@ -192,6 +192,11 @@ func (s *Sandbox) History(ctx context.Context, thread core.Scope, limit int) ([]
 
 // say stores a person's message from the page and queues its delivery.
 func (s *Sandbox) say(personID, channelID, thread, text string) (*message, error) {
+	return s.sayWith(personID, channelID, thread, text, nil)
+}
+
+// sayWith is say with files attached: a message may then have no text.
+func (s *Sandbox) sayWith(personID, channelID, thread, text string, files []fileView) (*message, error) {
 	p, ok := s.dir.person(personID)
 	if !ok {
 		return nil, fmt.Errorf("person %q: %w", personID, ErrNotFound)
@@ -204,7 +209,7 @@ func (s *Sandbox) say(personID, channelID, thread, text string) (*message, error
 		return nil, fmt.Errorf("%s is not a member of #%s: %w", p.Name, ch.Name, errForbidden)
 	}
 	text = strings.TrimRight(text, " \t\r\n")
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && len(files) == 0 {
 		return nil, fmt.Errorf("empty message: %w", errBadRequest)
 	}
 	if len(text) > maxTextBytes || !utf8.ValidString(text) {
@@ -222,7 +227,7 @@ func (s *Sandbox) say(personID, channelID, thread, text string) (*message, error
 		return nil, errBusy
 	}
 	at := s.now()
-	m := &message{ID: s.newIDLocked(at), Channel: ch.ID, Thread: thread, Author: p.ID, Text: text, At: at, State: statePending}
+	m := &message{ID: s.newIDLocked(at), Channel: ch.ID, Thread: thread, Author: p.ID, Text: text, Files: files, At: at, State: statePending}
 	if err := s.commitLocked(m); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ func RequiredScopes() []string {
 	return []string{
 		"app_mentions:read", "channels:history", "groups:history", "im:history", "mpim:history",
 		"channels:read", "groups:read", "mpim:read", "chat:write", "reactions:write", "im:write", "users:read",
-		"files:write",
+		"files:write", "files:read",
 	}
 }
 

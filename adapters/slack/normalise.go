@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slack-go/slack"
+
 	"github.com/marlowe-bot/marlowe/core"
 )
 
@@ -181,6 +183,7 @@ type message struct {
 	subtype                    string
 	text                       string
 	edited                     bool
+	files                      []slack.File
 }
 
 // slackbotID is Slack's built-in Slackbot. Its messages (reminders, custom
@@ -223,5 +226,31 @@ func normalise(m message, vis core.Visibility, self identity) core.Event {
 		}
 	}
 	ev.Text = stripLeadingMention(m.text, self.userID)
+	ev.Attachments = attachmentsOf(m.files)
 	return ev
+}
+
+// attachmentsOf keeps the files Slack hosts (mode hosted or snippet/post,
+// with a private download URL); external files (Google Drive links and
+// such) and tombstones of deleted files have nothing Slack serves.
+func attachmentsOf(files []slack.File) []core.Attachment {
+	var out []core.Attachment
+	for _, f := range files {
+		ref := f.URLPrivateDownload
+		if ref == "" {
+			ref = f.URLPrivate
+		}
+		if f.ID == "" || ref == "" || f.IsExternal || f.Mode == "tombstone" || f.Mode == "external" {
+			continue
+		}
+		name := f.Name
+		if name == "" {
+			name = f.Title
+		}
+		out = append(out, core.Attachment{
+			ID: f.ID, Name: name, Type: f.Mimetype, Size: int64(f.Size), Ref: ref,
+			Width: f.OriginalW, Height: f.OriginalH,
+		})
+	}
+	return out
 }

@@ -382,6 +382,7 @@ func (a *Adapter) History(ctx context.Context, thread core.Scope, limit int) ([]
 		out = append(out, normalise(message{
 			team: team, channel: thread.Channel, ts: m.Timestamp, threadTS: m.ThreadTimestamp,
 			user: m.User, botID: m.BotID, username: m.Username, subtype: m.SubType, text: m.Text,
+			files: m.Files,
 		}, vis, self))
 	}
 	return out, nil

@@ -65,13 +65,18 @@ func (a *Adapter) fromEventsAPI(ctx context.Context, ev slackevents.EventsAPIEve
 	case *slackevents.AppMentionEvent:
 		m = message{
 			team: team, channel: e.Channel, ts: e.TimeStamp, threadTS: e.ThreadTimeStamp,
-			user: e.User, botID: e.BotID, text: e.Text, edited: e.Edited != nil,
+			user: e.User, botID: e.BotID, text: e.Text, edited: e.Edited != nil, files: e.Files,
 		}
 	case *slackevents.MessageEvent:
 		m = message{
 			team: team, channel: e.Channel, channelType: e.ChannelType, ts: e.TimeStamp,
 			threadTS: e.ThreadTimeStamp, user: e.User, botID: e.BotID, username: e.Username,
 			subtype: e.SubType, text: e.Text,
+		}
+		if e.Message != nil && normSubtype(e.SubType) == "" {
+			// A plain message's own fields (slack-go decodes them into
+			// Message); a file_share's files are among them.
+			m.files = e.Message.Files
 		}
 		if m.user == "" && e.Message != nil && e.SubType != "" {
 			// message_changed and friends carry the author in the nested message.

@@ -64,7 +64,10 @@ type Adapter struct {
 
 	pacer  *pacer
 	ledger *postLedger
-	admins *adminCache
+	// attachMaxBytes is the cap a photo's size is chosen under (0: the
+	// default); see WithAttachmentMax.
+	attachMaxBytes int64
+	admins         *adminCache
 
 	runMu   sync.RWMutex
 	deliver func(context.Context, core.Inbound) error
@@ -130,6 +133,20 @@ func WithPace(chatInterval time.Duration, chatBurst, groupPerMinute, globalPerSe
 	return func(a *Adapter) {
 		a.pace = paceConfig{chatInterval: chatInterval, chatBurst: max(chatBurst, 1), groupPerMinute: groupPerMinute, globalPerSecond: globalPerSecond}
 	}
+}
+
+// WithAttachmentMax sets the size cap attachments are fetched under
+// (MARLOWE_ATTACHMENT_MAX_BYTES): a photo is offered at its largest size
+// that fits.
+func WithAttachmentMax(n int64) Option {
+	return func(a *Adapter) { a.attachMaxBytes = n }
+}
+
+func (a *Adapter) attachMax() int64 {
+	if a.attachMaxBytes > 0 {
+		return a.attachMaxBytes
+	}
+	return DefaultAttachmentMax
 }
 
 // WithHTTPClient replaces the HTTP client (default: 30 s timeout beyond the

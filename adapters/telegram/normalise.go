@@ -205,13 +205,17 @@ func (a *Adapter) normalise(m *message, edited bool) (core.Event, error) {
 	if text == "" && m.Caption != "" {
 		text, ents = m.Caption, m.CaptionEntities
 	}
+	ev.Attachments = attachmentsOf(m, a.attachMax())
 	switch {
 	case edited:
 		ev.Subtype = "edit"
 	case m.isService():
 		ev.Subtype = "service"
-	case text == "":
-		ev.Subtype = "media" // a sticker, a photo without caption, ...
+	case text == "" && len(ev.Attachments) == 0:
+		// A sticker, a location, a dice...: nothing a person said. A
+		// photo, file or voice note without a caption is a post like any
+		// other (an attachment neither routes nor silences).
+		ev.Subtype = "media"
 	}
 	ev.Mentions, ev.MentionsBot = addressees(text, ents, self)
 	ev.Text = cleanText(text, ents, self)

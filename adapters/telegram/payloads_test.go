@@ -46,10 +46,15 @@ type twant struct {
 	replyToBot bool
 	reason     string // the filter's decision, no window open
 	click      string // a card click with this token was delivered
+	// attach is the delivered attachments, "kind type WxH size" each,
+	// joined by "; " ("" = none).
+	attach string
 }
 
 // dm, inGroup: a person's post delivered to the filter.
 func dm(chat string) twant { return twant{event: true, channel: chat, vis: core.DM, reason: "dm"} }
+
+func withFiles(w twant, attach string) twant { w.attach = attach; return w }
 
 func inGroup(chat, reason string) twant {
 	return twant{event: true, channel: chat, vis: core.Public, reason: reason}
@@ -89,14 +94,18 @@ func TestCapturedTelegramPayloads(t *testing.T) {
 		{file: "tlx-private-text.json", want: dm("408258968")},
 		{file: "tlx-private-text-link-preview.json", want: dm("218485655")},
 		{file: "tlx-private-text-cyrillic-emoji.json", want: dm("250918540")},
-		{file: "tlx-private-photo-caption-entities.json", want: dm("27433968")},
+		// A photo's largest size (under the cap) is its attachment; the
+		// caption is the text.
+		{file: "tlx-private-photo-caption-entities.json", want: withFiles(dm("27433968"), "photo image/jpeg 1280x1280 162061")},
 		{file: "nut-private-entities-utf16.json", want: dm("321654")},
 		{file: "tpi-private-forward-legacy-2016.json", want: dm("12312312")},
 		// Another bot's command in a DM is still a DM to us.
 		{file: "nut-private-bot-command-with-username.json", want: twant{event: true, channel: "10081232", vis: core.DM, mentions: 1, reason: "dm"}},
-		{file: "tlx-private-photo.json", want: notice("250918540", core.DM, false)},
+		// A photo without a caption is a post like any other: an attachment
+		// neither routes nor silences (here the DM routes it).
+		{file: "tlx-private-photo.json", want: withFiles(dm("250918540"), "photo image/jpeg 962x719 75245")},
 		{file: "tlx-private-sticker-animated.json", want: notice("250918540", core.DM, false)},
-		{file: "tlx-private-video-media-group.json", want: notice("250918540", core.DM, false)},
+		{file: "tlx-private-video-media-group.json", want: withFiles(dm("250918540"), "video video/mp4 512x640 1381334")},
 		{file: "nut-game-via-bot.json", want: notice("12345", core.DM, true)},
 		{file: "nut-edited-message-reply.json", want: twant{event: true, channel: "999999999", vis: core.DM, subtype: "edit", replyTo: "23758", reason: "not-a-person-message"}},
 		// Groups.
@@ -231,6 +240,16 @@ func TestCapturedTelegramPayloads(t *testing.T) {
 			}
 			if got != exp {
 				t.Errorf("normalised\n got %s\nwant %s", got, exp)
+			}
+			var files []string
+			for _, a := range ev.Attachments {
+				files = append(files, fmt.Sprintf("%s %s %dx%d %d", a.Kind, a.Type, a.Width, a.Height, a.Size))
+				if a.Ref == "" || a.ID == "" {
+					t.Errorf("attachment without id or reference: %+v", a)
+				}
+			}
+			if g := strings.Join(files, "; "); g != w.attach {
+				t.Errorf("attachments %q, want %q", g, w.attach)
 			}
 			if ev.Author.ID == "" || ev.At.IsZero() || ev.Scope.Platform != Platform || ev.MessageID == "" {
 				t.Errorf("author/time/platform/id missing: %+v", ev)

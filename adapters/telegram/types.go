@@ -38,6 +38,14 @@ type message struct {
 	Caption         string                   `json:"caption,omitempty"`
 	CaptionEntities []tgbotapi.MessageEntity `json:"caption_entities,omitempty"`
 
+	// Files a person shared (attachments.go).
+	Photo     []photoSize `json:"photo,omitempty"`
+	Document  *fileRef    `json:"document,omitempty"`
+	Voice     *fileRef    `json:"voice,omitempty"`
+	Audio     *fileRef    `json:"audio,omitempty"`
+	VideoNote *fileRef    `json:"video_note,omitempty"`
+	Video     *fileRef    `json:"video,omitempty"`
+
 	// Service messages: any of these makes the message a notice, not a post.
 	NewChatMembers     []tgbotapi.User `json:"new_chat_members,omitempty"`
 	LeftChatMember     *tgbotapi.User  `json:"left_chat_member,omitempty"`

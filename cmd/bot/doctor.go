@@ -328,7 +328,12 @@ func probeCheck(r llm.ProbeResult) core.Check {
 	name := r.Role
 	what := fmt.Sprintf("%s %s at %s", r.Endpoint.Provider, r.Endpoint.Model, r.URL)
 	if r.OK() {
-		return ok(name, fmt.Sprintf("%s %s in %s", what, r.Answer, r.Elapsed.Round(time.Millisecond)))
+		detail := fmt.Sprintf("%s %s in %s", what, r.Answer, r.Elapsed.Round(time.Millisecond))
+		if r.Images != "" {
+			// Whether shared images reach the model (MARLOWE_MODEL_VISION=auto follows this).
+			detail += "; takes images: " + r.Images
+		}
+		return ok(name, detail)
 	}
 	if me, isME := core.AsModelError(r.Err); isME {
 		detail := fmt.Sprintf("%s: %s", what, me.Failure)

@@ -239,9 +239,9 @@ func TestDoctor(t *testing.T) {
 			t.Fatalf("doctor: %v\n%s", err, out)
 		}
 		wantLines(t, out, `^✓ configuration`, `^✓ signing key: key \w+ from MARLOWE_SIGNING_KEY`, `^✓ store: postgres .*pgvector \d.*migrations up to date`,
-			`^✓ journal: empty`, `^✓ redis: redis://127\.0\.0\.1:\d+/0 answers`, `^✓ model: openai qwen at http://127\.0\.0\.1:\d+/v1 answered`,
+			`^✓ journal: empty`, `^✓ redis: redis://127\.0\.0\.1:\d+/0 answers`, `^✓ model: openai qwen at http://127\.0\.0\.1:\d+/v1 answered.*; takes images: yes$`,
 			`^✓ embeddings: openai nomic at .* a \d+-dimensional vector`, `^✓ slack bot token: connected as @marlowe-fake`,
-			`^✓ slack token scopes: all 13 scopes`, `^✓ slack app token \(socket mode\)`, `^✓ slack look-alike handles`)
+			`^✓ slack token scopes: all 14 scopes`, `^✓ slack app token \(socket mode\)`, `^✓ slack look-alike handles`)
 		if strings.Contains(out, "✗") || strings.Contains(out, "sandbox") {
 			t.Errorf("unexpected lines:\n%s", out)
 		}

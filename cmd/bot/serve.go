@@ -152,11 +152,17 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return d.Route, d.Reason.String(), nil
 	})
 
+	reader, err := newAttachmentReader(cfg, log)
+	if err != nil {
+		return err
+	}
 	metrics := newMetrics(filter, mem, surfaces.byName)
 	metrics.alerts = alerts
 	alerts.register(metrics.reg)
 	connMetrics.register(metrics.reg)
 	eng, err := engine.New(engine.Config{
+		Attachments:  reader,
+		Blobs:        st.Blobs,
 		Connections:  si.connections(),
 		ExportURL:    cfg.PublicURL,
 		Journal:      st.Journal,

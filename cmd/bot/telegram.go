@@ -7,6 +7,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/marlowe-bot/marlowe/adapters/telegram"
+	"github.com/marlowe-bot/marlowe/attachments"
 	redisstore "github.com/marlowe-bot/marlowe/store/redis"
 )
 
@@ -34,6 +35,10 @@ func addTelegram(set *surfaceSet, cfg config, rdb *goredis.Client, elect elector
 		return fmt.Errorf("telegram configuration: %w", err)
 	}
 	opts := []telegram.Option{telegram.WithLogger(log)}
+	if ac, _, err := attachments.ConfigFromEnv(cfg.Getenv); err == nil {
+		// A photo is offered at its largest size under the cap.
+		opts = append(opts, telegram.WithAttachmentMax(ac.MaxBytes))
+	}
 	if rdb != nil {
 		// Shared update_id dedupe: a webhook retry reaching another replica,
 		// or a restart, delivers once.

@@ -12,7 +12,7 @@ import (
 
 // MaxExposedTools caps how many tools one run is shown: a large registry
 // (built-ins, routines, inbox, MCP servers) must not flood every prompt.
-const MaxExposedTools = 13
+const MaxExposedTools = 14 // 12 built-ins (share_file the latest) and the 2 routine tools
 
 // Registry holds every declared tool. It is immutable after
 // construction and safe for concurrent use.

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -52,6 +53,9 @@ func (m *Model) request(v core.View) (sdk.MessageNewParams, error) {
 		case core.RoleUser:
 			turn(core.RoleUser)
 			blocks = append(blocks, sdk.NewTextBlock(nonEmpty(msg.Text)))
+			for _, im := range msg.Images {
+				blocks = append(blocks, sdk.NewImageBlockBase64(im.Type, base64.StdEncoding.EncodeToString(im.Data)))
+			}
 		case core.RoleAssistant:
 			turn(core.RoleAssistant)
 			if msg.Text != "" || len(msg.ToolCalls) == 0 {

@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -60,6 +61,14 @@ func (f *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := req.Decode(&in); err != nil {
 		anthropicError(w, http.StatusBadRequest, nil, "invalid JSON body: "+err.Error())
 		return
+	}
+	if f.refusesImages() {
+		for _, m := range in.Messages {
+			if len(m.Images()) > 0 {
+				anthropicError(w, http.StatusBadRequest, nil, "messages: this model does not support image input")
+				return
+			}
+		}
 	}
 	resp, ok := f.next(r, anthropicMessages)
 	if !ok {
@@ -213,6 +222,26 @@ type AnthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
+	// Source is an image block's picture.
+	Source *struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+	} `json:"source,omitempty"`
+}
+
+// Images are the message's image blocks with base64 sources, decoded.
+func (m AnthropicMessage) Images() []Image {
+	var out []Image
+	for _, b := range m.Content {
+		if b.Type != "image" || b.Source == nil || b.Source.Type != "base64" {
+			continue
+		}
+		if d, err := base64.StdEncoding.DecodeString(b.Source.Data); err == nil {
+			out = append(out, Image{Type: b.Source.MediaType, Data: d})
+		}
+	}
+	return out
 }
 
 // ResultText is a tool_result block's content: the string, or its text

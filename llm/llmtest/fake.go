@@ -127,14 +127,37 @@ func (r Request) Decode(v any) error { return json.Unmarshal(r.Body, v) }
 
 // fake is what both servers share: the queues, the record, the hang release.
 type fake struct {
-	mu       sync.Mutex
-	queues   map[string][]Response
-	requests []Request
-	probes   []Request // requests carrying provider.ProbeHeader
-	calls    int
-	dims     int
-	done     chan struct{}
-	once     sync.Once
+	// refuseImages: a request carrying an image is answered 400, as a
+	// text-only model's server does (SetRefuseImages).
+	refuseImages bool
+	mu           sync.Mutex
+	queues       map[string][]Response
+	requests     []Request
+	probes       []Request // requests carrying provider.ProbeHeader
+	calls        int
+	dims         int
+	done         chan struct{}
+	once         sync.Once
+}
+
+// SetRefuseImages makes the fake a model that does not take images: a
+// request with an image part (probes too) gets a 400.
+func (f *fake) SetRefuseImages(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuseImages = on
+}
+
+func (f *fake) refusesImages() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refuseImages
+}
+
+// Image is an image part a fake model received.
+type Image struct {
+	Type string
+	Data []byte
 }
 
 func (f *fake) init() {

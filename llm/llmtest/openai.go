@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"hash/fnv"
 	"math"
@@ -84,6 +85,14 @@ func (f *OpenAI) chat(w http.ResponseWriter, r *http.Request, req Request) {
 	if err := req.Decode(&in); err != nil {
 		openAIError(w, http.StatusBadRequest, nil, "invalid JSON body: "+err.Error())
 		return
+	}
+	if f.refusesImages() {
+		for _, m := range in.Messages {
+			if len(m.Images()) > 0 {
+				openAIError(w, http.StatusBadRequest, nil, "Invalid content type. image_url is only supported by certain models.")
+				return
+			}
+		}
 	}
 	resp, ok := f.next(r, openAIChat)
 	if !ok {
@@ -312,6 +321,33 @@ func (m OpenAIMessage) Text() string {
 		return b.String()
 	}
 	return ""
+}
+
+// Images are the message's image_url parts whose URL is a base64 data
+// URL, decoded.
+func (m OpenAIMessage) Images() []Image {
+	var parts []struct {
+		Type     string `json:"type"`
+		ImageURL struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+	}
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return nil
+	}
+	var out []Image
+	for _, p := range parts {
+		if p.Type != "image_url" {
+			continue
+		}
+		meta, data, ok := strings.Cut(strings.TrimPrefix(p.ImageURL.URL, "data:"), ",")
+		typ, isB64 := strings.CutSuffix(meta, ";base64")
+		b, err := base64.StdEncoding.DecodeString(data)
+		if ok && isB64 && err == nil {
+			out = append(out, Image{Type: typ, Data: b})
+		}
+	}
+	return out
 }
 
 // OpenAIToolCall is an assistant message's tool call.

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/base64"
 	"fmt"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -22,7 +23,18 @@ func (m *Model) request(v core.View) (sdk.ChatCompletionNewParams, error) {
 	for i, msg := range v.Messages {
 		switch msg.Role {
 		case core.RoleUser:
-			p.Messages = append(p.Messages, sdk.UserMessage(msg.Text))
+			if len(msg.Images) == 0 {
+				p.Messages = append(p.Messages, sdk.UserMessage(msg.Text))
+				continue
+			}
+			// Text, then each image as an image_url part with a data URL.
+			parts := []sdk.ChatCompletionContentPartUnionParam{sdk.TextContentPart(msg.Text)}
+			for _, im := range msg.Images {
+				parts = append(parts, sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{
+					URL: "data:" + im.Type + ";base64," + base64.StdEncoding.EncodeToString(im.Data),
+				}))
+			}
+			p.Messages = append(p.Messages, sdk.UserMessage(parts))
 		case core.RoleAssistant:
 			var a sdk.ChatCompletionAssistantMessageParam
 			if msg.Text != "" || len(msg.ToolCalls) == 0 {

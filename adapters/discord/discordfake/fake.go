@@ -202,7 +202,8 @@ type Server struct {
 	cfg Config
 	srv *httptest.Server
 
-	files attachments // files sent with messages (files.go)
+	files  attachments // files sent with messages (files.go)
+	hosted hostedFiles // files people shared (hosted.go)
 
 	mu        sync.Mutex
 	seq       uint64 // snowflake counter
@@ -279,6 +280,7 @@ func New(cfg Config) *Server {
 	s.gw.init()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/v10/", s.serveREST)
+	mux.HandleFunc("/attachments/", s.serveHosted)
 	// discordgo adds a trailing slash to the gateway/bot URL, not to the
 	// resume URL; Discord serves both shapes.
 	for _, p := range []string{"/gateway", "/gateway/", "/resume", "/resume/"} {

@@ -536,6 +536,8 @@ type Msg struct {
 	ReplyTo   string // a message id in the same channel (type 19 REPLY)
 	Type      int
 	WebhookID string
+	// Attachments are attachment objects from HostFile.
+	Attachments []map[string]any
 }
 
 var (
@@ -594,6 +596,9 @@ func (s *Server) say(m Msg, dispatch bool) string {
 	msg.mentions, msg.roles, msg.everyone = mentions, roles, js["mention_everyone"].(bool)
 	if m.WebhookID != "" {
 		js["webhook_id"] = m.WebhookID
+	}
+	if len(m.Attachments) > 0 {
+		js["attachments"] = m.Attachments
 	}
 	if c.guild != "" {
 		js["member"] = map[string]any{"roles": []string{}, "nick": nil}

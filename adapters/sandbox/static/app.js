@@ -215,6 +215,16 @@
     } else if (open && !m.text) {
       body.appendChild(el("div", "text writing", "Marlowe is working…"));
     }
+    if (m.files && m.files.length) {
+      const fl = el("div", "files");
+      for (const f of m.files) {
+        const a = el("a", "file", `📎 ${f.name} (${fmtSize(f.size)})`);
+        a.href = "/api/files/" + encodeURIComponent(f.id);
+        a.dataset.file = f.id;
+        fl.appendChild(a);
+      }
+      body.appendChild(fl);
+    }
     if (m.decision) {
       const r = m.decision.reason || "";
       const says = el("div", "why-text " + (m.decision.route ? "route" : "ignore"), SAYS[r] || REASONS[r] || r);
@@ -441,6 +451,12 @@
   });
 
   // ---- API ----
+  function fmtSize(n) {
+    if (n >= 1 << 20) return (n / (1 << 20)).toFixed(1) + " MB";
+    if (n >= 1 << 10) return Math.round(n / (1 << 10)) + " KB";
+    return n + " B";
+  }
+
   async function api(path, body) {
     const res = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
     if (!res.ok) {
@@ -506,9 +522,67 @@
     const as = el("span", "as");
     const send = el("button", "send", "Send");
     const err = el("div", "err");
-    bar.append(as, send);
-    box.append(ta, bar);
+    // Files: the attach button or a drop on the composer; each is sent
+    // at once (POST /api/files) and named by its id when the message goes.
+    const attach = el("button", "attach", "📎");
+    attach.title = "Attach a file (or drop one here)";
+    attach.type = "button";
+    const picker = el("input");
+    picker.type = "file";
+    picker.multiple = true;
+    picker.hidden = true;
+    const chips = el("div", "chips");
+    let pending = [];
+    const right = el("span", "right");
+    right.append(attach, send);
+    bar.append(as, right);
+    box.append(chips, ta, bar, picker);
     host.append(ac, box, err);
+    function showChips() {
+      chips.replaceChildren();
+      pending.forEach((f, i) => {
+        const c = el("span", "chip" + (f.id ? "" : " uploading"), `📎 ${f.name}`);
+        c.dataset.file = f.id || "";
+        const x = el("button", "x", "×");
+        x.type = "button";
+        x.title = "Remove";
+        x.onclick = () => { pending.splice(i, 1); showChips(); refresh(); };
+        c.appendChild(x);
+        chips.appendChild(c);
+      });
+    }
+    async function addFiles(list) {
+      for (const file of list) {
+        const f = { name: file.name, id: "" };
+        pending.push(f);
+        showChips();
+        refresh();
+        try {
+          const data = await new Promise((ok, bad) => {
+            const r = new FileReader();
+            r.onload = () => ok(String(r.result).replace(/^data:[^,]*,/, ""));
+            r.onerror = () => bad(r.error);
+            r.readAsDataURL(file);
+          });
+          const got = await api("/api/files", { name: file.name, type: file.type || "", data });
+          f.id = got.id;
+        } catch (e) {
+          pending = pending.filter((p) => p !== f);
+          err.textContent = `${file.name}: ${e.message}`;
+        }
+        showChips();
+        refresh();
+      }
+    }
+    attach.onclick = () => picker.click();
+    picker.onchange = () => { addFiles([...picker.files]); picker.value = ""; };
+    box.addEventListener("dragover", (e) => { e.preventDefault(); box.classList.add("drop"); });
+    box.addEventListener("dragleave", () => box.classList.remove("drop"));
+    box.addEventListener("drop", (e) => {
+      e.preventDefault();
+      box.classList.remove("drop");
+      if (e.dataTransfer && e.dataTransfer.files.length) addFiles([...e.dataTransfer.files]);
+    });
     let items = [], sel = 0, range = null;
 
     function placeholder() {
@@ -534,7 +608,8 @@
       ta.placeholder = placeholder();
       as.innerHTML = `Posting as <b>${esc(member(state.me).name)}</b>`;
       as.title = "Enter sends, Shift+Enter starts a new line, @ mentions";
-      send.disabled = !ta.value.trim();
+      const ready = pending.length > 0 && pending.every((f) => f.id);
+      send.disabled = !(ta.value.trim() || ready) || pending.some((f) => !f.id);
     }
     function closeAC() { ac.hidden = true; items = []; range = null; }
     function showAC() {
@@ -576,16 +651,19 @@
     async function submit() {
       const text = ta.value.trim();
       const t = target();
-      if (!text || !t) return;
+      const files = pending.filter((f) => f.id).map((f) => f.id);
+      if ((!text && !files.length) || !t || pending.some((f) => !f.id)) return;
       send.disabled = true;
       err.textContent = "";
       const sentFrom = draftKey;
       try {
-        await api("/api/messages", { person: state.me, channel: t.channel, thread: t.thread || "", text: toTokens(text) });
+        await api("/api/messages", { person: state.me, channel: t.channel, thread: t.thread || "", text: toTokens(text), files });
         if (draftKey === sentFrom) {
           ta.value = "";
           autosize();
         }
+        pending = [];
+        showChips();
         drafts.delete(sentFrom);
       } catch (e) {
         err.textContent = e.message;

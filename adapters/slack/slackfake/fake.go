@@ -158,6 +158,7 @@ type Server struct {
 	files files // external uploads (files.go)
 
 	mu         sync.Mutex
+	hosted     hosted // files people shared, under mu (hosted.go)
 	tsSeq      int64
 	tsBase     int64
 	idSeq      int
@@ -268,6 +269,7 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("/api/", s.serveAPI)
 	mux.HandleFunc("/socket", s.serveSocket)
 	mux.HandleFunc("/upload/", s.serveUpload)
+	mux.HandleFunc("/files-pri/", s.serveHosted)
 	// socketmode dials with Origin: https://api.slack.com, as Slack expects.
 	s.up = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	// Assigned before it serves: a client left over from an earlier fake on

@@ -25,6 +25,10 @@ type apiErr struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/file/") {
+		s.serveFile(w, r)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/bot")
 	tok, method, ok2 := strings.Cut(rest, "/")
 	form := url.Values{}
@@ -111,6 +115,8 @@ func (s *Server) dispatch(ctx context.Context, method string, f url.Values) (any
 			"can_read_all_group_messages": s.cfg.ReadAllGroupMessages, "supports_inline_queries": false}, nil
 	case "getUpdates":
 		return s.getUpdates(ctx, f)
+	case "getFile":
+		return s.getFile(f)
 	case "sendMessage":
 		return s.sendMessage(f)
 	case "editMessageText":

@@ -78,6 +78,9 @@ type Incoming struct {
 	Edit     int64    // when set, an edited_message of this message id
 	Caption  bool     // send Text as a caption (a photo with a caption)
 	Service  bool     // a service message (new_chat_members) instead
+	// Media are fields merged into the message as given: "photo",
+	// "document", "voice", ... with file ids from HostFile.
+	Media map[string]any
 }
 
 // Sent is one accepted sendMessage.
@@ -171,7 +174,8 @@ type Server struct {
 	updIDs   []int64
 	msgs     map[[2]int64]*stored
 	sent     []Sent
-	docs     []Document // sendDocument uploads (files.go)
+	docs     []Document  // sendDocument uploads (files.go)
+	hosted   hostedFiles // files people shared (hosted.go)
 	edits    []Edit
 	answers  []Answer
 	reacts   []Reaction
@@ -343,6 +347,9 @@ func (s *Server) Inject(in Incoming) (updateID, messageID int64) {
 		if len(ents) > 0 {
 			m["entities"] = ents
 		}
+	}
+	for k, v := range in.Media {
+		m[k] = v
 	}
 	if in.Topic != 0 {
 		m["message_thread_id"] = in.Topic
