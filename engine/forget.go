@@ -155,12 +155,12 @@ func (e *Engine) deliverForgetClick(ctx context.Context, click core.CardClick, i
 		return fmt.Errorf("deliver forget click: %w", err)
 	}
 	var er *fold.Erasure
-	refusal := ""
+	refusal, repaint := "", false
 	now := e.now()
 	var jobScope core.Scope // the erasure job's run scope, once confirmed
 	var jobRun string
 	_, err = v.appendPlan(ctx, func() ([]core.Draft, error) {
-		refusal, er, jobRun = "", v.fold.Erasure(id), ""
+		refusal, repaint, er, jobRun = "", false, v.fold.Erasure(id), ""
 		if er == nil {
 			refusal = "⚠️ I can't find the request behind that button here, so nothing was done."
 			return nil, nil
@@ -177,6 +177,7 @@ func (e *Engine) deliverForgetClick(ctx context.Context, click core.CardClick, i
 			return []core.Draft{clicked}, nil
 		case !er.Pending():
 			refusal = "This request was already " + er.Decision + ". Nothing more was done."
+			repaint = true // a page that still shows the buttons
 			return []core.Draft{clicked}, nil
 		case !now.Before(er.ExpiresAt):
 			res.Decision, refusal = "expired", "⌛ This request expired, so nothing was erased. Say `forget me` again for a new card."
@@ -207,15 +208,99 @@ func (e *Engine) deliverForgetClick(ctx context.Context, click core.CardClick, i
 	if err != nil {
 		return fmt.Errorf("deliver forget click on %s: %w", id, err)
 	}
+	if er != nil && er.Decision != "" {
+		e.showForgetDecision(ctx, v, click.Scope, id)
+	}
 	if refusal != "" {
 		e.log.Info("forget click not acted on", "erasure", id, "by", click.By.ID, "why", refusal)
-		tell(nk, refusal, er == nil || er.Decision != "cancelled" && er.Decision != "expired")
+		// A decided card says so itself: the answer to a click is the
+		// clicker's alone, as every refusal is.
+		tell(nk, refusal, er == nil || repaint || er.Decision != "cancelled" && er.Decision != "expired")
 		return nil
 	}
 	e.log.Info("erasure confirmed: job started", "erasure", id, "by", click.By.ID, "run", jobRun)
 	tell(nk, "🧹 Confirmed. I am erasing in the background and will say here how far I got, and when it is done.", false)
 	e.enqueue(threadKey{jobScope.Key(), jobScope.Thread}, job{run: jobRun})
 	return nil
+}
+
+// showForgetDecision edits the forget card of request id in place, as an
+// approval card is once decided: the decision, and no buttons. The edit is
+// journaled (message.updated, keyed by the card's effect), so a reload
+// shows the decided card; a failure is logged only, and the next click on
+// the stale card repaints it.
+func (e *Engine) showForgetDecision(ctx context.Context, v *chanView, sc core.Scope, id string) {
+	var er *fold.Erasure
+	_ = v.with(ctx, func() { er = v.fold.Erasure(id) })
+	if er == nil || er.Pending() {
+		return
+	}
+	if err := e.editForgetCard(ctx, sc, er); err != nil && ctx.Err() == nil {
+		e.log.Warn("could not show the forget card's decision", "erasure", id, "error", err)
+	}
+}
+
+func (e *Engine) editForgetCard(ctx context.Context, sc core.Scope, er *fold.Erasure) error {
+	cmds, err := e.j.Read(ctx, sc.Key(), 0, 0)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", sc.Key(), err)
+	}
+	// The card is the first card posted for the message that asked (the
+	// request's cause).
+	cause := ""
+	var ref *core.MessageRef
+	effect := ""
+	for _, c := range cmds {
+		switch {
+		case c.ID() == er.CmdID:
+			cause = c.Cause()
+		case cause != "" && ref == nil && c.Kind() == core.KindMessagePosted && c.Cause() == cause:
+			if p, err := core.Decode[*core.MessagePosted](c); err == nil && p.Role == core.RoleCard {
+				ref, effect = &core.MessageRef{Scope: c.Scope(), ID: p.MessageID, At: c.At()}, p.EffectID
+			}
+		}
+	}
+	if ref == nil {
+		return nil // never posted (or erased): nothing shows buttons
+	}
+	s, err := e.surface(sc.Platform)
+	if err != nil {
+		return err
+	}
+	card, err := forgetCard(e.cfg.CardKey, er)
+	if err != nil {
+		return err
+	}
+	card.Actions = nil
+	card.Fields = card.Fields[:len(card.Fields)-1] // the deadline is past use
+	switch er.Decision {
+	case "confirmed":
+		card.Resolution = "✅ Erase confirmed by " + core.MentionOf(er.DecidedBy.ID)
+	case "cancelled":
+		card.Resolution = "Cancelled by " + core.MentionOf(er.DecidedBy.ID) + ": nothing was erased"
+	default:
+		card.Resolution = "⌛ Expired: nothing was erased"
+	}
+	if !er.DecidedAt.IsZero() {
+		card.Resolution += " at " + er.DecidedAt.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	card.Resolution += "."
+	d, err := e.b.System("engine", ref.Scope, core.Meta{Cause: er.CmdID},
+		&core.MessageUpdated{EffectID: effect, MessageID: ref.ID, Text: core.Truncate(card.Resolution, maxPostedText)})
+	if err != nil {
+		return err
+	}
+	v, err := e.channel(ctx, ref.Scope.Key())
+	if err != nil {
+		return err
+	}
+	appended, err := v.append(ctx, nil, d)
+	if err != nil {
+		return err
+	}
+	out := core.Outbound{Key: core.EffectID(ref.Scope.Key(), appended[0].Seq(), 0), Scope: ref.Scope,
+		Text: card.Title + "\n" + card.Resolution, Card: card, Priority: core.PriorityHigh}
+	return s.Update(ctx, *ref, out)
 }
 
 // personChannel is what a person's erasure did in one channel.
@@ -588,7 +673,7 @@ func (pe personErasure) text(person, by, platform string) string {
 		fmt.Fprintf(&b, "\n• %s revoked and deleted (I no longer act as %s anywhere)", plural(pe.connections, "connection", "connections"), who)
 	}
 	b.WriteString("\n*What remains:*")
-	fmt.Fprintf(&b, "\n• %d signed `command.redacted` markers, one per erased or restated record: its id, kind and who asked, no text (so the journal still verifies)", markers)
+	fmt.Fprintf(&b, "\n• %s, one per erased or changed record: signed, without text, saying what it was and who asked (so the journal still verifies)", plural(markers, "redaction marker", "redaction markers"))
 	b.WriteString("\n• " + who + ", as a user id, on the records of decisions and clicks (approvals, consents, this request), without text")
 	if len(restated) > 0 {
 		fmt.Fprintf(&b, "\n• approval and audit records that quoted one of %s texts: their ids, tools, decisions and who decided stay, the quoting text is now `%s` (%s)", whose, core.ErasedText, kindCounts(restated))
@@ -602,6 +687,6 @@ func (pe personErasure) text(person, by, platform string) string {
 	if mention > 0 {
 		fmt.Fprintf(&b, "\n• %d notes added by other people that mention %s (theirs; `delete memory <id>` in their channel)", mention, who)
 	}
-	fmt.Fprintf(&b, "\n• messages on %s itself: delete them there", platformName(platform))
+	b.WriteString("\n• " + platformCopies(platform))
 	return b.String()
 }

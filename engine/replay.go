@@ -35,8 +35,11 @@ type RunReplay struct {
 	// unattended runs). Messages starts with its turns, as the model saw them.
 	Conversation string
 	StartedAt    time.Time
-	Steps        int
-	Tokens       int
+	// toldNeedModel: the conversation was already told that a model is
+	// needed (and what works without one); say it shortly this time.
+	toldNeedModel bool
+	Steps         int
+	Tokens        int
 	// Messages is the volatile tier of the next model call's view.
 	Messages []core.Message
 	// Effects maps each performed post's effect id to where it landed.
@@ -373,8 +376,12 @@ func (rs *RunReplay) apply(c core.Command) error {
 		rs.Status, rs.Trigger = core.RunWorking, p.Trigger
 		rs.inputLimit = p.InputLimit
 		rs.resume(c.At())
-		if h := rs.resolveHistory(p.History); len(h) > 0 {
+		h := rs.resolveHistory(p.History)
+		if len(h) > 0 {
 			rs.Messages = append(rs.Messages, historyMessage(h))
+		}
+		for _, t := range h {
+			rs.toldNeedModel = rs.toldNeedModel || t.Bot && chatcommand.NeedModelSaid(t.Text)
 		}
 		if p.Owner != nil {
 			rs.startUnattended(p)

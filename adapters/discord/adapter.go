@@ -63,7 +63,7 @@ type Adapter struct {
 	hints   *ttlCache[string] // message id → name of the thread to open on it
 	// clicksBy holds each person's latest interaction per scope, for
 	// ephemeral follow-ups (PostEphemeral).
-	clicksBy *ttlCache[discordgo.Interaction]
+	clicksBy *ttlCache[clickRef]
 	slashes  Interactions // slash commands awaiting their answer (slashanswer.go)
 	ledger   *postLedger
 	pacer    *pacer
@@ -178,7 +178,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	a.guilds = newTTLCache[guildInfo](a.now, time.Minute, 1000)
 	a.members = newTTLCache[[]string](a.now, time.Minute, 10000)
 	a.hints = newTTLCache[string](a.now, 15*time.Minute, 10000)
-	a.clicksBy = newTTLCache[discordgo.Interaction](a.now, interactionWindow*time.Second, 10000)
+	a.clicksBy = newTTLCache[clickRef](a.now, interactionWindow*time.Second, 10000)
 	rb := newRebase(cfg.APIURL, a.rt)
 	rb.onGlobal = a.pacer.blockAll
 	a.client.Transport = rb

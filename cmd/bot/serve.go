@@ -37,6 +37,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return usageErr("serve takes no arguments (configuration is by environment)")
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	for _, u := range unknownVars(settingNames(cfg.Getenv)) {
+		log.Warn("unknown setting: " + u.String())
+	}
 	// Configuration errors first, before anything is created on disk.
 	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
 	if err != nil {
@@ -216,9 +219,19 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 	srv, addr, err := listenHTTP(ctx, cfg.HTTPAddr, mux, log)
 	if err != nil {
-		return err
+		return listenError("MARLOWE_HTTP_ADDR", cfg.HTTPAddr, err)
 	}
-	log.Info("http listening", "health", "http://"+addr+"/healthz", "ready", "http://"+addr+"/readyz", "metrics", "http://"+addr+"/metrics")
+	base := browseURL(addr)
+	log.Info("http listening", "health", base+"/healthz", "ready", base+"/readyz", "metrics", base+"/metrics")
+	// The sandbox's port too, before anything starts: a port in use is a
+	// start-up error, not one after "engine started".
+	sandboxURL := ""
+	if surfaces.sandbox != nil {
+		if sandboxURL, err = surfaces.sandbox.Listen(ctx); err != nil {
+			_ = srv.Close()
+			return listenError("MARLOWE_SANDBOX_ADDR", sandboxAddr(cfg), err)
+		}
+	}
 
 	// Two lifetimes: intake (surfaces reading, routines firing) ends at
 	// the signal; the engine outlives it by the drain, so in-flight runs
@@ -243,13 +256,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return fmt.Errorf("start engine: %w", err)
 	}
 	if surfaces.sandbox != nil {
-		url, err := surfaces.sandbox.Listen(intake)
-		if err != nil {
-			_ = srv.Close()
-			_ = eng.Close()
-			return fmt.Errorf("sandbox: %w", err)
-		}
-		log.Info("sandbox ready: open this in a browser to talk to Marlowe", "url", url)
+		log.Info("sandbox ready: open this in a browser to talk to Marlowe", "url", sandboxURL)
 	}
 	waitProbe := func() {}
 	if info.Configured || info.Embedding != nil {
