@@ -318,8 +318,15 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 		channel = ref.Scope.Thread
 	}
 	// A decoration: on the channel's own reaction budget, dropped over it.
+	// Not through MessageReactionAdd: its bucket id ends in discordgo's
+	// "//reactions//", whose own 200 ms limit, counted from when an answer
+	// came back, replaces the bucket headers, so a reaction let through by
+	// the pacer's clock could reach Discord inside the 250 ms window. Under
+	// a bucket id of its own discordgo waits on Remaining/Reset-After.
+	endpoint := discordgo.EndpointMessageReaction(channel, ref.ID, strings.ReplaceAll(name, "#", "%23"), "@me")
 	err := a.pacer.decorate(ctx, "reactions", channel, func(ctx context.Context) error {
-		return a.sess.MessageReactionAdd(channel, ref.ID, name, discordgo.WithContext(ctx))
+		_, err := a.sess.RequestWithBucketID(http.MethodPut, endpoint, nil, discordgo.EndpointChannel(channel)+"/reactions", discordgo.WithContext(ctx))
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("discord: add reaction: %w", err)

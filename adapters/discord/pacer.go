@@ -21,8 +21,9 @@ type paceConfig struct {
 // decoInterval and decoBurst are a channel's budget for reactions, and
 // apart from it for typing, apart from its messages': Discord buckets each
 // route on its own (X-RateLimit-Bucket and -Remaining, which discordgo
-// tracks and waits on; for reactions it keeps one per 200 ms of its own);
-// the reaction route's bucket is one per 250 ms per channel. Over the
+// tracks and waits on; React gives reactions a bucket id of their own so
+// discordgo's 200 ms reaction limit does not replace the headers); the
+// reaction route's bucket is one per 250 ms per channel. Over the
 // budget a decoration is dropped, never queued or left to wait in
 // discordgo for a spent bucket.
 const (

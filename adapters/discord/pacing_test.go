@@ -90,3 +90,36 @@ func TestDiscordKeepsToRouteBuckets(t *testing.T) {
 		}
 	}
 }
+
+// The pacer lets a reaction through by its own clock, from the instant it
+// took the budget; Discord counts the 250 ms window from the instant the
+// request arrived. Under load the first reaction arrives late and the next
+// one on time, so the pacer's 250 ms can be less at Discord: the stopped
+// clock here is advanced the whole window at once, as if the first request
+// had taken that long to arrive. The reaction must then wait on the bucket
+// headers Discord sent (discordgo's own 200 ms reaction limit, which it
+// used in their place, let it through into the spent bucket: a 429).
+func TestDiscordReactionWaitsOnItsBucketHeaders(t *testing.T) {
+	f := newFake(t, discordfake.Config{RouteBuckets: true})
+	clock := pacertest.New()
+	a := startAdapterSetup(t, f, Config{}, newRecorder().deliver, func(a *Adapter) {
+		a.pacer = newPacer(clock.Now, clock.After, paceConfig{interval: time.Second, burst: 5}, a.log)
+	})
+	ctx := t.Context()
+	sc := scopeOf(general, oldThread)
+	for i := range 2 {
+		id := f.Say(discordfake.Msg{Channel: oldThread, Author: alice, Content: fmt.Sprint("question ", i)})
+		if err := a.React(ctx, core.MessageRef{Scope: sc, ID: id}, "eyes"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(decoInterval)
+	}
+	for _, c := range f.Calls() {
+		if c.Status == 429 {
+			t.Errorf("429 on %s %s", c.Method, c.Path)
+		}
+	}
+	if n := len(f.Reactions()); n != 2 {
+		t.Fatalf("%d reactions sent, want 2", n)
+	}
+}

@@ -45,6 +45,9 @@ func (t *rebase) RoundTrip(r *http.Request) (*http.Response, error) {
 	r2.URL = u
 	r2.Host = u.Host
 	res, err := t.next.RoundTrip(r2)
+	if err == nil {
+		roundResetAfter(res.Header)
+	}
 	if err == nil && res.StatusCode == http.StatusTooManyRequests && res.Header.Get("X-RateLimit-Global") != "" && t.onGlobal != nil {
 		if secs, perr := strconv.ParseFloat(res.Header.Get("Retry-After"), 64); perr == nil && secs > 0 {
 			t.onGlobal(time.Duration(secs * float64(time.Second)))
@@ -59,4 +62,20 @@ func (t *rebase) CloseIdleConnections() {
 	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// roundResetAfter adds a millisecond to X-RateLimit-Reset-After: discordgo
+// reads it as a float and truncates the fraction to whole milliseconds
+// (4.873 can become 4.872 s), which would send the next request on the
+// route just before the bucket Discord described has reset.
+func roundResetAfter(h http.Header) {
+	v := h.Get("X-RateLimit-Reset-After")
+	if v == "" {
+		return
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || secs < 0 {
+		return
+	}
+	h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(secs+0.001, 'f', 3, 64))
 }

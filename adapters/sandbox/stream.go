@@ -124,10 +124,11 @@ func (s *Sandbox) AppendStream(ctx context.Context, ref core.MessageRef, u core.
 }
 
 // StopStream implements core.Streamer: the message ends showing u's plan
-// and exactly u.Text, whether or not it extends what was streamed; an
-// empty u.Text (a plan-only stop: a run that failed or paused) keeps the
-// text streamed so far. Stopping a stopped stream changes nothing and is
-// not an error.
+// and exactly u.Text, whether or not it extends what was streamed. An
+// empty u.Text (a plan-only stop: a run that failed or paused) keeps none
+// of the text streamed so far, which would read as a cut answer: it
+// becomes the plan's title (core/streamertest's rule, as on Slack).
+// Stopping a stopped stream changes nothing and is not an error.
 func (s *Sandbox) StopStream(ctx context.Context, ref core.MessageRef, u core.StreamUpdate) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sandbox: stop stream: %w", err)
@@ -149,8 +150,11 @@ func (s *Sandbox) StopStream(ctx context.Context, ref core.MessageRef, u core.St
 		title = ""
 	}
 	nm.Stream = &streamView{Title: title, Tasks: tasks, Stopped: true}
-	if u.Text != "" {
+	switch {
+	case strings.TrimSpace(u.Text) != "":
 		nm.Text = u.Text
+	case strings.TrimSpace(m.Text) != "":
+		nm.Text = title // no answer: the cut text goes
 	}
 	if err := s.commitLocked(&nm); err != nil {
 		return fmt.Errorf("sandbox: stop stream: %w", err)

@@ -26,10 +26,13 @@ type routeLimit struct {
 	per  time.Duration
 }
 
-// bucketState is one bucket instance (route and major parameter).
+// bucketState is one bucket instance (route and major parameter). Its
+// window ends at end; every answer's Reset-After is end less the instant
+// the request was counted at, rounded up to the millisecond, so a client
+// that waits what the headers say is never early.
 type bucketState struct {
-	start time.Time
-	used  int
+	end  time.Time
+	used int
 }
 
 // routeOf names path's route and its major parameter and gives its limit.
@@ -65,17 +68,19 @@ func (s *Server) routeOf(method, path string) (key string, lim routeLimit) {
 // false when the bucket was spent (the answer is then a 429).
 func (s *Server) takeBucket(h http.Header, method, path string) (ok bool, retry time.Duration) {
 	key, lim := s.routeOf(method, path)
-	now := time.Now()
 	s.mu.Lock()
+	// The instant is taken under the lock, so buckets see requests in the
+	// order they count them.
+	now := time.Now()
 	if s.buckets == nil {
 		s.buckets = map[string]*bucketState{}
 	}
 	b := s.buckets[key]
-	if b == nil || now.Sub(b.start) >= lim.per {
-		b = &bucketState{start: now}
+	if b == nil || !now.Before(b.end) {
+		b = &bucketState{end: now.Add(lim.per)}
 		s.buckets[key] = b
 	}
-	reset := b.start.Add(lim.per).Sub(now)
+	reset := b.end.Sub(now)
 	ok = b.used < lim.n
 	if ok {
 		b.used++
@@ -85,6 +90,13 @@ func (s *Server) takeBucket(h http.Header, method, path string) (ok bool, retry 
 	h.Set("X-RateLimit-Bucket", lim.hash)
 	h.Set("X-RateLimit-Limit", strconv.Itoa(lim.n))
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
-	h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(reset.Seconds(), 'f', 3, 64))
+	h.Set("X-RateLimit-Reset-After", resetAfter(reset))
 	return ok, reset
+}
+
+// resetAfter writes d in seconds to the millisecond, rounded up: a
+// header that rounded down would name an instant before the window ends.
+func resetAfter(d time.Duration) string {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)
 }

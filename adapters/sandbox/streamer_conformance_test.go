@@ -1,0 +1,22 @@
+package sandbox
+
+import (
+	"testing"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/streamertest"
+)
+
+// The sandbox passes the core.Streamer conformance suite; the message is
+// read back from the workspace's store.
+func TestStreamerConformance(t *testing.T) {
+	streamertest.Run(t, func(t *testing.T) streamertest.Harness {
+		s := newSandbox(t, Config{})
+		root := botPost(t, s, "root", "general", "", "a root to reply under")
+		return streamertest.Harness{
+			Streamer: s,
+			Scope:    streamScope(root.ID),
+			Text:     func(t *testing.T, ref core.MessageRef) string { return msgOf(t, s, ref.ID).Text },
+		}
+	})
+}
