@@ -283,7 +283,7 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, arg
 	}
 	tctx, cancel := context.WithTimeout(ctx, d.e.cfg.ToolTimeout)
 	stopTyping := d.typing.busy(ctx)
-	obs, err := runTool(tctx, tool, tc, raw)
+	obs, err := d.runWatched(ctx, tctx, tool, tc, raw)
 	stopTyping()
 	cancel()
 	if ctx.Err() != nil {

@@ -56,6 +56,19 @@ func main() {
 	s.AddTool(echo, func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text(argText(r)), nil
 	})
+	s.AddTool(&mcp.Tool{Name: "progress", Description: "Reports progress 1..3 of 3 on the call's token, then answers.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			tok := r.Params.GetProgressToken()
+			if tok == nil {
+				return text("no progress token"), nil
+			}
+			for i := 1; i <= 3; i++ {
+				if err := r.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)}); err != nil {
+					return nil, err
+				}
+			}
+			return text("finished"), nil
+		})
 	s.AddTool(&mcp.Tool{Name: "env", Description: "Print the environment.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			env := os.Environ()
