@@ -488,7 +488,7 @@ func (s *server) callOn(ctx context.Context, conn *connection, name, remote stri
 		return core.Observation{}, fmt.Errorf("calling %s: no answer within %s (the server's timeout)", name, s.cfg.Timeout)
 	case err != nil:
 		*outcome = "error"
-		return core.Observation{}, fmt.Errorf("calling %s: %w", name, err)
+		return core.Observation{}, fmt.Errorf("calling %s: %w", name, explainAsk(err))
 	}
 	obs, err := observe(name, res, s.m.opts.ResultCap)
 	if err != nil {

@@ -3,6 +3,8 @@ package connectors
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +39,25 @@ func TestProgressNotificationsReachTheCall(t *testing.T) {
 	obs, err = tool.Run(context.Background(), core.ToolContext{}, json.RawMessage(`{}`))
 	if err != nil || obs.Text != "no progress token" {
 		t.Errorf("a call nobody watches carried a token: %+v %v", obs, err)
+	}
+}
+
+// A server that asks, during a call, for input from a person
+// (elicitation) or from Marlowe's model (sampling) is refused: the call
+// fails with an error that says so, and nothing is shown to anyone.
+// Marlowe advertises neither capability and has no handler for either.
+// (On the current protocol the ask is an input request in the call's
+// result; the go-sdk client answers it with our handlers, which are none.)
+func TestSamplingAndElicitationAreRefused(t *testing.T) {
+	m, _ := start(t, map[string]map[string]string{"t": nil}, Options{})
+	for _, c := range []struct{ ask, want string }{
+		{"elicit", "asked for input from a person (MCP elicitation), which Marlowe does not support yet: it declined"},
+		{"sample", "asked Marlowe's model for a completion (MCP sampling), which Marlowe never provides: it declined"},
+	} {
+		obs, err := call(t, context.Background(), m, "t__ask", `{"text":"`+c.ask+`"}`)
+		if !errors.Is(err, ErrAsked) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %+v %v, want a refusal naming %q", c.ask, obs, err, c.want)
+		}
+		t.Logf("%s: %v", c.ask, err)
 	}
 }

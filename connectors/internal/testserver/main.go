@@ -69,6 +69,14 @@ func main() {
 			}
 			return text("finished"), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "ask", Description: "Asks the client to elicit (text \"elicit\") or to sample, as the protocol's input requests.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var ir mcp.InputRequest = &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}
+			if argText(r) == "elicit" {
+				ir = &mcp.ElicitParams{Message: "your name?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}}
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": ir}}, nil
+		})
 	s.AddTool(&mcp.Tool{Name: "env", Description: "Print the environment.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			env := os.Environ()
