@@ -27,6 +27,13 @@ func main() {
 	if d, err := time.ParseDuration(os.Getenv("TESTSERVER_SLOW_START")); err == nil {
 		time.Sleep(d)
 	}
+	if gate := os.Getenv("TESTSERVER_START_GATE"); gate != "" {
+		// A FIFO: reading it blocks until the test opens it for writing,
+		// so the test decides when this server gets to list its tools.
+		if _, err := os.ReadFile(gate); err != nil {
+			log.Fatalf("start gate: %v", err)
+		}
+	}
 	if msg := os.Getenv("TESTSERVER_FAIL_START"); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
