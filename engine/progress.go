@@ -60,8 +60,9 @@ func (f *progressFeed) report(p core.Progress) {
 }
 
 // runWatched runs the tool on its own goroutine while the driver edits the
-// checklist with the tool's latest progress. The run's state is only ever
-// touched here, on the driver's goroutine.
+// checklist with the tool's latest progress. A tool may post through
+// tc.Surface meanwhile, which touches the run's state too: the driver
+// holds that surface's lock while it edits, so the two never overlap.
 func (d *driver) runWatched(ctx, tctx context.Context, tool core.Tool, tc core.ToolContext, raw json.RawMessage) (core.Observation, error) {
 	feed := &progressFeed{signal: make(chan struct{}, 1)}
 	tc.Progress = feed.report
@@ -74,7 +75,7 @@ func (d *driver) runWatched(ctx, tctx context.Context, tool core.Tool, tc core.T
 		obs, err := runTool(tctx, tool, tc, raw)
 		done <- result{obs, err}
 	}()
-	defer func() { d.rs.running = nil }()
+	defer func() { d.rs.running = nil }() // the tool has returned: nothing else touches it
 	for {
 		select {
 		case r := <-done:
@@ -83,10 +84,18 @@ func (d *driver) runWatched(ctx, tctx context.Context, tool core.Tool, tc core.T
 			feed.mu.Lock()
 			p := feed.latest
 			feed.mu.Unlock()
-			d.rs.running = &runningCall{tool: tool.Name, p: p}
-			if err := d.syncChecklist(ctx, d.rs.Status); err != nil && ctx.Err() == nil {
-				d.e.log.Warn("showing a tool's progress failed", "run", d.rs.ID, "tool", tool.Name, "error", err)
-			}
+			d.showProgress(ctx, tc, &runningCall{tool: tool.Name, p: p})
 		}
+	}
+}
+
+func (d *driver) showProgress(ctx context.Context, tc core.ToolContext, r *runningCall) {
+	if ts, ok := tc.Surface.(*toolSurface); ok {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+	}
+	d.rs.running = r
+	if err := d.syncChecklist(ctx, d.rs.Status); err != nil && ctx.Err() == nil {
+		d.e.log.Warn("showing a tool's progress failed", "run", d.rs.ID, "tool", r.tool, "error", err)
 	}
 }
