@@ -9,7 +9,9 @@ WORKDIR /src
 COPY go.mod go.sum* ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /bot ./cmd/bot \
+# `bot version` prints it: docker compose build --build-arg VERSION=v1.2.3
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /bot ./cmd/bot \
  && mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -1,7 +1,7 @@
 package core
 
 import (
-	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -14,24 +14,20 @@ import (
 // erasure, since the folds need them to know what was decided; an erasure
 // counts the ones that still carry the text, so its reply can say so.
 
-// ErasableKinds are the kinds an erasure redacts when their payload carries
-// the erased text: the conversation and the work done on it.
-var ErasableKinds = []Kind{
+// erasableKinds are the kinds an erasure redacts when their payload carries
+// the erased text: the conversation and the work done on it. A checkpoint
+// refers to conversation turns by seq, but may still quote a text in what
+// it copies from decision records and memories.
+var erasableKinds = []Kind{
 	KindMessageReceived, KindRunStarted, KindModelStep, KindToolRequested,
-	KindToolCompleted, KindMessagePosted, KindMessageUpdated,
-	// A checkpoint holds conversation turns folded from the above.
-	KindFoldCheckpoint,
+	KindToolCompleted, KindMessagePosted, KindMessageUpdated, KindFoldCheckpoint,
 }
 
+// ErasableKinds lists the kinds an erasure may redact (a copy).
+func ErasableKinds() []Kind { return slices.Clone(erasableKinds) }
+
 // Erasable reports whether an erasure may redact a command of kind k.
-func Erasable(k Kind) bool {
-	for _, e := range ErasableKinds {
-		if e == k {
-			return true
-		}
-	}
-	return false
-}
+func Erasable(k Kind) bool { return slices.Contains(erasableKinds, k) }
 
 // Erasure is what one erasure did in a channel: the commands redacted per
 // kind (each now a redaction marker: no payload, named by a signed
@@ -91,49 +87,8 @@ func (e Erasure) RemovedTotal() int {
 // space as one space.
 func normText(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
 
-// CarriesText reports whether c's payload holds text anywhere: in any
-// string value, compared case-insensitively with white space collapsed,
-// including strings that are themselves JSON (a tool call's arguments, a
-// tool result), which are searched after decoding too. A redacted command
-// carries nothing; an empty text matches nothing.
-func CarriesText(c Command, text string) bool {
-	want := normText(text)
-	if want == "" || c.Redacted() || len(c.payload) == 0 {
-		return false
-	}
-	var v any
-	if err := json.Unmarshal(c.payload, &v); err != nil {
-		return strings.Contains(normText(string(c.payload)), want)
-	}
-	return valueCarries(v, want, 0)
-}
-
-func valueCarries(v any, want string, depth int) bool {
-	switch x := v.(type) {
-	case string:
-		if strings.Contains(normText(x), want) {
-			return true
-		}
-		if depth < 4 {
-			if t := strings.TrimSpace(x); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") || strings.HasPrefix(t, `"`) {
-				var inner any
-				if json.Unmarshal([]byte(t), &inner) == nil {
-					return valueCarries(inner, want, depth+1)
-				}
-			}
-		}
-	case map[string]any:
-		for k, e := range x {
-			if strings.Contains(normText(k), want) || valueCarries(e, want, depth) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if valueCarries(e, want, depth) {
-				return true
-			}
-		}
-	}
-	return false
-}
+// CarriesText reports whether c's payload holds text, or a piece of it of
+// MatchPiece characters or more, anywhere (TextMatcher.Carries). A
+// redacted command carries nothing; an empty text matches nothing. An
+// erasure of many texts builds one TextMatcher instead.
+func CarriesText(c Command, text string) bool { return NewTextMatcher(text).Carries(c) }

@@ -144,11 +144,18 @@ type RunStarted struct {
 	Context string `json:"context,omitempty"`
 }
 
-// ThreadTurn is one earlier message of a conversation: a person's or the bot's.
+// ThreadTurn is one earlier message of a conversation: a person's or the
+// bot's. Seq names the command it came from (a message.received or the
+// bot's message.posted, in the same channel). RunStarted.History records
+// turns by Seq with no Text (runs since erasure by reference): the text is
+// read from that command when the run is replayed, so erasing the command
+// erases the turn from every history that names it. Turns recorded before
+// carry their Text and no Seq.
 type ThreadTurn struct {
 	Author Person `json:"author"`
 	Bot    bool   `json:"bot,omitempty"`
-	Text   string `json:"text"`
+	Text   string `json:"text,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
 }
 
 // Usage is what one model call spent.

@@ -23,16 +23,19 @@ import (
 // ErasedText replaces a string that carried an erased text.
 const ErasedText = "[erased]"
 
-// RestatableKinds are the decision records an erasure restates rather than
+// restatableKinds are the decision records an erasure restates rather than
 // keeps: their ids and decisions stay, their free text goes. Routines,
 // policy and memories are not restated (their text is what they do).
-var RestatableKinds = []Kind{
+var restatableKinds = []Kind{
 	KindApprovalRequested, KindApprovalResolved, KindPermissionDecided,
 	KindRunPaused, KindRunCompleted, KindRunFailed, KindRoutineFired, KindReportFiled,
 }
 
+// RestatableKinds lists the kinds an erasure restates (a copy).
+func RestatableKinds() []Kind { return slices.Clone(restatableKinds) }
+
 // Restatable reports whether an erasure restates a command of kind k.
-func Restatable(k Kind) bool { return slices.Contains(RestatableKinds, k) }
+func Restatable(k Kind) bool { return slices.Contains(restatableKinds, k) }
 
 // Restater is the optional journal capability of restating a command
 // (store/sqlite, store/postgres, coretest.MemJournal).
@@ -44,17 +47,16 @@ type Restater interface {
 }
 
 // Restate returns c's payload with every string value carrying one of texts
-// (as CarriesText finds them, JSON inside strings included) replaced by
-// ErasedText, and whether anything was replaced.
+// (or a piece of one, as TextMatcher finds them, JSON inside strings
+// included) replaced by ErasedText, and whether anything was replaced.
 func Restate(c Command, texts []string) ([]byte, bool, error) {
-	if c.Redacted() || len(c.payload) == 0 {
+	return RestateMatching(c, NewTextMatcher(texts...))
+}
+
+// RestateMatching is Restate with the texts indexed already.
+func RestateMatching(c Command, m *TextMatcher) ([]byte, bool, error) {
+	if c.Redacted() || len(c.payload) == 0 || m.Empty() {
 		return nil, false, nil
-	}
-	var wants []string
-	for _, t := range texts {
-		if w := normText(t); w != "" {
-			wants = append(wants, w)
-		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(c.payload))
 	dec.UseNumber() // ids and counts round-trip exactly
@@ -63,7 +65,7 @@ func Restate(c Command, texts []string) ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("restate %s: %w", c, err)
 	}
 	changed := false
-	v = scrub(v, wants, &changed)
+	v = scrub(v, m, &changed)
 	if !changed {
 		return nil, false, nil
 	}
@@ -74,22 +76,20 @@ func Restate(c Command, texts []string) ([]byte, bool, error) {
 	return b, true, nil
 }
 
-func scrub(v any, wants []string, changed *bool) any {
+func scrub(v any, m *TextMatcher, changed *bool) any {
 	switch x := v.(type) {
 	case string:
-		for _, w := range wants {
-			if valueCarries(x, w, 0) {
-				*changed = true
-				return ErasedText
-			}
+		if m.value(x, 0) {
+			*changed = true
+			return ErasedText
 		}
 	case map[string]any:
 		for k, e := range x {
-			x[k] = scrub(e, wants, changed)
+			x[k] = scrub(e, m, changed)
 		}
 	case []any:
 		for i, e := range x {
-			x[i] = scrub(e, wants, changed)
+			x[i] = scrub(e, m, changed)
 		}
 	}
 	return v
@@ -139,16 +139,16 @@ func (c Command) WithRestatement(payload []byte) Command {
 	return c
 }
 
-// RestateIn restates c without texts through j, when c's kind is
-// restatable, it carries one of texts, and j is a Restater; record builds
+// RestateIn restates c without m's texts through j, when c's kind is
+// restatable, it carries one of them, and j is a Restater; record builds
 // the command.redacted naming the restatement's hash. It reports whether c
 // was restated (false: kept as it is).
-func RestateIn(ctx context.Context, j Journal, c Command, texts []string, record func(restated string) (Draft, error)) (bool, error) {
+func RestateIn(ctx context.Context, j Journal, c Command, m *TextMatcher, record func(restated string) (Draft, error)) (bool, error) {
 	rs, ok := j.(Restater)
 	if !ok || !Restatable(c.Kind()) {
 		return false, nil
 	}
-	payload, changed, err := Restate(c, texts)
+	payload, changed, err := RestateMatching(c, m)
 	if err != nil || !changed {
 		return false, err
 	}

@@ -53,19 +53,12 @@ func (v *chanView) load(ctx context.Context) error {
 	}
 	// From the latest checkpoint when there is a usable one (checkpoint.go),
 	// else from seq 1.
+	// A redaction after the checkpoint of a command it covers is folded
+	// like any command: the fold drops what it copied from the command
+	// (snapshots hold conversation turns by reference, never their text).
 	v.restore(ctx)
 	if err := v.catchUp(ctx); err != nil {
 		return err
-	}
-	if v.ck.stale {
-		// A redaction after the checkpoint named a command the checkpoint
-		// had folded: its snapshot may hold the erased text. Fold whole.
-		v.ck.cfg.log.Warn("checkpoint predates a redaction of what it folded: folding the channel whole",
-			"channel", v.key, "checkpoint", v.ck.restored)
-		v.reset()
-		if err := v.catchUp(ctx); err != nil {
-			return err
-		}
 	}
 	v.loaded = true
 	return nil
@@ -173,7 +166,7 @@ func (v *chanView) apply(c core.Command) error {
 		return nil
 	}
 	v.seq = c.Seq()
-	v.ck.note(c, v.loaded)
+	v.ck.note(c)
 	return v.fold.Apply(c)
 }
 

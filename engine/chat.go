@@ -169,11 +169,11 @@ func (d *driver) deleteMemory(ctx context.Context, h *humanMsg, pol core.Policy,
 	}
 	got, err := er.Erase(mctx, by, info.ID, reason)
 	// Whatever the erasure redacted is gone from the journal; the cached
-	// fold still holds conversation turns and memory texts folded from it
-	// (the next run's history would record them again), so fold the
-	// channel afresh from the journal.
-	if ferr := d.v.refold(ctx); ferr != nil {
-		d.e.log.Warn("refold after erasure", "channel", string(d.v.key), "error", ferr)
+	// fold drops what it copied from those commands as it folds their
+	// command.redacted records (fold.Channel.forgetSeq): catch it up now
+	// rather than at the next append.
+	if ferr := d.v.withFresh(ctx, 0, func() {}); ferr != nil {
+		d.e.log.Warn("catch up after erasure", "channel", string(d.v.key), "error", ferr)
 	}
 	if err != nil {
 		d.e.log.Warn("delete memory failed", "run", d.rs.ID, "memory", info.ID, "error", err)
@@ -187,7 +187,7 @@ func (d *driver) deleteMemory(ctx context.Context, h *humanMsg, pol core.Policy,
 func erasureReply(id string, got core.Erasure, platform string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "🗑️ Deleted memory `%s`. Its text is erased from this channel's journal: %s", id, kindCounts(got.Removed))
-	fmt.Fprintf(&b, ". Each of those is now a redaction marker (%d signed `command.redacted` records name them and say you asked), so the journal still verifies.", got.Markers)
+	fmt.Fprintf(&b, ". Each of those is now a redaction marker (%s, signed, without text, saying you asked), so the journal still verifies.", plural(got.Markers, "marker", "markers"))
 	b.WriteString(" The memory index keeps only a tombstone (id and dates; no text, no embedding).")
 	if len(got.OtherMemories) > 0 {
 		ids := make([]string, len(got.OtherMemories))
@@ -202,11 +202,31 @@ func erasureReply(id string, got core.Erasure, platform string) string {
 	if len(got.Kept) > 0 {
 		fmt.Fprintf(&b, "\nStill holding this text, kept because the journal needs them to know what was decided or finished: %s.", kindCounts(got.Kept))
 	}
-	fmt.Fprintf(&b, "\nMessages on %s itself are not changed: delete them there.", platformName(platform))
+	b.WriteString("\n" + strings.ToUpper(platformCopies(platform)[:1]) + platformCopies(platform)[1:] + ".")
 	return b.String()
 }
 
-// kindCounts renders per-kind counts in a fixed order: "1 message.received, 2 model.step".
+// recordWords names a journal kind for people: what the record was, not
+// its kind ("2 of your messages", not "2 message.received").
+var recordWords = map[string][2]string{
+	"message.received":   {"message", "messages"},
+	"message.posted":     {"reply of mine", "replies of mine"},
+	"message.updated":    {"edit of a reply of mine", "edits of replies of mine"},
+	"model.step":         {"model step", "model steps"},
+	"permission.decided": {"permission decision", "permission decisions"},
+	"tool.requested":     {"tool call", "tool calls"},
+	"tool.completed":     {"tool result", "tool results"},
+	"memory.written":     {"note", "notes"},
+	"run.started":        {"record of a conversation's start", "records of conversations' starts"},
+	"approval.requested": {"approval request", "approval requests"},
+	"approval.resolved":  {"approval decision", "approval decisions"},
+	"routine.created":    {"routine", "routines"},
+	"routine.changed":    {"routine change", "routine changes"},
+	"report.filed":       {"report", "reports"},
+}
+
+// kindCounts renders per-kind counts in words, in a fixed order: "1
+// message, 2 model steps (…)".
 func kindCounts(m map[string]int) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -214,13 +234,36 @@ func kindCounts(m map[string]int) string {
 	}
 	slices.Sort(keys)
 	parts := make([]string, 0, len(keys))
+	other := 0
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+		w, ok := recordWords[k]
+		switch {
+		case !ok:
+			other += m[k]
+		case m[k] == 1:
+			parts = append(parts, "1 "+w[0])
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s", m[k], w[1]))
+		}
+	}
+	if other > 0 {
+		parts = append(parts, plural(other, "other record", "other records"))
 	}
 	if len(parts) == 0 {
 		return "nothing"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// platformCopies says what happens to the messages on the platform
+// itself, which an erasure does not touch: on a chat platform the person
+// deletes them there; the sandbox cannot delete a message, and keeps its
+// copies in its data file.
+func platformCopies(platform string) string {
+	if platform == "sandbox" {
+		return "the sandbox page still shows the messages themselves (a local demo: it cannot delete a message; its copies are in sandbox.jsonl in the data directory)"
+	}
+	return "messages on " + platformName(platform) + " itself are not changed: delete them there"
 }
 
 func platformName(p string) string {
@@ -237,7 +280,9 @@ func platformName(p string) string {
 	return p
 }
 
-// runHistory is the conversation history a new run records: none for a
+// runHistory is the conversation history a new run records, each turn by
+// the seq of its command and without its text (docs/architecture.md,
+// "Erasure by reference"): none for a
 // command the grammar answers by itself (it reads no history), so a
 // `delete memory` run never records the text it erases, nor a personal
 // command (`forget me`, `what do you know about me`) the history. Callers hold v.mu.
@@ -246,16 +291,13 @@ func runHistory(v *chanView, msg *core.MessageReceived) []core.ThreadTurn {
 	if chatcommand.Parse(text).Deterministic() || chatcommand.ParseInbox(text).Kind != chatcommand.InboxNone {
 		return nil
 	}
-	return slices.Clone(v.fold.History(msg.Conversation))
-}
-
-// refold drops the view's fold and folds the channel again from the
-// journal, as eviction and a replica taking the channel over do.
-func (v *chanView) refold(ctx context.Context) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.reset()
-	return v.load(ctx)
+	h := v.fold.History(msg.Conversation)
+	for i := range h {
+		if h[i].Seq > 0 {
+			h[i].Text = "" // recorded by reference: ReadRunReplay reads it back
+		}
+	}
+	return h
 }
 
 func authorOfInfo(d *driver, m core.MemoryInfo) string {
@@ -464,8 +506,9 @@ func (e *Engine) cancelDrafts(v *chanView, cr *cancelRequest, r *fold.Run, ev co
 		if r.Requester.ID != "" {
 			who = core.MentionOf(r.Requester.ID)
 		}
+		// Private to the person refused: the thread goes on as it shows.
 		return []core.Draft{mr}, &notice{key: "cancel-refused/" + ev.MessageID, scope: ev.Scope, cause: mr.ID(),
-			text: "🚫 Only " + who + " or an admin can cancel this. It goes on."}, nil
+			text: "🚫 Only " + who + " or an admin can cancel this. It goes on.", to: ev.Author.ID}, nil
 	}
 	mr, err := e.b.Human(ev.Author, ev.Scope, core.Meta{Run: r.ID}, msg)
 	if err != nil {

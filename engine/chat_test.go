@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
@@ -199,9 +200,11 @@ func TestCancelStopsAWaitingRun(t *testing.T) {
 	root := ev.MessageID
 	calls := m.Calls()
 
-	// Bob neither asked nor administers: refused, and the run waits on.
-	if got := h.sayIn(bob, root, "cancel"); !strings.Contains(got, "Only <@UALICE> or an admin can cancel this") {
-		t.Errorf("bob's cancel = %q", got)
+	// Bob neither asked nor administers: refused (privately), and the
+	// run waits on.
+	h.sayIn(bob, root, "cancel")
+	if w := h.s.Whispers(); len(w) != 1 || w[0].User != bob.ID || !strings.Contains(w[0].Text, "Only <@UALICE> or an admin can cancel this") {
+		t.Errorf("bob's cancel answered %+v, want a private refusal", w)
 	}
 	for _, r := range h.runs("C1") {
 		if r.Status != core.RunWaitingApproval {
@@ -414,5 +417,43 @@ func TestCancelNoticeSurvivesARestart(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("stop notices = %d, want 1", n)
+	}
+}
+
+// TestRefusedCancelIsPrivateAndComesFirst: Carol's `cancel` of Alice's run
+// while its model call is still out is refused at once and only to Carol
+// (ephemeral), not queued behind the run (where it would arrive after
+// Alice's own cancel had stopped it, contradicting the thread) nor posted
+// to everyone.
+func TestRefusedCancelIsPrivateAndComesFirst(t *testing.T) {
+	release := make(chan struct{})
+	m := coretest.NewScriptedModel(func(v core.View) (core.Reply, error) {
+		<-release
+		return core.Reply{Text: "the answer"}, nil
+	})
+	h := newHarness(t, m, nil)
+	ev := h.mention(alice, "C1", "a long question")
+	h.deliver(ev)
+	for deadline := time.Now().Add(10 * time.Second); m.Calls() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the model was never asked")
+		}
+	}
+	// deliver returns once the ingress is done: the refusal must be there
+	// already, while the model call still holds the thread.
+	h.deliver(h.inThread(carol, "C1", ev.MessageID, "cancel"))
+	w := h.s.Whispers()
+	close(release)
+	h.idle()
+	if len(w) != 1 || w[0].User != carol.ID || !strings.Contains(w[0].Text, "Only <@UALICE> or an admin can cancel this") {
+		t.Errorf("while the run worked, whispers = %+v; want Carol's refusal, privately", w)
+	}
+	for _, p := range h.s.Posts() {
+		if strings.Contains(p.Out.Text, "can cancel this") {
+			t.Errorf("the refusal was posted to the thread: %q", p.Out.Text)
+		}
+	}
+	if got := h.s.Whispers(); len(got) != 1 {
+		t.Errorf("whispers after the run = %+v, want the one refusal", got)
 	}
 }

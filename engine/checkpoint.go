@@ -54,6 +54,11 @@ func newCheckpointConfig(cfg Config, log *slog.Logger) *checkpointConfig {
 			c.verify = j.Verifier()
 		}
 	}
+	if c.verify == nil && c.every > 0 {
+		// Not silently: a journal wrapper hides the store's verifier, and
+		// every load then folds whole.
+		log.Warn("checkpoints off: no verifier (set engine.Config.Verifier); every channel load folds its whole journal")
+	}
 	return c
 }
 
@@ -66,23 +71,15 @@ type viewCheckpoint struct {
 	restored uint64
 	// size is the latest checkpoint's payload size in bytes (0: none).
 	size int
-	// stale: a command.redacted folded after the fold was built, or one
-	// naming a command the restored snapshot covers: the fold may hold the
-	// erased text (the fold keeps what it folded), so no checkpoint is
-	// taken from it, and a load refolds whole.
-	stale bool
 }
 
-// note is called for every command the view folds (under its lock).
-func (ck *viewCheckpoint) note(c core.Command, loaded bool) {
-	switch {
-	case c.Redacted():
-	case c.Kind() == core.KindFoldCheckpoint:
+// note is called for every command the view folds (under its lock). A
+// command.redacted needs nothing here: the fold drops what it copied from
+// the redacted command, so a fold that folded redactions still makes a
+// checkpoint without the erased text.
+func (ck *viewCheckpoint) note(c core.Command) {
+	if !c.Redacted() && c.Kind() == core.KindFoldCheckpoint {
 		ck.at, ck.size = c.Seq(), len(c.RawPayload())
-	case c.Kind() == core.KindCommandRedacted:
-		if p, err := core.Decode[*core.CommandRedacted](c); loaded || err != nil || p.Seq <= ck.restored {
-			ck.stale = true
-		}
 	}
 }
 
@@ -169,7 +166,7 @@ func (v *chanView) decodeCheckpoint(ctx context.Context, c core.Command) (fold.C
 // and changes nothing (the next append tries again). Callers hold v.mu.
 func (v *chanView) maybeCheckpoint(ctx context.Context, fence *core.Fence) {
 	cfg := v.ck.cfg
-	if cfg == nil || cfg.every <= 0 || cfg.verify == nil || v.ck.stale || v.seq < v.ck.at+v.ck.interval() {
+	if cfg == nil || cfg.every <= 0 || cfg.verify == nil || v.seq < v.ck.at+v.ck.interval() {
 		return
 	}
 	if fence == nil && !cfg.owned {
@@ -211,39 +208,4 @@ func (v *chanView) maybeCheckpoint(ctx context.Context, fence *core.Fence) {
 // checkpoint: cfg.every, or more when the latest snapshot is large.
 func (ck *viewCheckpoint) interval() uint64 {
 	return uint64(max(ck.cfg.every, ck.size/checkpointBytesPerCommand))
-}
-
-// redactCheckpoints redacts ch's unredacted checkpoints above seq after,
-// newest first, each with the record draft makes. An erasure calls it: a
-// checkpoint holds conversation turns folded from what it erased, which a
-// text search may miss (a turn is cut to its first characters). The
-// channel's next load then restores an older checkpoint (one from before
-// everything erased) or folds whole. It returns how many it redacted.
-func (e *Engine) redactCheckpoints(ctx context.Context, ch core.ChannelKey, after uint64, draft func(target core.Command) (core.Draft, error)) (int, error) {
-	lr, ok := e.j.(core.LatestReader)
-	if !ok {
-		return 0, nil // a journal without the read has no restorable checkpoints
-	}
-	n := 0
-	for {
-		c, found, err := lr.LatestOfKind(ctx, ch, core.KindFoldCheckpoint)
-		if err != nil {
-			return n, fmt.Errorf("find checkpoints of %s: %w", ch, err)
-		}
-		if !found || c.Seq() <= after {
-			return n, nil
-		}
-		rd, err := draft(c)
-		if err != nil {
-			return n, fmt.Errorf("redact checkpoint %s seq %d: %w", ch, c.Seq(), err)
-		}
-		if _, err := e.j.Redact(ctx, c.Seq(), rd); err != nil {
-			// Another erasure redacted it first: the store refuses a second.
-			if cur, rerr := e.j.Read(ctx, ch, c.Seq(), 1); rerr == nil && len(cur) == 1 && cur[0].Redacted() {
-				continue
-			}
-			return n, fmt.Errorf("redact checkpoint %s seq %d: %w", ch, c.Seq(), err)
-		}
-		n++
-	}
 }

@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/store/sqlite"
 )
@@ -256,10 +259,14 @@ func TestCheckpointUnusableIsIgnored(t *testing.T) {
 	}
 }
 
-// Retention must not leave the text it erased inside a checkpoint taken
-// after it was said: no unredacted row of the channel holds it afterwards,
-// and the channel still loads into the fold of its redacted journal.
-func TestCheckpointRetentionErasesText(t *testing.T) {
+// Retention with live work in the channel: the run kept live by
+// w.history stops eviction (the old workaround only dropped idle folds),
+// and checkpoints were taken after the text was said. Afterwards no row
+// holds the text; the live engine's fold keeps no turn of what was
+// redacted (its next run is never given it); the checkpoints taken after
+// the cutoff stay usable (a fresh load restores the latest and reads only
+// the tail) and load into the fold of the redacted journal.
+func TestCheckpointRetentionWithLiveWork(t *testing.T) {
 	w := newCkptWorld(t)
 	const secret = "my locker code is 4417"
 	e := w.engine(t, w.st, 100)
@@ -271,50 +278,73 @@ func TestCheckpointRetentionErasesText(t *testing.T) {
 	})
 	w.clk.Advance(48 * time.Hour)
 	w.history(t, e, 250, func(i int) string { return fmt.Sprintf("new %d", i) })
-	carrying := func() []uint64 {
-		var out []uint64
-		for _, c := range w.all(t) {
-			if !c.Redacted() && strings.Contains(string(c.RawPayload()), "4417") {
-				out = append(out, c.Seq())
-			}
-		}
-		return out
-	}
-	before := carrying()
-	ck := 0
+	var said uint64
 	for _, c := range w.all(t) {
-		if c.Kind() == core.KindFoldCheckpoint && strings.Contains(string(c.RawPayload()), "4417") {
-			ck++
+		if !c.Redacted() && c.Kind() == core.KindMessageReceived && strings.Contains(string(c.RawPayload()), "4417") {
+			said = c.Seq()
 		}
 	}
-	if ck == 0 || len(before) < 2 {
-		t.Fatalf("the test needs checkpoints holding the text: %d rows carry it (%d checkpoints)", len(before), ck)
+	refs, err := engine.EngineTurnRefs(t.Context(), e, w.sc.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if said == 0 || !slices.Contains(refs, said) || countKind(w.all(t), core.KindFoldCheckpoint, false) < 2 {
+		t.Fatalf("the test needs the text said (seq %d), kept as a turn of the live fold, and checkpoints after it", said)
 	}
 	if _, err := e.Retain(t.Context(), 24*time.Hour, -1); err != nil {
 		t.Fatal(err)
 	}
-	if left := carrying(); len(left) > 0 {
-		t.Fatalf("after retention, rows %v still hold the erased text", left)
+	for _, c := range w.all(t) {
+		if !c.Redacted() && strings.Contains(string(c.RawPayload()), "4417") {
+			t.Errorf("after retention, seq %d (%s) still holds the erased text", c.Seq(), c.Kind())
+		}
+	}
+	refs, err = engine.EngineTurnRefs(t.Context(), e, w.sc.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(refs, said) {
+		t.Errorf("after retention, the live fold still gives the next run the turn of seq %d", said)
 	}
 	cmds := w.all(t)
+	var latest core.Command
+	for _, c := range cmds {
+		if c.Kind() == core.KindFoldCheckpoint {
+			latest = c
+		}
+	}
+	if latest.Redacted() {
+		t.Fatalf("retention redacted the latest checkpoint (seq %d): the channel folds whole", latest.Seq())
+	}
 	want, err := engine.FoldDumpOf(w.sc.Key(), cmds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := engine.EngineFoldDump(t.Context(), w.engine(t, w.st, 100), w.sc.Key())
+	cj := &countingJournal{Journal: w.st}
+	fresh := w.engine(t, cj, 100)
+	got, err := engine.EngineFoldDump(t.Context(), fresh, w.sc.Key())
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameFold(t, "reloaded after retention", got, want)
+	if got.State != want.State {
+		t.Fatalf("reloaded after retention: state differs\n got: %s\nwant: %s", got.State, want.State)
+	}
+	if r := cj.read.Load(); r > int64(len(cmds))/2 {
+		t.Fatalf("reloaded after retention: read %d commands of %d, not from the checkpoint", r, len(cmds))
+	}
+	if refs, _ := engine.EngineTurnRefs(t.Context(), fresh, w.sc.Key()); slices.Contains(refs, said) {
+		t.Errorf("the reloaded fold keeps the turn of redacted seq %d", said)
+	}
 	if _, err := core.VerifyChannel(t.Context(), w.st, w.signer.Verifier(), w.sc.Key()); err != nil {
 		t.Fatalf("verify after retention: %v", err)
 	}
 }
 
 // A redaction appended after a checkpoint, of a command the checkpoint
-// covers, makes the checkpoint stale: the load folds whole, so the fold is
-// the redacted journal's (without the text), not the checkpoint's.
-func TestCheckpointStaleAfterRedactionFoldsWhole(t *testing.T) {
+// covers, leaves the checkpoint usable: the load restores it, folds the
+// redaction (which drops the turn the checkpoint names by seq) and reads
+// only the tail. It used to make the checkpoint stale and fold whole.
+func TestCheckpointUsableAfterRedaction(t *testing.T) {
 	w := newCkptWorld(t)
 	w.history(t, w.engine(t, w.st, 100), 150, func(i int) string { return fmt.Sprintf("text %d", i) })
 	ctx := t.Context()
@@ -335,9 +365,50 @@ func TestCheckpointStaleAfterRedactionFoldsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := engine.EngineFoldDump(ctx, w.engine(t, w.st, 100), w.sc.Key())
+	cj := &countingJournal{Journal: w.st}
+	e := w.engine(t, cj, 100)
+	got, err := engine.EngineFoldDump(ctx, e, w.sc.Key())
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameFold(t, "load after a redaction the checkpoint predates", got, want)
+	if got.State != want.State {
+		t.Fatalf("load after a redaction the checkpoint predates: state differs\n got: %s\nwant: %s", got.State, want.State)
+	}
+	if r := cj.read.Load(); r > 60 {
+		t.Fatalf("load after a redaction read %d commands of %d: not from the checkpoint", r, len(cmds))
+	}
+	refs, err := engine.EngineTurnRefs(ctx, e, w.sc.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRefs := fold.NewChannel(w.sc.Key())
+	for _, c := range cmds {
+		if err := wantRefs.Apply(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if slices.Contains(refs, target.Seq()) || !slices.Equal(refs, wantRefs.TurnRefs()) {
+		t.Fatalf("turns after the load: %v, want those of the redacted journal %v", refs, wantRefs.TurnRefs())
+	}
+}
+
+// A journal wrapper hides the store's own verifier: an engine given none
+// then takes and restores no checkpoint, and says so at start rather than
+// folding every channel whole in silence (serve passes its verifier).
+func TestCheckpointsOffWithoutAVerifierAreLogged(t *testing.T) {
+	w := newCkptWorld(t)
+	var logs strings.Builder
+	e, err := engine.New(engine.Config{
+		Journal: &plainJournal{Journal: w.st}, Boundary: w.b, CardKey: cardKey, Clock: w.clk.Now,
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+		Surfaces: map[string]core.Surface{platform: coretest.NewFakeSurface(platform, botID)},
+		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	if !strings.Contains(logs.String(), "checkpoints off") {
+		t.Fatalf("no warning that checkpoints are off:\n%s", logs.String())
+	}
 }

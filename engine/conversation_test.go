@@ -145,11 +145,7 @@ func replayLastRun(t *testing.T, h *harness, ch string) *engine.RunReplay {
 			run = c.Run()
 		}
 	}
-	cmds, err := h.j.ReadRun(context.Background(), run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := engine.ReplayRun(cmds)
+	rs, err := engine.ReadRunReplay(context.Background(), h.j, run)
 	if err != nil {
 		t.Fatal(err)
 	}

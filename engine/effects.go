@@ -240,6 +240,10 @@ func (e *Engine) postNotice(ctx context.Context, n *notice) error {
 			if err == nil {
 				return nil
 			}
+			if n.onlyPrivate {
+				e.log.Info("private notice failed; not posting it in the open", "platform", n.scope.Platform, "user", n.to, "error", err)
+				return nil
+			}
 			e.log.Warn("post ephemeral notice failed; posting it addressed instead", "platform", n.scope.Platform, "user", n.to, "error", err)
 		}
 		text = core.MentionOf(n.to) + " " + n.text

@@ -313,7 +313,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 	}
 	e.startEviction()
-	e.log.Info("engine started", "channels_with_work", len(chs), "owned", owned, "unfinished_runs", resumed, "replica", e.Replica())
+	attrs := []any{"channels_with_work", len(chs), "owned", owned, "unfinished_runs", resumed}
+	if id := e.Replica(); id != "" {
+		attrs = append(attrs, "replica", id)
+	}
+	e.log.Info("engine started", attrs...)
 	return nil
 }
 
@@ -480,6 +484,10 @@ type notice struct {
 	// to, when set, makes the notice ephemeral: only this person sees it,
 	// and nothing is posted where a surface cannot do that.
 	to string
+	// onlyPrivate: when the private post fails, post nothing. The answer
+	// to a click on a button with no record is not for the channel (the
+	// click itself was acknowledged).
+	onlyPrivate bool
 }
 
 // mailbox is one thread's queue and its single consumer. No two goroutines

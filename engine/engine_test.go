@@ -282,11 +282,7 @@ func TestFollowUpRunSeesTheThreadSoFar(t *testing.T) {
 			runID = id
 		}
 	}
-	cmds, err := h.j.ReadRun(context.Background(), runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := engine.ReplayRun(cmds)
+	rs, err := engine.ReadRunReplay(context.Background(), h.j, runID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,3 +223,16 @@ func (v *chanView) isLoaded() bool {
 	defer v.mu.Unlock()
 	return v.loaded
 }
+
+// viewLoaded reports whether this process holds ch's fold now.
+func (e *Engine) viewLoaded(ch core.ChannelKey) bool {
+	e.chMu.Lock()
+	v := e.channels[ch]
+	e.chMu.Unlock()
+	if v == nil {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.loaded
+}

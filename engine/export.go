@@ -130,19 +130,23 @@ func (d *driver) exportCommand(ctx context.Context, h *humanMsg) (core.Reply, er
 		// asked for files:write) falls back to the link when there is one.
 		e.log.Warn("export upload failed", "user", h.author.ID, "error", err)
 		if e.cfg.ExportURL == "" {
-			return reply("I couldn't upload the file here (the bot's log says why), and no download address is configured. `what do you know about me` lists what I keep."), nil
+			return reply("I couldn't upload the file here (the bot's log says why), and no download address is configured (the operator sets MARLOWE_PUBLIC_URL). `what do you know about me` lists what I keep."), nil
 		}
 	}
 	if e.cfg.ExportURL == "" {
-		return reply("This platform does not take files from me and no download address is configured, so I can't export your data here. `what do you know about me` lists it."), nil
+		return reply("This platform does not take files from me and no download address is configured (the operator sets MARLOWE_PUBLIC_URL), so I can't export your data here. `what do you know about me` lists it."), nil
 	}
 	link := e.ExportLink(rs.Scope.Platform, h.author.ID, e.now().Add(exportLinkTTL))
 	return reply("📦 Download everything I keep about you, as JSON, within 15 minutes (anyone with the link can open it until then): " + link), nil
 }
 
-// exportMAC signs (platform, user, expiry) with a key derived from the card key.
+// exportMAC signs (platform, user, expiry) with a key derived from the card
+// key for export links alone, so a card token and an export link can never
+// stand for each other.
 func (e *Engine) exportMAC(platform, user string, exp int64) string {
-	m := hmac.New(sha256.New, e.cfg.CardKey)
+	k := hmac.New(sha256.New, e.cfg.CardKey)
+	k.Write([]byte("marlowe-export-link-key"))
+	m := hmac.New(sha256.New, k.Sum(nil))
 	m.Write([]byte("marlowe-export\x00" + platform + "\x00" + user + "\x00" + strconv.FormatInt(exp, 10)))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

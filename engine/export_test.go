@@ -48,6 +48,18 @@ func EngineFoldDump(ctx context.Context, e *Engine, ch core.ChannelKey) (FoldDum
 	return d, derr
 }
 
+// EngineTurnRefs lists the seqs of the conversation turns the engine's
+// live fold of ch keeps (what its next runs are given).
+func EngineTurnRefs(ctx context.Context, e *Engine, ch core.ChannelKey) ([]uint64, error) {
+	v, err := e.channel(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	var refs []uint64
+	err = v.with(ctx, func() { refs = v.fold.TurnRefs() })
+	return refs, err
+}
+
 // AppendVia appends drafts (of one channel) through the engine's cache, as
 // every append the engine makes does.
 func AppendVia(ctx context.Context, e *Engine, drafts ...core.Draft) ([]core.Command, error) {
@@ -70,4 +82,34 @@ func (e *Engine) Loaded(ch core.ChannelKey) bool {
 	v := e.channels[ch]
 	e.chMu.Unlock()
 	return v != nil && v.isLoaded()
+}
+
+// ErasePerson runs the erasure job's work (what a confirmed `forget me`
+// does) for person on platform, and returns how many records it redacted.
+func ErasePerson(ctx context.Context, e *Engine, platform, person string) (int, error) {
+	got, err := e.erasePerson(ctx, platform, person, core.Person{ID: person}, "bench", func(int, int) {})
+	n := 0
+	for _, pc := range got.channels {
+		n += pc.erasure.RemovedTotal()
+	}
+	return n, err
+}
+
+// LoadedViews counts the channels whose fold the engine holds.
+func LoadedViews(e *Engine) int {
+	e.chMu.Lock()
+	vs := make([]*chanView, 0, len(e.channels))
+	for _, v := range e.channels {
+		vs = append(vs, v)
+	}
+	e.chMu.Unlock()
+	n := 0
+	for _, v := range vs {
+		v.mu.Lock()
+		if v.loaded {
+			n++
+		}
+		v.mu.Unlock()
+	}
+	return n
 }

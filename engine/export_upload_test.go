@@ -21,7 +21,7 @@ func TestExportFallsBackToTheLinkWhenTheUploadIsRefused(t *testing.T) {
 		wantNone string
 	}{
 		{"with an address", "https://marlowe.example", "https://marlowe.example/export?", "try again"},
-		{"without one", "", "couldn't upload the file here", "try again"},
+		{"without one", "", "MARLOWE_PUBLIC_URL", "try again"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil, nil, func(c *engine.Config) { c.ExportURL = tc.url })

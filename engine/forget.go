@@ -155,10 +155,12 @@ func (e *Engine) deliverForgetClick(ctx context.Context, click core.CardClick, i
 		return fmt.Errorf("deliver forget click: %w", err)
 	}
 	var er *fold.Erasure
-	refusal := ""
+	refusal, repaint := "", false
 	now := e.now()
+	var jobScope core.Scope // the erasure job's run scope, once confirmed
+	var jobRun string
 	_, err = v.appendPlan(ctx, func() ([]core.Draft, error) {
-		refusal, er = "", v.fold.Erasure(id)
+		refusal, repaint, er, jobRun = "", false, v.fold.Erasure(id), ""
 		if er == nil {
 			refusal = "⚠️ I can't find the request behind that button here, so nothing was done."
 			return nil, nil
@@ -175,6 +177,7 @@ func (e *Engine) deliverForgetClick(ctx context.Context, click core.CardClick, i
 			return []core.Draft{clicked}, nil
 		case !er.Pending():
 			refusal = "This request was already " + er.Decision + ". Nothing more was done."
+			repaint = true // a page that still shows the buttons
 			return []core.Draft{clicked}, nil
 		case !now.Before(er.ExpiresAt):
 			res.Decision, refusal = "expired", "⌛ This request expired, so nothing was erased. Say `forget me` again for a new card."
@@ -188,25 +191,116 @@ func (e *Engine) deliverForgetClick(ctx context.Context, click core.CardClick, i
 			return nil, err
 		}
 		er.Decision = res.Decision
-		return []core.Draft{clicked, rd}, nil
+		if res.Decision != "confirmed" {
+			return []core.Draft{clicked, rd}, nil
+		}
+		// The erasure itself is a job of its own (erasejob.go), journaled
+		// with the confirmation: a run the channel's owner drives, resumed
+		// after a restart, never inside this delivery.
+		jobScope = erasureJobScope(click.Scope, id)
+		jobRun = e.b.NewID()
+		sd, err := e.b.Agent(jobRun, jobScope, core.Meta{Cause: rd.ID()}, &core.RunStarted{Trigger: erasureTrigger + id})
+		if err != nil {
+			return nil, err
+		}
+		return []core.Draft{clicked, rd, sd}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("deliver forget click on %s: %w", id, err)
 	}
+	if er != nil && er.Decision != "" {
+		e.showForgetDecision(ctx, v, click.Scope, id)
+	}
 	if refusal != "" {
 		e.log.Info("forget click not acted on", "erasure", id, "by", click.By.ID, "why", refusal)
-		tell(nk, refusal, er == nil || er.Decision != "cancelled" && er.Decision != "expired")
+		// A decided card says so itself: the answer to a click is the
+		// clicker's alone, as every refusal is.
+		tell(nk, refusal, er == nil || repaint || er.Decision != "cancelled" && er.Decision != "expired")
 		return nil
 	}
-	got, err := e.erasePerson(ctx, click.Scope.Platform, er.Person, click.By, "forget "+er.Person+" asked by "+click.By.ID+" ("+id+")")
-	if err != nil {
-		e.log.Warn("forget failed partway", "erasure", id, "error", err)
-		tell(nk, "⚠️ I could not finish erasing ("+err.Error()+"). What was erased stays erased; say `forget me` again to finish.", false)
-		return nil
-	}
-	e.log.Info("person forgotten", "erasure", id, "by", click.By.ID, "channels", len(got.channels))
-	tell(nk, got.text(er.Person, click.By.ID, click.Scope.Platform), false)
+	e.log.Info("erasure confirmed: job started", "erasure", id, "by", click.By.ID, "run", jobRun)
+	tell(nk, "🧹 Confirmed. I am erasing in the background and will say here how far I got, and when it is done.", false)
+	e.enqueue(threadKey{jobScope.Key(), jobScope.Thread}, job{run: jobRun})
 	return nil
+}
+
+// showForgetDecision edits the forget card of request id in place, as an
+// approval card is once decided: the decision, and no buttons. The edit is
+// journaled (message.updated, keyed by the card's effect), so a reload
+// shows the decided card; a failure is logged only, and the next click on
+// the stale card repaints it.
+func (e *Engine) showForgetDecision(ctx context.Context, v *chanView, sc core.Scope, id string) {
+	var er *fold.Erasure
+	_ = v.with(ctx, func() { er = v.fold.Erasure(id) })
+	if er == nil || er.Pending() {
+		return
+	}
+	if err := e.editForgetCard(ctx, sc, er); err != nil && ctx.Err() == nil {
+		e.log.Warn("could not show the forget card's decision", "erasure", id, "error", err)
+	}
+}
+
+func (e *Engine) editForgetCard(ctx context.Context, sc core.Scope, er *fold.Erasure) error {
+	cmds, err := e.j.Read(ctx, sc.Key(), 0, 0)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", sc.Key(), err)
+	}
+	// The card is the first card posted for the message that asked (the
+	// request's cause).
+	cause := ""
+	var ref *core.MessageRef
+	effect := ""
+	for _, c := range cmds {
+		switch {
+		case c.ID() == er.CmdID:
+			cause = c.Cause()
+		case cause != "" && ref == nil && c.Kind() == core.KindMessagePosted && c.Cause() == cause:
+			if p, err := core.Decode[*core.MessagePosted](c); err == nil && p.Role == core.RoleCard {
+				ref, effect = &core.MessageRef{Scope: c.Scope(), ID: p.MessageID, At: c.At()}, p.EffectID
+			}
+		}
+	}
+	if ref == nil {
+		return nil // never posted (or erased): nothing shows buttons
+	}
+	s, err := e.surface(sc.Platform)
+	if err != nil {
+		return err
+	}
+	card, err := forgetCard(e.cfg.CardKey, er)
+	if err != nil {
+		return err
+	}
+	card.Actions = nil
+	card.Fields = card.Fields[:len(card.Fields)-1] // the deadline is past use
+	switch er.Decision {
+	case "confirmed":
+		card.Resolution = "✅ Erase confirmed by " + core.MentionOf(er.DecidedBy.ID)
+	case "cancelled":
+		card.Resolution = "Cancelled by " + core.MentionOf(er.DecidedBy.ID) + ": nothing was erased"
+	default:
+		card.Resolution = "⌛ Expired: nothing was erased"
+	}
+	if !er.DecidedAt.IsZero() {
+		card.Resolution += " at " + er.DecidedAt.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	card.Resolution += "."
+	d, err := e.b.System("engine", ref.Scope, core.Meta{Cause: er.CmdID},
+		&core.MessageUpdated{EffectID: effect, MessageID: ref.ID, Text: core.Truncate(card.Resolution, maxPostedText)})
+	if err != nil {
+		return err
+	}
+	v, err := e.channel(ctx, ref.Scope.Key())
+	if err != nil {
+		return err
+	}
+	appended, err := v.append(ctx, nil, d)
+	if err != nil {
+		return err
+	}
+	out := core.Outbound{Key: core.EffectID(ref.Scope.Key(), appended[0].Seq(), 0), Scope: ref.Scope,
+		Text: card.Title + "\n" + card.Resolution, Card: card, Priority: core.PriorityHigh}
+	return s.Update(ctx, *ref, out)
 }
 
 // personChannel is what a person's erasure did in one channel.
@@ -225,8 +319,12 @@ type personErasure struct {
 }
 
 // erasePerson erases person's texts, memories and consents in every channel
-// of platform, in by's name.
-func (e *Engine) erasePerson(ctx context.Context, platform, person string, by core.Person, reason string) (personErasure, error) {
+// of platform, in by's name, telling progress how far it got. It runs as
+// the erasure job (erasejob.go) and may be stopped anywhere and run again:
+// every step skips what is erased already. So that a second run still
+// knows every text, copies are erased first, in every channel, and the
+// person's own messages (the texts' source) only after that.
+func (e *Engine) erasePerson(ctx context.Context, platform, person string, by core.Person, reason string, progress func(done, total int)) (personErasure, error) {
 	var out personErasure
 	// Their sign-ins first: revoked at each server and deleted here.
 	if e.cfg.Connections != nil {
@@ -236,67 +334,83 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 			return out, fmt.Errorf("disconnect %s's connections: %w", person, err)
 		}
 	}
-	chs, err := e.j.Channels(ctx)
+	all, err := e.j.Channels(ctx)
 	if err != nil {
 		return out, fmt.Errorf("list channels: %w", err)
 	}
-	actor := core.Actor{Type: core.ActorHuman, ID: by.ID, Platform: platform}
-	// Their texts first, from every channel (a copy may be anywhere), before
-	// any memory erasure redacts some of the messages.
-	var texts []string
-	for _, ch := range chs {
+	var chs []core.ChannelKey
+	for _, ch := range all {
 		if strings.HasPrefix(string(ch), platform+"/") {
-			t, err := e.textsOf(ctx, ch, person)
-			if err != nil {
-				return out, err
-			}
-			texts = append(texts, t...)
+			chs = append(chs, ch)
 		}
 	}
+	actor := core.Actor{Type: core.ActorHuman, ID: by.ID, Platform: platform}
+	// Their texts, from every channel (a copy may be anywhere), indexed once
+	// (core.TextMatcher), and where their own messages are.
+	texts := core.NewTextMatcher()
+	own := map[core.ChannelKey][]cmdRef{}
 	for _, ch := range chs {
-		if !strings.HasPrefix(string(ch), platform+"/") {
-			continue
+		mine, err := e.textsOf(ctx, ch, person, texts)
+		if err != nil {
+			return out, err
 		}
+		own[ch] = mine
+	}
+	pcs := make(map[core.ChannelKey]*personChannel, len(chs))
+	total := 2 * len(chs)
+	for i, ch := range chs {
 		sc, err := core.ParseChannelKey(string(ch))
 		if err != nil {
 			return out, err
 		}
 		pc := &personChannel{sc: sc}
-		v, err := e.channel(ctx, ch)
-		if err != nil {
+		pcs[ch] = pc
+		if err := e.eraseCopiesOf(ctx, sc, person, texts, by, reason, pc); err != nil {
 			return out, err
 		}
-		if err := e.eraseMemoriesOf(ctx, v, person, actor, reason, pc); err != nil {
+		progress(i+1, total)
+	}
+	for i, ch := range chs {
+		if err := e.eraseOwnIn(ctx, ch, own[ch], person, actor, by, reason, pcs[ch]); err != nil {
 			return out, err
 		}
-		if err := e.eraseMessagesOf(ctx, sc, person, texts, by, reason, pc); err != nil {
-			return out, err
-		}
-		// So may the channel's checkpoints: where anything was erased,
-		// redact them all (a later load folds whole), then fold the channel
-		// afresh and revoke on the fresh state.
-		if pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || len(pc.erasure.Restated) > 0 {
-			if _, err := e.redactCheckpoints(ctx, ch, 0, func(c core.Command) (core.Draft, error) {
-				return e.b.Human(by, sc, core.Meta{Cause: c.ID()},
-					&core.CommandRedacted{Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String()})
-			}); err != nil {
-				return out, err
-			}
-		}
-		// The fold still holds conversation turns folded from what was
-		// erased: fold the channel afresh, then revoke on the fresh state.
-		if err := v.refold(ctx); err != nil {
-			return out, fmt.Errorf("refold %s: %w", ch, err)
-		}
-		if err := e.revokeConsentsOf(ctx, v, sc, person, by, pc); err != nil {
-			return out, err
-		}
-		if pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || pc.consents > 0 || pc.others > 0 || pc.mention > 0 || len(pc.erasure.Kept) > 0 || len(pc.erasure.Restated) > 0 {
+		if pc := pcs[ch]; pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || pc.consents > 0 || pc.others > 0 || pc.mention > 0 || len(pc.erasure.Kept) > 0 || len(pc.erasure.Restated) > 0 {
 			out.channels = append(out.channels, pc)
 		}
+		progress(len(chs)+i+1, total)
 	}
 	slices.SortFunc(out.channels, func(a, b *personChannel) int { return strings.Compare(a.sc.Channel, b.sc.Channel) })
 	return out, nil
+}
+
+// eraseOwnIn erases, in ch, person's memories and own messages (mine) and
+// revokes their consents. The channel's view is borrowed: one this process
+// had not loaded is released again, so an erasure does not leave every
+// channel of the installation folded in memory.
+func (e *Engine) eraseOwnIn(ctx context.Context, ch core.ChannelKey, mine []cmdRef, person string, actor core.Actor, by core.Person, reason string, pc *personChannel) error {
+	borrowed := !e.viewLoaded(ch)
+	v, err := e.channel(ctx, ch)
+	if err != nil {
+		return err
+	}
+	if borrowed {
+		defer e.evict(v, e.now(), 0)
+	}
+	if err := e.eraseMemoriesOf(ctx, v, person, actor, reason, pc); err != nil {
+		return err
+	}
+	for _, c := range mine {
+		if err := e.redactFor(ctx, pc.sc, c, by, reason, pc); err != nil {
+			return err
+		}
+	}
+	// The fold drops the turns it copied from what was erased as it folds
+	// the redactions (every replica's does, at its next catch-up): catch
+	// this one up, then revoke on the fresh state.
+	if err := v.withFresh(ctx, 0, func() {}); err != nil {
+		return fmt.Errorf("catch up %s: %w", ch, err)
+	}
+	return e.revokeConsentsOf(ctx, v, pc.sc, person, by, pc)
 }
 
 // eraseMemoriesOf erases the live memories person added (or a run added
@@ -366,23 +480,25 @@ func mergeErasure(dst *core.Erasure, src core.Erasure) {
 	}
 }
 
-// textsOf returns the texts of the messages person wrote in ch that are
-// long enough to look for elsewhere (mention stripped).
-func (e *Engine) textsOf(ctx context.Context, ch core.ChannelKey, person string) ([]string, error) {
+// textsOf adds to texts the texts of the messages person wrote in ch that
+// are long enough to look for elsewhere (mention stripped), and returns
+// those messages (to be erased once their copies are).
+func (e *Engine) textsOf(ctx context.Context, ch core.ChannelKey, person string, texts *core.TextMatcher) ([]cmdRef, error) {
 	head, _, err := e.j.Head(ctx, ch)
 	if err != nil {
 		return nil, err
 	}
-	var texts []string
+	var mine []cmdRef
 	err = readAll(ctx, e.j, ch, head, func(c core.Command) error {
 		if p := ownMessage(c, person); p != nil {
+			mine = append(mine, refOf(c))
 			if t := chatcommand.StripLeadingMention(p.Text, p.Mentions); len(strings.Join(strings.Fields(t), " ")) >= minDerivedText {
-				texts = append(texts, t)
+				texts.Add(t)
 			}
 		}
 		return nil
 	})
-	return texts, err
+	return mine, err
 }
 
 // ownMessage is c's message when c is a kept message.received by person.
@@ -397,48 +513,56 @@ func ownMessage(c core.Command, person string) *core.MessageReceived {
 	return p
 }
 
-// eraseMessagesOf redacts, in sc's channel, every message.received person
-// wrote and every other erasable command carrying one of texts (theirs,
-// from every channel); other people's messages that quote one are kept
-// (counted), as are decision records (Kept).
-func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person string, texts []string, by core.Person, reason string, pc *personChannel) error {
+// redactFor redacts target in by's name, counting it in pc; one redacted
+// already (an earlier run of the job) is skipped.
+func (e *Engine) redactFor(ctx context.Context, sc core.Scope, target cmdRef, by core.Person, reason string, pc *personChannel) error {
+	rd, err := e.b.Human(by, sc, core.Meta{Cause: target.id},
+		&core.CommandRedacted{Seq: target.seq, ID: target.id, Reason: reason, TargetKind: target.kind.String()})
+	if err != nil {
+		return err
+	}
+	if _, err := e.j.Redact(ctx, target.seq, rd); err != nil {
+		if cur, rerr := e.j.Read(ctx, sc.Key(), target.seq, 1); rerr == nil && len(cur) == 1 && cur[0].Redacted() {
+			return nil
+		}
+		return fmt.Errorf("redact %s seq %d: %w", sc.Key(), target.seq, err)
+	}
+	pc.erasure.Add(target.kind)
+	return nil
+}
+
+// cmdRef names a command to redact.
+type cmdRef struct {
+	seq  uint64
+	id   string
+	kind core.Kind
+}
+
+func refOf(c core.Command) cmdRef { return cmdRef{seq: c.Seq(), id: c.ID(), kind: c.Kind()} }
+
+// eraseCopiesOf redacts, in sc's channel, every erasable command other
+// than person's own messages that carries one of texts (theirs, from every
+// channel) or a piece of one; other people's messages that quote one are
+// kept (counted), decision records restated, the rest kept (Kept).
+func (e *Engine) eraseCopiesOf(ctx context.Context, sc core.Scope, person string, texts *core.TextMatcher, by core.Person, reason string, pc *personChannel) error {
 	ch := sc.Key()
 	head, _, err := e.j.Head(ctx, ch)
 	if err != nil {
 		return err
 	}
-	redact := func(target core.Command) error {
-		rd, err := e.b.Human(by, sc, core.Meta{Cause: target.ID()},
-			&core.CommandRedacted{Seq: target.Seq(), ID: target.ID(), Reason: reason, TargetKind: target.Kind().String()})
-		if err != nil {
-			return err
-		}
-		if _, err := e.j.Redact(ctx, target.Seq(), rd); err != nil {
-			return fmt.Errorf("redact %s seq %d: %w", ch, target.Seq(), err)
-		}
-		pc.erasure.Add(target.Kind())
+	if texts.Empty() {
 		return nil
 	}
 	return readAll(ctx, e.j, ch, head, func(c core.Command) error {
-		if c.Redacted() {
+		if c.Redacted() || ownMessage(c, person) != nil {
 			return nil
 		}
-		if ownMessage(c, person) != nil {
-			return redact(c)
-		}
-		carries := false
-		for _, t := range texts {
-			if core.CarriesText(c, t) {
-				carries = true
-				break
-			}
-		}
 		switch {
-		case !carries:
+		case !texts.Carries(c):
 		case c.Kind() == core.KindMessageReceived:
 			pc.others++ // someone else's message quoting them: theirs to erase
 		case core.Erasable(c.Kind()):
-			return redact(c)
+			return e.redactFor(ctx, sc, refOf(c), by, reason, pc)
 		default:
 			// decision records lose the text (restated); routines, policy
 			// and other people's memories carrying their words are kept
@@ -459,7 +583,7 @@ func (e *Engine) eraseMessagesOf(ctx context.Context, sc core.Scope, person stri
 // restate replaces c, a decision record carrying one of texts, with its
 // restatement without them (core.RestateIn): its ids and decision stay for
 // the audit, the text goes.
-func (e *Engine) restate(ctx context.Context, sc core.Scope, c core.Command, texts []string, by core.Person, reason string) (bool, error) {
+func (e *Engine) restate(ctx context.Context, sc core.Scope, c core.Command, texts *core.TextMatcher, by core.Person, reason string) (bool, error) {
 	return core.RestateIn(ctx, e.j, c, texts, func(restated string) (core.Draft, error) {
 		return e.b.Human(by, sc, core.Meta{Cause: c.ID()}, &core.CommandRedacted{
 			Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String(), Restated: restated})
@@ -549,7 +673,7 @@ func (pe personErasure) text(person, by, platform string) string {
 		fmt.Fprintf(&b, "\n• %s revoked and deleted (I no longer act as %s anywhere)", plural(pe.connections, "connection", "connections"), who)
 	}
 	b.WriteString("\n*What remains:*")
-	fmt.Fprintf(&b, "\n• %d signed `command.redacted` markers, one per erased or restated record: its id, kind and who asked, no text (so the journal still verifies)", markers)
+	fmt.Fprintf(&b, "\n• %s, one per erased or changed record: signed, without text, saying what it was and who asked (so the journal still verifies)", plural(markers, "redaction marker", "redaction markers"))
 	b.WriteString("\n• " + who + ", as a user id, on the records of decisions and clicks (approvals, consents, this request), without text")
 	if len(restated) > 0 {
 		fmt.Fprintf(&b, "\n• approval and audit records that quoted one of %s texts: their ids, tools, decisions and who decided stay, the quoting text is now `%s` (%s)", whose, core.ErasedText, kindCounts(restated))
@@ -563,6 +687,6 @@ func (pe personErasure) text(person, by, platform string) string {
 	if mention > 0 {
 		fmt.Fprintf(&b, "\n• %d notes added by other people that mention %s (theirs; `delete memory <id>` in their channel)", mention, who)
 	}
-	fmt.Fprintf(&b, "\n• messages on %s itself: delete them there", platformName(platform))
+	b.WriteString("\n• " + platformCopies(platform))
 	return b.String()
 }

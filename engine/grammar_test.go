@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
 	"github.com/marlowe-bot/marlowe/core/coretest"
 	"github.com/marlowe-bot/marlowe/engine"
 )
@@ -127,7 +128,7 @@ func TestPolicyCommands(t *testing.T) {
 	if got := h.say(alice, "policy set tools bogus"); !strings.Contains(got, `no tool named "bogus"`) {
 		t.Errorf("set unknown tool = %q", got)
 	}
-	if got := h.say(alice, "policy set window thread 30m"); !strings.Contains(got, "thread 30m0s") {
+	if got := h.say(alice, "policy set window thread 30m"); !strings.Contains(got, "thread 30 minutes") {
 		t.Errorf("set window = %q", got)
 	}
 	if got := h.say(alice, "policy set budget 5000"); !strings.Contains(got, "5000 tokens/day") {
@@ -260,5 +261,32 @@ func TestBudgetExhaustedAdminCanStillRaiseIt(t *testing.T) {
 	}
 	if got := h.say(alice, "again"); got != "ok" {
 		t.Errorf("after raise = %q", got)
+	}
+}
+
+// Without a model, the first question of a conversation is told how to
+// configure one and what works without; a follow-up in the same thread
+// gets one short line, not the same paragraph again. `help` names each
+// command once.
+func TestNoModelReplyOncePerConversation(t *testing.T) {
+	h := newHarness(t, nil, memTools())
+	ev := h.mention(alice, "C1", "what's the weather")
+	h.deliver(ev)
+	h.idle()
+	var replies []string
+	for _, p := range h.s.Posts() {
+		if p.Ref.Scope.Thread == ev.MessageID && !strings.HasPrefix(p.Out.Text, "⏳") {
+			replies = append(replies, p.Out.Text)
+		}
+	}
+	if len(replies) == 0 || !strings.Contains(replies[0], "`remember …`") || !strings.Contains(replies[0], "MARLOWE_MODEL_BASE_URL") {
+		t.Fatalf("first reply = %q", replies)
+	}
+	again := h.sayIn(alice, ev.MessageID, "and what about tomorrow?")
+	if again != chatcommand.NeedModelAgainText() {
+		t.Errorf("the follow-up got %q, want the short line", again)
+	}
+	if n := strings.Count(h.say(bob, "help"), "consent revoke"); n != 1 {
+		t.Errorf("help names consent revoke %d times", n)
 	}
 }

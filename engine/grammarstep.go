@@ -87,6 +87,9 @@ func grammarStep(rs *RunReplay, pol core.Policy, reg *gate.Registry, gov *govern
 		r.policy = &np
 		return r
 	}
+	if rs.toldNeedModel {
+		return text(chatcommand.NeedModelAgainText())
+	}
 	return text(chatcommand.NeedModelText())
 }
 

@@ -165,7 +165,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 	if err != nil {
 		return fmt.Errorf("deliver event in %s: %w", ch, err)
 	}
-	if refusal != nil {
+	if refusal != nil && !e.whisperNow(ctx, refusal) {
 		e.enqueue(threadKey{ch, thread}, job{notice: refusal})
 	}
 	if wake == "" {
@@ -186,6 +186,32 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 		e.log.Info("steering message queued", "run", wake, "channel", string(ch))
 	}
 	return nil
+}
+
+// whisperNow posts a private notice at once, where the surface can: a
+// refusal then comes before whatever the thread's busy consumer does next
+// (a run mid model call would hold a queued one until it ends, by when
+// the refusal may contradict the thread). Nothing is journaled for a
+// private notice, so it needs no turn in the thread's queue. False when
+// the notice must be queued instead (not private, no ephemeral
+// messages, or the post failed: postNotice then falls back).
+func (e *Engine) whisperNow(ctx context.Context, n *notice) bool {
+	if n.to == "" {
+		return false
+	}
+	s, err := e.surface(n.scope.Platform)
+	if err != nil {
+		return false
+	}
+	eph, ok := s.(core.Ephemeral)
+	if !ok {
+		return false
+	}
+	if err := eph.PostEphemeral(ctx, n.scope, n.to, n.text); err != nil {
+		e.log.Debug("private notice failed; queueing it", "platform", n.scope.Platform, "error", err)
+		return false
+	}
+	return true
 }
 
 // mayDecidePending returns who, among the authors of ev, may supersede a
@@ -245,7 +271,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 			h := sha256.Sum256([]byte(click.Token + "\x00" + click.By.ID))
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
 				key: "forged" + hex.EncodeToString(h[:10]), scope: click.Scope,
-				text: "⚠️ That button could not be verified, so nothing was done.", to: click.By.ID,
+				text: "⚠️ That button could not be verified, so nothing was done.", to: click.By.ID, onlyPrivate: true,
 			}})
 		}
 		return nil
@@ -268,7 +294,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 		if click.Scope.Validate() == nil {
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
 				key: "unknown" + id + click.By.ID, scope: click.Scope,
-				text: "⚠️ I can't find the request behind that button, so nothing was done.", to: click.By.ID,
+				text: "⚠️ I can't find the request behind that button, so nothing was done.", to: click.By.ID, onlyPrivate: true,
 			}})
 		}
 		return nil

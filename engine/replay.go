@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/chatcommand"
+	"github.com/marlowe-bot/marlowe/core/fold"
 	"github.com/marlowe-bot/marlowe/core/gate"
 )
 
@@ -18,6 +20,9 @@ import (
 // inspection. Building it never calls the model, a tool or a surface: the
 // recorded observations are folded back in.
 type RunReplay struct {
+	// turns are the texts of history turns recorded by reference, by seq
+	// (ReadRunReplay).
+	turns       map[uint64]string
 	ID          string
 	Scope       core.Scope // the run's thread (Thread = root; "" = top level of a DM)
 	Status      core.RunStatus
@@ -30,8 +35,11 @@ type RunReplay struct {
 	// unattended runs). Messages starts with its turns, as the model saw them.
 	Conversation string
 	StartedAt    time.Time
-	Steps        int
-	Tokens       int
+	// toldNeedModel: the conversation was already told that a model is
+	// needed (and what works without one); say it shortly this time.
+	toldNeedModel bool
+	Steps         int
+	Tokens        int
 	// Messages is the volatile tier of the next model call's view.
 	Messages []core.Message
 	// Effects maps each performed post's effect id to where it landed.
@@ -144,7 +152,65 @@ type pauseState struct {
 // ReplayRun folds a run's commands (as Journal.ReadRun returns them) into
 // its state. Commands of other runs are an error.
 func ReplayRun(cmds []core.Command) (*RunReplay, error) {
+	return replayRunWith(cmds, nil)
+}
+
+// ReadRunReplay reads run id's commands and the conversation turns its
+// run.started names by seq (their channel's message.received and
+// message.posted commands), and replays it. A turn whose command is
+// redacted is left out of the history the model is shown: erasing a
+// message erases it from every run that was given it.
+func ReadRunReplay(ctx context.Context, j core.Journal, id string) (*RunReplay, error) {
+	cmds, err := j.ReadRun(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", id, err)
+	}
+	turns, err := readTurns(ctx, j, cmds)
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", id, err)
+	}
+	return replayRunWith(cmds, turns)
+}
+
+// readTurns reads the texts of the history turns cmds' run.started names
+// by seq.
+func readTurns(ctx context.Context, j core.Journal, cmds []core.Command) (map[uint64]string, error) {
+	var turns map[uint64]string
+	for _, c := range cmds {
+		if c.Kind() != core.KindRunStarted || c.Redacted() {
+			continue
+		}
+		p, err := core.Decode[*core.RunStarted](c)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range p.History {
+			if t.Seq == 0 || t.Text != "" {
+				continue
+			}
+			got, err := j.Read(ctx, c.Channel(), t.Seq, 1)
+			if err != nil {
+				return nil, fmt.Errorf("read conversation turn %d: %w", t.Seq, err)
+			}
+			if len(got) != 1 || got[0].Seq() != t.Seq {
+				continue
+			}
+			if text, ok := fold.TurnText(got[0]); ok {
+				if turns == nil {
+					turns = map[uint64]string{}
+				}
+				turns[t.Seq] = text
+			}
+		}
+	}
+	return turns, nil
+}
+
+// replayRunWith is ReplayRun with the texts of the history turns recorded
+// by reference (readTurns); a turn not among them is left out.
+func replayRunWith(cmds []core.Command, turns map[uint64]string) (*RunReplay, error) {
 	rs := newRunReplay()
+	rs.turns = turns
 	for _, c := range cmds {
 		if err := rs.apply(c); err != nil {
 			return rs, err
@@ -311,8 +377,12 @@ func (rs *RunReplay) apply(c core.Command) error {
 		rs.Status, rs.Trigger = core.RunWorking, p.Trigger
 		rs.inputLimit = p.InputLimit
 		rs.resume(c.At())
-		if len(p.History) > 0 {
-			rs.Messages = append(rs.Messages, historyMessage(p.History))
+		h := rs.resolveHistory(p.History)
+		if len(h) > 0 {
+			rs.Messages = append(rs.Messages, historyMessage(h))
+		}
+		for _, t := range h {
+			rs.toldNeedModel = rs.toldNeedModel || t.Bot && chatcommand.NeedModelSaid(t.Text)
 		}
 		if p.Owner != nil {
 			rs.startUnattended(p)
@@ -598,4 +668,21 @@ func observationText(p *core.ToolCompleted) string {
 // defuse keeps untrusted text from closing (or faking) its fence.
 func defuse(s string) string {
 	return strings.ReplaceAll(s, "untrusted-content", "untrusted content")
+}
+
+// resolveHistory gives the turns recorded by reference their texts; one
+// whose command is erased (or was not read) is left out.
+func (rs *RunReplay) resolveHistory(h []core.ThreadTurn) []core.ThreadTurn {
+	out := make([]core.ThreadTurn, 0, len(h))
+	for _, t := range h {
+		if t.Seq > 0 && t.Text == "" {
+			text, ok := rs.turns[t.Seq]
+			if !ok {
+				continue
+			}
+			t.Text = text
+		}
+		out = append(out, t)
+	}
+	return out
 }

@@ -11,7 +11,7 @@ import (
 
 // Retention (MARLOWE_RETENTION, docs/privacy.md): a pass redacts, channel by
 // channel, every command of an erasable kind (messages, model steps, tool
-// requests and results, posts, recorded history: core.ErasableKinds) older
+// requests and results, posts, recorded history: core.ErasableKinds()) older
 // than the limit, each with a signed command.redacted by the system actor
 // "retention". Decision records and memories are kept. A pass is bounded
 // (max redactions) and idempotent: redacted commands are skipped, so a
@@ -56,21 +56,13 @@ func (e *Engine) Retain(ctx context.Context, limit time.Duration, max int) (Rete
 		}
 		if n > 0 {
 			out.Channels++
-			// The checkpoints newer than the cutoff hold turns folded from
-			// what this pass redacted (older ones it redacted itself).
-			sc, err := core.ParseChannelKey(string(ch))
-			if err != nil {
+			// A loaded fold drops the turns it copied from what this pass
+			// redacted as it folds the redactions: catch it up now (other
+			// replicas' do at their next read of the channel). Checkpoints
+			// hold turns by reference only, so they stay usable.
+			if err := e.catchUpLoaded(ctx, ch); err != nil {
 				return out, fmt.Errorf("retention: %w", err)
 			}
-			k, err := e.redactCheckpoints(ctx, ch, 0, func(c core.Command) (core.Draft, error) {
-				return e.b.System("retention", sc, core.Meta{Cause: c.ID()},
-					&core.CommandRedacted{Seq: c.Seq(), ID: c.ID(), Reason: reason, TargetKind: c.Kind().String()})
-			})
-			if err != nil {
-				return out, fmt.Errorf("retention: %w", err)
-			}
-			out.Redacted[core.KindFoldCheckpoint.String()] += k
-			e.dropIfIdle(ch)
 		}
 		if more {
 			out.More = true
@@ -99,6 +91,19 @@ func (e *Engine) retainChannel(ctx context.Context, ch core.ChannelKey, cutoff t
 	}
 	from := e.cursor(ch) + 1
 	done := from - 1
+	// The channel's latest checkpoint is what its next load restores: it
+	// holds no conversation text (turns by reference), so retention keeps
+	// it however old it is, and redacts the older ones.
+	var keep uint64
+	if lr, ok := e.j.(core.LatestReader); ok {
+		c, found, err := lr.LatestOfKind(ctx, ch, core.KindFoldCheckpoint)
+		if err != nil {
+			return 0, false, fmt.Errorf("retention: find the checkpoint of %s: %w", ch, err)
+		}
+		if found {
+			keep = c.Seq()
+		}
+	}
 	defer func() { e.advance(ch, done) }()
 	const page = 512
 	n := 0
@@ -113,7 +118,7 @@ func (e *Engine) retainChannel(ctx context.Context, ch core.ChannelKey, cutoff t
 			if !c.At().Before(cutoff) {
 				return n, false, nil
 			}
-			if core.Erasable(c.Kind()) && !c.Redacted() {
+			if core.Erasable(c.Kind()) && !c.Redacted() && c.Seq() != keep {
 				if budget >= 0 && n >= budget {
 					return n, true, nil
 				}
@@ -143,16 +148,21 @@ func (e *Engine) retainChannel(ctx context.Context, ch core.ChannelKey, cutoff t
 	}
 }
 
-// dropIfIdle drops ch's fold when nothing is live in it, so the next use
-// folds it afresh, without the redacted texts in its conversation history.
-// A channel at work keeps its fold until it is evicted.
-func (e *Engine) dropIfIdle(ch core.ChannelKey) {
+// catchUpLoaded folds what the journal holds past ch's view, when this
+// process has the channel loaded (a view not loaded folds it at its load).
+func (e *Engine) catchUpLoaded(ctx context.Context, ch core.ChannelKey) error {
 	e.chMu.Lock()
 	v := e.channels[ch]
 	e.chMu.Unlock()
-	if v != nil {
-		e.evict(v, e.now(), 0)
+	if v == nil {
+		return nil
 	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.loaded {
+		return nil
+	}
+	return v.catchUp(ctx)
 }
 
 // retainCursors is, per channel, the seq up to which a retention pass has

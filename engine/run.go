@@ -59,7 +59,11 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 	if err != nil {
 		return fmt.Errorf("read: %w", journalFailed(err))
 	}
-	rs, err := ReplayRun(cmds)
+	turns, err := readTurns(ctx, e.j, cmds)
+	if err != nil {
+		return fmt.Errorf("read: %w", journalFailed(err))
+	}
+	rs, err := replayRunWith(cmds, turns)
 	if err != nil {
 		return err
 	}
@@ -80,6 +84,9 @@ func (e *Engine) driveOnce(ctx context.Context, runID string, resume bool, outag
 		}
 	}
 	d := &driver{e: e, rs: rs, v: v, s: s, outage: outage, typing: newTypist(e, s, rs)}
+	if isErasureJob(rs) {
+		return d.eraseJob(ctx)
+	}
 	// An unattended run's instruction is never read as a chat command: the
 	// grammar acts on what a person typed in the conversation.
 	d.grammar = e.offline || !rs.unattended && (chatcommand.Parse(rs.Instruction).Deterministic() || chatcommand.ParseInbox(rs.Instruction).Kind != chatcommand.InboxNone)

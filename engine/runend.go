@@ -174,7 +174,7 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 		if h := rs.latestHuman(); h != nil && rs.inputLimit > 0 && utf8.RuneCountInString(h.text) > rs.inputLimit {
 			text += fmt.Sprintf("\n\n_(Your message was long: I read only its first %d characters.)_", rs.inputLimit)
 		}
-		if _, shown := rs.Effects[rs.checklistEffect()]; rs.degraded && !shown {
+		if _, shown := rs.Effects[rs.checklistEffect()]; rs.degraded && !shown && !strings.Contains(text, "keywords only") {
 			// No checklist to carry the mark: the answer says it.
 			text += "\n\n_(memory: degraded, keywords only)_"
 		}

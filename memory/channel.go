@@ -419,6 +419,7 @@ func (c *Channel) sweep(ctx context.Context, by core.Actor, reason, text string,
 	if err != nil {
 		return err
 	}
+	m := core.NewTextMatcher(text)
 	for from := uint64(1); from <= head; {
 		cmds, err := c.s.j.Read(ctx, c.ch, from, page)
 		if err != nil {
@@ -428,7 +429,7 @@ func (c *Channel) sweep(ctx context.Context, by core.Actor, reason, text string,
 			if cmd.Seq() > head {
 				return nil
 			}
-			if cmd.Seq() == skip || !core.CarriesText(cmd, text) {
+			if cmd.Seq() == skip || !m.Carries(cmd) {
 				continue
 			}
 			switch {
@@ -443,7 +444,7 @@ func (c *Channel) sweep(ctx context.Context, by core.Actor, reason, text string,
 			default:
 				// decision records lose the text (restated) where they
 				// can; routines and policy keep it
-				done, err := core.RestateIn(ctx, c.s.j, cmd, []string{text}, func(restated string) (core.Draft, error) {
+				done, err := core.RestateIn(ctx, c.s.j, cmd, m, func(restated string) (core.Draft, error) {
 					return c.s.draft(by, c.scope, core.Meta{Cause: cmd.ID()}, &core.CommandRedacted{
 						Seq: cmd.Seq(), ID: cmd.ID(), Reason: reason, TargetKind: cmd.Kind().String(), Restated: restated})
 				})

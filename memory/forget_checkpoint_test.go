@@ -8,13 +8,13 @@ import (
 	"github.com/marlowe-bot/marlowe/core/fold"
 )
 
-// `forget me` leaves none of the person's text inside a fold checkpoint.
-// Two mechanisms each suffice here (it fails only without both): a
-// checkpoint is an erasable kind, found by the text search (here through the
-// bot's answer quoting her), and the erasure redacts every checkpoint of a
-// channel it erased something in (for a turn the fold cut short, which the
-// search for the whole text would miss).
-func TestEngineForgetMeRedactsCheckpoints(t *testing.T) {
+// A fold checkpoint holds conversation turns by reference (the seq of
+// their command), never their text: `forget me` erases the person's
+// messages and every copy, and the checkpoint stays, unredacted and usable
+// (a load restores it and folds the redactions after it, which drop the
+// turns). It used to hold the turns' text, so an erasure had to redact
+// every checkpoint of the channel.
+func TestEngineForgetMeKeepsCheckpointsUsable(t *testing.T) {
 	r := newForgetRig(t)
 	long := "how is the narwhal rollout going " + strings.Repeat("with all its details and caveats ", 60)
 	r.say("C1", "UALICE", long)
@@ -44,8 +44,8 @@ func TestEngineForgetMeRedactsCheckpoints(t *testing.T) {
 	if _, err := r.store.Append(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.holding("narwhal"); len(got) < 2 {
-		t.Fatalf("the message and the checkpoint should both hold the text: %v", got)
+	if got := r.holding("narwhal"); len(got) != 1 || !strings.Contains(got[0], "message.received") {
+		t.Fatalf("only the message should hold the text (the checkpoint refers to it): %v", got)
 	}
 
 	r.say("DALICE", "UALICE", "forget me")
@@ -57,8 +57,26 @@ func TestEngineForgetMeRedactsCheckpoints(t *testing.T) {
 		t.Errorf("after forget me, rows still hold Alice's text:\n%s", strings.Join(got, "\n"))
 	}
 	r.verify()
-	// The channel still answers from its journal (folded whole now).
+	if n := r.countUnredacted(core.KindFoldCheckpoint); n != 1 {
+		t.Errorf("after forget me, %d usable checkpoints, want the one taken", n)
+	}
+	// The channel still answers from its journal.
 	if got := r.say("C1", "UBOB", "status"); got == "" {
 		t.Error("no answer in C1 after the erasure")
 	}
+}
+
+// countUnredacted counts kind's unredacted commands in every channel.
+func (r *forgetRig) countUnredacted(kind core.Kind) int {
+	chs, _ := r.store.Channels(r.t.Context())
+	n := 0
+	for _, ch := range chs {
+		cmds, _ := r.store.Read(r.t.Context(), ch, 1, 100000)
+		for _, c := range cmds {
+			if c.Kind() == kind && !c.Redacted() {
+				n++
+			}
+		}
+	}
+	return n
 }

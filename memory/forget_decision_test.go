@@ -43,7 +43,7 @@ func TestEngineForgetMeStripsDecisionRecords(t *testing.T) {
 
 	r.say("DALICE", "UALICE", "forget me")
 	reply := r.click("DALICE", "UALICE", r.card("DALICE"), "erase")
-	for _, want := range []string{"approval and audit records that quoted one of your texts", "1 approval.requested", "1 permission.decided", "`[erased]`"} {
+	for _, want := range []string{"approval and audit records that quoted one of your texts", "1 approval request", "1 permission decision", "`[erased]`"} {
 		if !strings.Contains(reply, want) {
 			t.Errorf("the reply lacks %q:\n%s", want, reply)
 		}
@@ -110,7 +110,7 @@ func TestEngineDeleteMemoryStripsDecisionRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	reply := r.say("C1", "UALICE", "delete memory "+got[0].ID)
-	if !strings.Contains(reply, "Approval and audit records that quoted it") || !strings.Contains(reply, "1 approval.requested") || strings.Contains(reply, "Still holding") {
+	if !strings.Contains(reply, "Approval and audit records that quoted it") || !strings.Contains(reply, "1 approval request") || strings.Contains(reply, "Still holding") {
 		t.Errorf("the delete's reply:\n%s", reply)
 	}
 	if hits := r.sqlHolding("heliotrope"); len(hits) > 0 {

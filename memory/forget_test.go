@@ -127,6 +127,21 @@ func (r *forgetRig) click(ch, who string, card *core.Card, action string) string
 	return strings.Join(out, "\n")
 }
 
+// checkDecided asserts the newest forget card in ch now shows want and
+// no buttons.
+func (r *forgetRig) checkDecided(ch, want string) {
+	r.t.Helper()
+	for _, p := range r.surface.Cards() {
+		if p.Ref.Scope.Channel != ch || !strings.HasPrefix(p.Out.Card.ID, "forget-") {
+			continue
+		}
+		cur, ok := r.surface.Current(p.Ref.ID)
+		if !ok || cur.Card == nil || len(cur.Card.Actions) != 0 || !strings.Contains(cur.Card.Resolution, want) {
+			r.t.Errorf("the forget card after the decision: %+v, want %q and no buttons", cur.Card, want)
+		}
+	}
+}
+
 // holding lists, for every channel, the commands whose payload holds any of
 // words (case aside).
 func (r *forgetRig) holding(words ...string) []string {
@@ -299,10 +314,16 @@ func TestEngineForgetMe(t *testing.T) {
 	}
 
 	reply := r.click("DALICE", "UALICE", card, "erase")
-	for _, want := range []string{"Erased your messages and notes", "<#C1>: ", "<#C2>: ", "<#C3>: ", "message.received",
-		"1 memory erased", "1 consent revoked", "What remains", "signed `command.redacted` markers", "messages by other people"} {
+	for _, want := range []string{"Erased your messages and notes", "<#C1>: ", "<#C2>: ", "<#C3>: ", " message",
+		"1 memory erased", "1 consent revoked", "What remains", "redaction markers", "messages by other people"} {
 		if !strings.Contains(reply, want) {
 			t.Errorf("the reply lacks %q:\n%s", want, reply)
+		}
+	}
+	// Plain words, not the journal's kinds.
+	for _, internal := range []string{"message.received", "command.redacted", "model.step", "memory.written"} {
+		if strings.Contains(reply, internal) {
+			t.Errorf("the reply shows the journal kind %q:\n%s", internal, reply)
 		}
 	}
 	if got := r.holding(alice...); len(got) != 1 || !strings.Contains(got[0], "message.received holds \"quokka migration\"") {
@@ -327,9 +348,17 @@ func TestEngineForgetMe(t *testing.T) {
 	}
 	r.verify()
 
-	// A replayed click (and the Cancel button after it) does nothing more.
+	// The card is decided in place, as an approval card is: no buttons.
+	r.checkDecided("DALICE", "Erase confirmed by <@UALICE>")
+
+	// A replayed click (and the Cancel button after it) does nothing more,
+	// and says so to the clicker only.
+	posts := len(r.surface.Posts())
 	if got := r.click("DALICE", "UALICE", card, "erase"); !strings.Contains(got, "already confirmed") {
 		t.Errorf("replayed click answered %q", got)
+	}
+	if n := len(r.surface.Posts()); n != posts {
+		t.Errorf("a replayed click was answered in the open: %v", r.surface.Posts()[posts:])
 	}
 	if got := r.click("DALICE", "UALICE", card, "cancel"); !strings.Contains(got, "already confirmed") {
 		t.Errorf("cancel after confirm answered %q", got)
@@ -371,8 +400,13 @@ func TestEngineForgetCancel(t *testing.T) {
 	if got := r.click("DALICE", "UALICE", card, "cancel"); !strings.Contains(got, "Cancelled: nothing was erased") {
 		t.Errorf("cancel answered %q", got)
 	}
+	r.checkDecided("DALICE", "Cancelled by <@UALICE>: nothing was erased")
+	posts := len(r.surface.Posts())
 	if got := r.click("DALICE", "UALICE", card, "erase"); !strings.Contains(got, "already cancelled") {
 		t.Errorf("erase after cancel answered %q", got)
+	}
+	if n := len(r.surface.Posts()); n != posts {
+		t.Errorf("a click on the decided card was answered in the open: %v", r.surface.Posts()[posts:])
 	}
 	if r.count(core.KindCommandRedacted, "") != 0 || len(r.holding("zebrafjord")) == 0 {
 		t.Errorf("a cancelled forget erased something")

@@ -429,8 +429,14 @@ func RebuildCommand(ctx context.Context, s *Service, args RebuildArgs, out io.Wr
 		case !r.Changed:
 			verb = "unchanged"
 		}
-		fmt.Fprintf(out, "%s: %s — %d live, %d forgotten, %d deleted, %d links; vectors %d reused, %d embedded, %d missing; %d orphaned redactions; %d commands read in %s\n",
-			r.Channel, verb, r.Live, r.Forgotten, r.Deleted, r.Links, r.Reused, r.Embedded, r.Unembedded, r.Orphans, r.Commands, r.Duration.Round(time.Millisecond))
+		// Without an embedding model no note has a vector, by design:
+		// nothing is "missing".
+		vectors := fmt.Sprintf("vectors %d reused, %d embedded, %d missing", r.Reused, r.Embedded, r.Unembedded)
+		if s.emb == nil {
+			vectors = "no vectors (no embedding model: recall is by keywords)"
+		}
+		fmt.Fprintf(out, "%s: %s — %d live, %d forgotten, %d deleted, %d links; %s; %d orphaned redactions; %d commands read in %s\n",
+			r.Channel, verb, r.Live, r.Forgotten, r.Deleted, r.Links, vectors, r.Orphans, r.Commands, r.Duration.Round(time.Millisecond))
 	}
 	if err != nil {
 		return fmt.Errorf("memory rebuild: %w", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/core/chatcommand"
 )
 
 // Digest compiles the deterministic digest of a channel (no model): what
@@ -17,6 +18,7 @@ func Digest(r *Routine, cmds []core.Command, since uint64, sinceAt, now time.Tim
 		request, result string
 		done            bool
 		failed          string
+		command         bool // a chat command (help, routines, recall …): counted, not listed as work
 	}
 	runs := map[string]*run{}
 	var finished []string
@@ -41,7 +43,9 @@ func Digest(r *Routine, cmds []core.Command, since uint64, sinceAt, now time.Tim
 		switch c.Kind() {
 		case core.KindMessageReceived:
 			if p, err := core.Decode[*core.MessageReceived](c); err == nil && c.Run() != "" && get().request == "" {
-				get().request = p.Text
+				text := chatcommand.StripLeadingMention(p.Text, p.Mentions)
+				get().request = text
+				get().command = chatcommand.Parse(text).Kind != chatcommand.Unknown || chatcommand.ParseInbox(text).Kind != chatcommand.InboxNone
 			}
 		case core.KindModelStep:
 			if p, err := core.Decode[*core.ModelStep](c); err == nil && p.Final && c.Run() != "" {
@@ -89,10 +93,18 @@ func Digest(r *Routine, cmds []core.Command, since uint64, sinceAt, now time.Tim
 	fmt.Fprintf(&b, "🗓️ Routine %s: %s\n", r.ID, firstLine(r.Instruction, 200))
 	fmt.Fprintf(&b, "Since %s:\n", sinceAt.UTC().Format("2006-01-02 15:04 MST"))
 	empty := true
-	if len(finished) > 0 {
+	var work, commands []string
+	for _, id := range finished {
+		if runs[id].command {
+			commands = append(commands, firstLine(runs[id].request, 40))
+		} else {
+			work = append(work, id)
+		}
+	}
+	if len(work) > 0 {
 		empty = false
-		fmt.Fprintf(&b, "\n*Runs finished (%d)*\n", len(finished))
-		for _, id := range finished {
+		fmt.Fprintf(&b, "\n*Runs finished (%d)*\n", len(work))
+		for _, id := range work {
 			x := runs[id]
 			line := firstLine(x.result, 200)
 			if x.failed != "" {
@@ -102,6 +114,10 @@ func Digest(r *Routine, cmds []core.Command, since uint64, sinceAt, now time.Tim
 			}
 			fmt.Fprintf(&b, "• “%s” → %s\n", firstLine(x.request, 80), line)
 		}
+	}
+	if len(commands) > 0 {
+		empty = false
+		fmt.Fprintf(&b, "\n*Commands answered (%d)*: %s\n", len(commands), strings.Join(commands, ", "))
 	}
 	var open []*core.ApprovalRequested
 	for _, id := range approvalOrder {

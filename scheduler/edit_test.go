@@ -66,7 +66,7 @@ func TestRoutineEdit(t *testing.T) {
 		t.Fatalf("admin's edit of a paused routine: %q", r)
 	}
 	l := w.say(alice, "routines")
-	if !strings.Contains(l, "paused") || !strings.Contains(l, "evening digest, three bullets") || !strings.Contains(l, "`0 12 * * *` (Europe/Paris)") || !strings.Contains(l, "settling (0 of") {
+	if !strings.Contains(l, "paused") || !strings.Contains(l, "evening digest, three bullets") || !strings.Contains(l, "every day at 12:00 (`0 12 * * *`, Europe/Paris)") || !strings.Contains(l, "settling (0 of") {
 		t.Fatalf("list after the edits: %q", l)
 	}
 	if r := w.say(alice, "routine edit "+id+": evening digest, three bullets"); !strings.Contains(r, "nothing was changed") {

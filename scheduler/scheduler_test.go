@@ -31,7 +31,7 @@ func TestRoutineCommandsThroughTheEngine(t *testing.T) {
 	if created != 1 {
 		t.Fatalf("%d routine.created, want 1", created)
 	}
-	if l := w.say(bob, "routines"); !strings.Contains(l, id) || !strings.Contains(l, "armed") {
+	if l := w.say(bob, "routines"); !strings.Contains(l, id) || !strings.Contains(l, "armed") || !strings.Contains(l, id+" every 10m (`@every 10m`, ") {
 		t.Fatalf("list: %q", l)
 	}
 	for _, op := range []string{"pause", "delete"} {
@@ -196,17 +196,21 @@ func TestDigestListsFinishedRuns(t *testing.T) {
 	if len(d) != 1 {
 		t.Fatalf("digests: %q", d)
 	}
-	for _, want := range []string{"Routine " + id + ": what happened", "*Runs finished (", "• “help” → Here is what I understand without a model:"} {
+	// A chat command is counted as one, not listed as work done.
+	for _, want := range []string{"Routine " + id + ": what happened", "*Commands answered (", "help"} {
 		if !strings.Contains(d[0], want) {
 			t.Errorf("digest lacks %q:\n%s", want, d[0])
 		}
+	}
+	if strings.Contains(d[0], "Runs finished") {
+		t.Errorf("the digest counts commands as runs:\n%s", d[0])
 	}
 	// The next digest covers only what happened since this one.
 	w.say(bob, "routines")
 	w.clk.Advance(5 * time.Minute) // a manual run's cooldown
 	w.say(alice, "routine run "+id)
 	d = w.digests()
-	if len(d) != 2 || strings.Contains(d[1], "“help”") || !strings.Contains(d[1], "“routines”") {
+	if len(d) != 2 || strings.Contains(d[1], "help") || !strings.Contains(d[1], "routines") {
 		t.Fatalf("second digest:\n%s", d[len(d)-1])
 	}
 }

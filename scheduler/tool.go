@@ -377,7 +377,15 @@ func list(routines map[string]*Routine, now time.Time, grace time.Duration) stri
 		if !r.Armed {
 			state = "paused"
 		}
-		fmt.Fprintf(&b, "• %s `%s` (%s) by <@%s>, %s — %s", r.ID, r.Spec, r.TZ, r.Owner, state, firstLine(r.Instruction, 120))
+		// The schedule as a person says it (the words they typed come
+		// back from the cron spec), the spec itself beside it.
+		when := "`" + r.Spec + "`"
+		if w := chatcommand.Words(r.Spec); w != r.Spec {
+			when = w + " (`" + r.Spec + "`"
+		} else {
+			when += " ("
+		}
+		fmt.Fprintf(&b, "• %s %s, %s) by <@%s>, %s — %s", r.ID, when, r.TZ, r.Owner, state, firstLine(r.Instruction, 120))
 		if len(r.Firings) > 0 {
 			f := r.Firings[len(r.Firings)-1]
 			fmt.Fprintf(&b, "; last %s %s: %s", f.Outcome, f.Slot.Format("2006-01-02 15:04 MST"), firingStatus(f, now, grace))

@@ -172,22 +172,19 @@ func Recall() core.Tool {
 			if err != nil {
 				return core.Observation{}, fmt.Errorf("recall: %w", err)
 			}
-			// One word tells the person (through the answer) that recall
+			// The heading tells the person (through the answer) when recall
 			// ran on keywords only: no embedding model was reachable.
-			prefix := ""
+			how := ""
 			if degraded {
-				prefix = "(degraded) "
+				how = " (keywords only: no embedding model answered)"
 			}
 			if len(hits) == 0 {
-				return trusted("%sNo memories match %q.", prefix, a.Query), nil
+				return trusted("No memories match %q%s.", a.Query, how), nil
 			}
 			var b strings.Builder
-			b.WriteString(prefix)
-			for i, h := range hits {
-				if i > 0 {
-					b.WriteByte('\n')
-				}
-				fmt.Fprintf(&b, "• [%s] %s", h.ID, h.Text)
+			fmt.Fprintf(&b, "Notes matching %q%s:", a.Query, how)
+			for _, h := range hits {
+				fmt.Fprintf(&b, "\n• [%s] %s", h.ID, h.Text)
 			}
 			// Notes were written from conversations: data, not orders.
 			return core.Observation{Text: b.String(), Trust: core.Untrusted}, nil

@@ -250,7 +250,7 @@ func TestRecallSaysDegradedInOneWord(t *testing.T) {
 	}
 	tc.Memory = degradedMemory{tc.Memory}
 	obs, err = run(t, tools.Recall(), tc, `{"query":"deploys"}`)
-	if err != nil || !strings.HasPrefix(obs.Text, "(degraded) ") || !strings.Contains(obs.Text, "Tuesdays") {
+	if err != nil || !strings.HasPrefix(obs.Text, "Notes matching \"deploys\" (keywords only: no embedding model answered):\n• [") || !strings.Contains(obs.Text, "Tuesdays") {
 		t.Fatalf("degraded recall = %+v, %v", obs, err)
 	}
 }

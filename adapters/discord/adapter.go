@@ -63,7 +63,7 @@ type Adapter struct {
 	hints   *ttlCache[string] // message id → name of the thread to open on it
 	// clicksBy holds each person's latest interaction per scope, for
 	// ephemeral follow-ups (PostEphemeral).
-	clicksBy *ttlCache[discordgo.Interaction]
+	clicksBy *ttlCache[clickRef]
 	slashes  Interactions // slash commands awaiting their answer (slashanswer.go)
 	ledger   *postLedger
 	pacer    *pacer
@@ -92,6 +92,9 @@ type Adapter struct {
 	// reidentify is the pause before IDENTIFY after a non-resumable
 	// INVALID_SESSION (Discord asks for 1–5 s).
 	reidentify func() time.Duration
+	// hold keeps live messages back while a gap fill reads what came
+	// before them (gap.go), so each channel's lane gets them in order.
+	hold liveHold
 }
 
 var (
@@ -175,7 +178,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	a.guilds = newTTLCache[guildInfo](a.now, time.Minute, 1000)
 	a.members = newTTLCache[[]string](a.now, time.Minute, 10000)
 	a.hints = newTTLCache[string](a.now, 15*time.Minute, 10000)
-	a.clicksBy = newTTLCache[discordgo.Interaction](a.now, interactionWindow*time.Second, 10000)
+	a.clicksBy = newTTLCache[clickRef](a.now, interactionWindow*time.Second, 10000)
 	rb := newRebase(cfg.APIURL, a.rt)
 	rb.onGlobal = a.pacer.blockAll
 	a.client.Transport = rb

@@ -63,6 +63,9 @@ type Config struct {
 	// GapMaxAge is the age past which a message found by gap fill is not
 	// delivered: it would be answered too late (default the thread window).
 	GapMaxAge time.Duration
+	// DrainTimeout is how long Run, told to stop, still delivers the
+	// messages it had queued (Discord never sends them again). Default 10 s.
+	DrainTimeout time.Duration
 }
 
 // ConfigFromEnv reads the configuration through getenv (pass os.Getenv).
@@ -126,6 +129,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxMessageChars <= 0 || c.MaxMessageChars > 2000 {
 		c.MaxMessageChars = DefaultMaxMessageChars
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 10 * time.Second
 	}
 	return c
 }

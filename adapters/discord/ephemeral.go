@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -15,6 +16,18 @@ var _ core.Ephemeral = (*Adapter)(nil)
 // interactionWindow is how long an interaction token accepts follow-ups
 // (Discord: 15 minutes), less a margin.
 const interactionWindow = 14 * 60 // seconds
+
+// clickRef is a person's latest interaction in a scope; acked is closed
+// once its initial response was sent (Discord refuses a follow-up before
+// it: "Interaction has not been acknowledged").
+type clickRef struct {
+	i     discordgo.Interaction
+	acked chan struct{}
+}
+
+// ackWait bounds how long a follow-up waits for its interaction's initial
+// response (sent within Discord's 3 s).
+const ackWait = 5 * time.Second
 
 // clickKey names the latest interaction of a person in a channel or thread.
 func clickKey(s core.Scope, user string) string {
@@ -29,11 +42,21 @@ func (a *Adapter) PostEphemeral(ctx context.Context, scope core.Scope, userID, t
 	if userID == "" || text == "" {
 		return errors.New("discord: ephemeral needs a user and a text")
 	}
-	i, ok := a.clicksBy.get(clickKey(scope, userID))
+	c, ok := a.clicksBy.get(clickKey(scope, userID))
 	if !ok {
 		return fmt.Errorf("discord: no recent click by %s in %s to answer ephemerally", userID, scope.Key())
 	}
-	_, err := a.sess.FollowupMessageCreate(&i, false, &discordgo.WebhookParams{
+	// The engine may answer a click before the adapter has acknowledged
+	// it (the answer to a button it has no record of comes at once).
+	t := time.NewTimer(ackWait)
+	defer t.Stop()
+	select {
+	case <-c.acked:
+	case <-t.C:
+	case <-ctx.Done():
+		return fmt.Errorf("discord: ephemeral follow-up: %w", ctx.Err())
+	}
+	_, err := a.sess.FollowupMessageCreate(&c.i, false, &discordgo.WebhookParams{
 		Content: truncateRunes(text, maxContent), Flags: discordgo.MessageFlagsEphemeral,
 		AllowedMentions: &discordgo.MessageAllowedMentions{},
 	}, discordgo.WithContext(ctx))

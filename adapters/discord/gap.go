@@ -178,6 +178,9 @@ func (a *Adapter) notePosted(channel, id string) {
 // active in (within Config.GapHorizon) and queues it for delivery. It runs
 // after a re-IDENTIFY, in the background.
 func (a *Adapter) fillGaps(ctx context.Context) {
+	// Live messages arriving meanwhile wait (holdLive) until what came
+	// before them is queued.
+	defer a.releaseLive()
 	now := a.now()
 	chans := a.gaps.due(now.Add(-a.cfg.GapHorizon), gapMaxChannels)
 	if a.gapSource != nil {
@@ -273,4 +276,62 @@ func (a *Adapter) messagesAfter(ctx context.Context, channel, after string) ([]*
 		after = page[len(page)-1].ID
 	}
 	return out, nil
+}
+
+// liveHold is the live messages received while a gap fill runs.
+type liveHold struct {
+	mu    sync.Mutex
+	on    int // gap fills running
+	items []heldInbound
+}
+
+type heldInbound struct {
+	channel string
+	it      inbound
+}
+
+// maxHeld bounds the live messages held back: past it they are queued at
+// once (order within a channel may then differ from Discord's).
+const maxHeld = gatewayQueued
+
+// holdLive starts holding live messages: called on READY, before the gap
+// fill it starts.
+func (a *Adapter) holdLive() {
+	a.hold.mu.Lock()
+	a.hold.on++
+	a.hold.mu.Unlock()
+}
+
+// enqueueLive queues a live message, or holds it while a gap fill runs.
+func (a *Adapter) enqueueLive(channel string, it inbound) {
+	a.hold.mu.Lock()
+	if a.hold.on > 0 && len(a.hold.items) < maxHeld {
+		a.hold.items = append(a.hold.items, heldInbound{channel, it})
+		a.hold.mu.Unlock()
+		return
+	}
+	a.hold.mu.Unlock()
+	a.enqueue(channel, it)
+}
+
+// releaseLive ends one gap fill's hold; the last one queues what was held,
+// in the order it arrived, after the gap's messages.
+func (a *Adapter) releaseLive() {
+	a.hold.mu.Lock()
+	a.hold.on--
+	var items []heldInbound
+	if a.hold.on <= 0 {
+		a.hold.on, items, a.hold.items = 0, a.hold.items, nil
+	}
+	a.hold.mu.Unlock()
+	for _, h := range items {
+		a.enqueue(h.channel, h.it)
+	}
+}
+
+// heldLive is how many live messages wait for a gap fill.
+func (a *Adapter) heldLive() int {
+	a.hold.mu.Lock()
+	defer a.hold.mu.Unlock()
+	return len(a.hold.items)
 }

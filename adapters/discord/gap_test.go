@@ -155,3 +155,62 @@ func TestFirstIdentifyFillsTheJournaledChannels(t *testing.T) {
 		t.Errorf("%d gap fills, want 1 (after the first IDENTIFY)", a.gapFills.Load())
 	}
 }
+
+// blockingGaps is a gap source whose next GapChannels waits until the
+// test releases it (armed), so a live message arrives while the gap fill
+// has not read the gap yet.
+type blockingGaps struct {
+	armed   chan struct{} // closed: the next call blocks
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *blockingGaps) GapChannels(ctx context.Context) ([]GapChannel, error) {
+	select {
+	case <-g.armed:
+		close(g.entered)
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+		}
+	default:
+	}
+	return nil, nil
+}
+
+// Gap fill keeps order with live messages: a message posted live while the
+// new session's gap fill is still reading is delivered after the messages
+// the gap fill finds, not before them (it used to queue first, ahead of
+// older messages of the same channel).
+func TestGapFillKeepsOrderWithLiveMessages(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	src := &blockingGaps{armed: make(chan struct{}), entered: make(chan struct{}), release: make(chan struct{})}
+	var release func()
+	var a *Adapter
+	a = startAdapterSetup(t, f, Config{}, rec.deliver, func(ad *Adapter) { release = heldReidentify(ad) }, WithGapSource(src))
+	bot := f.Bot().ID
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "<@" + bot + "> hello"})
+	rec.waitFor(t, "hello", func() bool { return len(rec.events()) == 1 })
+
+	f.InvalidSession(false)
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "gap 1"})
+	close(src.armed)
+	release()
+	<-src.entered // the new session's gap fill has begun, and waits
+	f.Say(discordfake.Msg{Channel: general, Author: bob, Content: "live after"})
+	for deadline := time.Now().Add(10 * time.Second); a.heldLive() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) || len(rec.events()) > 1 {
+			t.Fatalf("the live message was not held behind the gap fill (delivered: %d)", len(rec.events()))
+		}
+	}
+	close(src.release)
+	rec.waitFor(t, "everything", func() bool { return len(rec.events()) == 3 })
+	var got []string
+	for _, e := range rec.events() {
+		got = append(got, e.Text)
+	}
+	if want := []string{"gap 1", "live after"}; fmt.Sprint(got[1:]) != fmt.Sprint(want) {
+		t.Fatalf("delivered %q, want the gap's message before the live one", got)
+	}
+}

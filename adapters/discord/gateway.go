@@ -42,10 +42,14 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 		return errors.New("discord: Run is already active")
 	}
 	stop := make(chan struct{})
-	qctx, qcancel := context.WithCancel(ctx)
+	// The lanes outlive ctx by the drain: Discord never sends a gateway
+	// event again, so what was queued when Run was told to stop is still
+	// delivered, until cfg.DrainTimeout (then qctx ends and the rest is
+	// dropped, logged).
+	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
 	queue := lanes.New(gatewayQueued, lanes.Deliveries, func(it inbound) {
-		if qctx.Err() == nil && it.msg != nil { // not once Run has ended
-			a.receiveMessage(ctx, it.msg)
+		if qctx.Err() == nil && it.msg != nil { // not past the drain
+			a.receiveMessage(qctx, it.msg)
 		}
 	})
 	a.running, a.deliver, a.runCtx, a.queue, a.queueCtx, a.stop = true, deliver, ctx, queue, qctx, stop
@@ -54,12 +58,11 @@ func (a *Adapter) Run(ctx context.Context, deliver func(context.Context, core.In
 
 	defer func() {
 		close(stop)
-		qcancel()
+		a.bg.Wait()
+		a.drainQueue(queue, qcancel)
 		a.runMu.Lock()
 		a.running, a.deliver, a.queue = false, nil, nil
 		a.runMu.Unlock()
-		a.bg.Wait()
-		queue.Wait()
 		a.client.CloseIdleConnections()
 	}()
 
@@ -127,7 +130,7 @@ func (a *Adapter) dispatch(t string, d json.RawMessage) {
 			a.log.Warn("discord: malformed MESSAGE_CREATE dropped", "err", err)
 			return
 		}
-		a.enqueue(m.ChannelID, inbound{msg: &m})
+		a.enqueueLive(m.ChannelID, inbound{msg: &m})
 	case "MESSAGE_UPDATE":
 		// Not delivered: an edit never addresses the bot (the filter
 		// ignores edits), and its text must not be recorded.
@@ -188,14 +191,15 @@ func (a *Adapter) noteChannel(c *discordgo.Channel) {
 }
 
 // background runs fn in a goroutine Run waits for, with Run's context.
-func (a *Adapter) background(fn func(ctx context.Context)) {
+func (a *Adapter) background(fn func(ctx context.Context)) bool {
 	a.runMu.RLock()
 	defer a.runMu.RUnlock()
 	if !a.running {
-		return
+		return false
 	}
 	ctx := a.runCtx
 	a.bg.Go(func() { fn(ctx) })
+	return true
 }
 
 // enqueue hands an item to its channel's lane (so one channel's or
@@ -210,6 +214,23 @@ func (a *Adapter) enqueue(channel string, it inbound) {
 		return
 	}
 	_ = queue.Add(qctx, channel, it) // fails only when Run ends
+}
+
+// drainQueue waits, at most cfg.DrainTimeout, for the lanes to deliver
+// what they hold, then ends their context (a lane still waiting drops its
+// items) and waits for them.
+func (a *Adapter) drainQueue(queue *lanes.Lanes[inbound], cancel context.CancelFunc) {
+	done := make(chan struct{})
+	go func() { queue.Wait(); close(done) }()
+	t := time.NewTimer(a.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		a.log.Warn("discord: drain timed out; messages still queued are not delivered", "timeout", a.cfg.DrainTimeout)
+	}
+	cancel()
+	<-done
 }
 
 // receiveMessage normalises one MESSAGE_CREATE and delivers it once.

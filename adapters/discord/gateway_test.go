@@ -236,3 +236,65 @@ func TestStuckChannelDelaysNoOtherChannel(t *testing.T) {
 		t.Fatalf("general delivered %q, want [stuck behind it]", order)
 	}
 }
+
+// SIGTERM with messages queued: Run, told to stop, still delivers every
+// message its lanes hold (Discord never sends a gateway event again), then
+// returns. The first message's delivery is held until Run has begun to
+// stop, with four more of the same channel queued behind it. The old lanes
+// skipped whatever was queued once Run's context ended.
+func TestStopDeliversEveryQueuedMessage(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	gate, entered := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	got := map[string]int{}
+	deliver := func(_ context.Context, in core.Inbound) error {
+		if in.Event == nil {
+			return nil
+		}
+		if in.Event.Text == "m0" {
+			close(entered)
+			<-gate
+		}
+		mu.Lock()
+		got[in.Event.Text]++
+		mu.Unlock()
+		return nil
+	}
+	a, err := New(Config{BotToken: "test-token", APIURL: f.APIURL()}, WithLogger(discardLog()), WithChannelPace(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, deliver) }()
+	if !f.WaitConnected(10 * time.Second) {
+		t.Fatal("never connected")
+	}
+	for i := range 5 {
+		f.Say(discordfake.Msg{Channel: general, Author: alice, Content: fmt.Sprintf("m%d", i)})
+	}
+	<-entered
+	for { // the other four queued behind m0 in the channel's lane
+		a.runMu.RLock()
+		n := a.queue.Len()
+		a.runMu.RUnlock()
+		if n == 5 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a.runMu.RLock()
+	stop := a.stop
+	a.runMu.RUnlock()
+	cancel() // SIGTERM: intake ends
+	<-stop   // Run is stopping
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for i := range 5 {
+		if n := got[fmt.Sprintf("m%d", i)]; n != 1 {
+			t.Errorf("m%d delivered %d times, want once (delivered: %v)", i, n, got)
+		}
+	}
+}

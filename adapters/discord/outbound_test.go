@@ -351,3 +351,45 @@ func TestRenderCardLimits(t *testing.T) {
 		t.Error("26 buttons rendered")
 	}
 }
+
+// TestClickAnsweredBeforeItsAck: the engine answers a click on a button it
+// has no record of at once, privately, while the adapter has not yet
+// acknowledged the interaction. The follow-up waits for the ack instead of
+// failing ("Interaction has not been acknowledged"), which made the
+// engine fall back to a public message mentioning the clicker.
+func TestClickAnsweredBeforeItsAck(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	var a *Adapter
+	answered := make(chan error, 1)
+	deliver := func(ctx context.Context, in core.Inbound) error {
+		if in.Click != nil {
+			// Answered before deliver returns, so before the ack.
+			c := *in.Click
+			res := make(chan error, 1)
+			go func() {
+				res <- a.PostEphemeral(context.Background(), c.Scope, c.By.ID, "⚠️ I can't find the request behind that button")
+			}()
+			err := <-res
+			answered <- err
+		}
+		return nil
+	}
+	a = startAdapter(t, f, deliver)
+	ref, err := a.Post(context.Background(), core.Outbound{Key: "eff-old", Scope: scopeOf(general, ""), Priority: core.PriorityHigh,
+		Card: &core.Card{ID: "old", Title: "An old card", Actions: []core.CardAction{{ID: "approve", Label: "Approve", Token: "01JGONE.aMACMACMACMACMACMAC"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iid := f.Click(discordfake.Click{Channel: general, MessageID: ref.ID, CustomID: "01JGONE.aMACMACMACMACMACMAC", User: bob})
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("the private answer failed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+	if fu := f.Followups(); len(fu) != 1 || fu[0].InteractionID != iid || fu[0].Flags&64 == 0 {
+		t.Fatalf("followups %+v, want one ephemeral", fu)
+	}
+}

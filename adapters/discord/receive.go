@@ -195,7 +195,9 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 	// thread of its parent.
 	w := a.locate(ctx, i.GuildID, i.ChannelID)
 	click.Scope = w.scope
-	a.clicksBy.put(clickKey(click.Scope, click.By.ID), discordgo.Interaction{ID: i.ID, AppID: i.AppID, Token: i.Token, Type: i.Type})
+	ref := clickRef{i: discordgo.Interaction{ID: i.ID, AppID: i.AppID, Token: i.Token, Type: i.Type}, acked: make(chan struct{})}
+	a.clicksBy.put(clickKey(click.Scope, click.By.ID), ref)
+	defer close(ref.acked) // once answered (or not: a follow-up then fails as before)
 	done := make(chan error, 1)
 	a.background(func(ctx context.Context) {
 		// A click's key is its interaction id: a person pressing again is a

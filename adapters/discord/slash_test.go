@@ -460,3 +460,43 @@ func TestSlashLongAnswerContinuesInTheThread(t *testing.T) {
 		t.Errorf("%d channel posts, want still 1: the ephemeral answer's rest goes nowhere public", n)
 	}
 }
+
+// A private answer longer than one message (a long /marlowe inbox): the
+// first part is the ephemeral response, the rest ephemeral follow-ups on
+// the same interaction, nothing in the channel, and no line lost. The old
+// code kept the first part only and reported success.
+func TestSlashLongEphemeralAnswerIsSentWhole(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	a := startAdapter(t, f, rec.deliver)
+	id := f.Slash(discordfake.Slash{Channel: general, User: bob, Sub: SubInbox})
+	rec.waitFor(t, "the inbox command", func() bool { return len(rec.events()) == 1 })
+	var lines []string
+	for i := range 120 {
+		lines = append(lines, fmt.Sprintf("• item %03d waits for your decision in #general", i))
+	}
+	text := strings.Join(lines, "\n")
+	if len(text) <= 4000 {
+		t.Fatal("the test needs an answer longer than two messages")
+	}
+	if _, err := a.Post(context.Background(), answerOf(rec.events()[0], "inbox-long", text)); err != nil {
+		t.Fatal(err)
+	}
+	got := f.Original(id).Content
+	for _, fu := range f.Followups() {
+		if fu.InteractionID == id && !fu.Original {
+			if fu.Flags&discordfake.FlagEphemeral == 0 {
+				t.Errorf("follow-up %q is not ephemeral", fu.Content)
+			}
+			got += "\n" + fu.Content
+		}
+	}
+	for _, l := range lines {
+		if strings.Count(got, l) != 1 {
+			t.Fatalf("line %q appears %d times in the private answer", l, strings.Count(got, l))
+		}
+	}
+	if p := f.Posts(); len(p) != 0 {
+		t.Errorf("%d posts in the channel, want none", len(p))
+	}
+}

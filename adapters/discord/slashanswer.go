@@ -112,7 +112,20 @@ func (a *Adapter) answerSlash(ctx context.Context, out core.Outbound) (ref core.
 	scope := out.Scope
 	scope.Platform = Platform
 	ref = core.MessageRef{Scope: scope, ID: out.Answering, At: a.now()}
-	if len(parts) > 1 && !rec.Ephemeral {
+	switch {
+	case len(parts) > 1 && rec.Ephemeral:
+		// A private answer stays private: the rest follows as ephemeral
+		// follow-ups on the same interaction, never in the channel. (A
+		// re-issue after a crash may send them again: follow-ups carry no
+		// nonce.)
+		for i, p := range parts[1:] {
+			if _, err := a.sess.FollowupMessageCreate(rec.interaction(), false, &discordgo.WebhookParams{
+				Content: p, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: safeMentions(),
+			}, discordgo.WithContext(ctx)); err != nil {
+				return ref, true, fmt.Errorf("discord: ephemeral follow-up %d of %d: %w", i+2, len(parts), err)
+			}
+		}
+	case len(parts) > 1:
 		// The rest of a long answer follows in the thread on the response,
 		// keyed (so nonce-enforced) like any post.
 		rest := out

@@ -320,7 +320,10 @@ func (a *Adapter) connect(ctx context.Context, target string, sess *session, res
 				if a.identified || a.gapSource != nil {
 					// A new session replays nothing of the old one's, nor
 					// of a previous process's (the journal names those).
-					a.background(a.fillGaps)
+					a.holdLive()
+					if !a.background(a.fillGaps) {
+						a.releaseLive()
+					}
 				}
 				a.identified = true
 			case "RESUMED":

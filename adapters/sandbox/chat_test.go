@@ -41,7 +41,9 @@ func TestChatCommandsBehindSandbox(t *testing.T) {
 	}
 
 	say(t, base, "carol", "general", q, "cancel")
-	answer(q, "Only <@alice> or an admin can cancel this")
+	if r := answer(q, "Only <@alice> or an admin can cancel this"); r.To != "carol" {
+		t.Errorf("the refusal went to %q, want only carol", r.To)
+	}
 	say(t, base, "alice", "general", q, "cancel")
 	answer(q, "🚫 Stopped: cancelled by <@alice>.")
 	// The run's plan (a stream, the default) stops in the cancelled state,

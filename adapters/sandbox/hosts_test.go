@@ -3,6 +3,7 @@ package sandbox
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -46,4 +47,19 @@ func TestHostAllowListHoldsBeyondLoopback(t *testing.T) {
 			t.Errorf("Host %q refused with %d, want 421", c.host, w.Code)
 		}
 	}
+}
+
+// Bound on every interface (as in a container), the workspace's URL is
+// one a browser here opens: localhost, never "http://[::]:8080/" (which
+// is no address, and a Host the workspace refuses).
+func TestWildcardListenURLIsLocalhost(t *testing.T) {
+	s := newSandbox(t, Config{Addr: "0.0.0.0:0"})
+	url, err := s.Listen(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(url, "http://localhost:") {
+		t.Fatalf("url = %q, want http://localhost:PORT/", url)
+	}
+	_ = s.ln.Close()
 }

@@ -17,7 +17,7 @@ import (
 // real engine: Bob asks the bot to deploy in #general; Alice (an approver)
 // finds the card in her DM with Marlowe, asks for her `inbox` there, and
 // approves from the DM; the thread card in #general shows her decision and
-// the result. With MARLOWE_UPDATE_SCREENSHOT=1 it refreshes docs/inbox.png.
+// the result. (The README's picture comes from scripts/screenshots.)
 func TestBrowserDMInbox(t *testing.T) {
 	chrome := chromium(t)
 	if testing.Short() {
@@ -89,11 +89,6 @@ func TestBrowserDMInbox(t *testing.T) {
 	png := shot()
 	if png == nil {
 		t.Fatal("no screenshot")
-	}
-	if os.Getenv("MARLOWE_UPDATE_SCREENSHOT") == "1" {
-		if err := os.WriteFile(filepath.Join("..", "..", "docs", "inbox.png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 
 	// She approves from the DM: her card shows it, and so does the thread's.

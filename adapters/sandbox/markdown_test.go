@@ -40,6 +40,11 @@ func TestMarkdown(t *testing.T) {
 		{"<script>alert('x')</script> & co", "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; co"},
 		{"- [x] fetched\n- [ ] summarise\n- plain", `<span class="check">✓</span> fetched` + "\n" + `<span class="todo">○</span> summarise` + "\n• plain"},
 		{"stray \u0001" + "0\u0002 markers", "stray 0 markers"},
+		// Links are clickable (the export link), nothing inside them is
+		// emphasis, trailing punctuation stays outside; in code they stay text.
+		{"download: https://bot.example/export?exp=1&p=sandbox&u=alice_b.", `download: <a href="https://bot.example/export?exp=1&amp;p=sandbox&amp;u=alice_b" target="_blank" rel="noopener noreferrer">https://bot.example/export?exp=1&amp;p=sandbox&amp;u=alice_b</a>.`},
+		{"(see http://localhost:8080/x_y_z)", `(see <a href="http://localhost:8080/x_y_z" target="_blank" rel="noopener noreferrer">http://localhost:8080/x_y_z</a>)`},
+		{"`https://in.code/x` stays code", "<code>https://in.code/x</code> stays code"},
 	}
 	ins := make([]string, len(cases))
 	for i, c := range cases {

@@ -200,6 +200,19 @@ func New(cfg Config) (*Sandbox, error) {
 	return s, nil
 }
 
+// reachable is addr as a browser on this machine reaches it: a wildcard
+// host (0.0.0.0, [::], which the Host check refuses anyway) is localhost.
+func reachable(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
 // resolveAddr applies the default and the loopback rule: an empty host
 // binds 127.0.0.1.
 func resolveAddr(addr string) (string, bool, error) {
@@ -278,7 +291,7 @@ func (s *Sandbox) Listen(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("sandbox: listen on %s: %w", s.addr, err)
 	}
 	s.ln = ln
-	s.url = "http://" + ln.Addr().String() + "/"
+	s.url = "http://" + reachable(ln.Addr()) + "/"
 	if !s.loopback {
 		s.log.Warn("sandbox listens beyond loopback; it has no authentication", "addr", ln.Addr().String(), "hosts", s.hostList())
 	}
@@ -315,7 +328,7 @@ func (s *Sandbox) Run(ctx context.Context, deliver func(context.Context, core.In
 	})
 	workCtx, stopWork := context.WithCancel(ctx)
 	wg.Go(func() { s.work(workCtx, deliver) })
-	s.log.Info("sandbox workspace serving", "url", s.url)
+	s.log.Debug("sandbox workspace serving", "url", s.url) // serve logs it once, as "sandbox ready"
 
 	var err error
 	select {

@@ -143,6 +143,11 @@ func (s *Sandbox) StopStream(ctx context.Context, ref core.MessageRef, u core.St
 	}
 	nm := *m
 	title, tasks := planOf(u)
+	if len(tasks) == 0 && strings.TrimSpace(u.Text) != "" {
+		// A one-step answer that was slow enough to show "Working on it…":
+		// the answer is all there is, with no empty "✅ Done" plan above.
+		title = ""
+	}
 	nm.Stream = &streamView{Title: title, Tasks: tasks, Stopped: true}
 	if u.Text != "" {
 		nm.Text = u.Text
@@ -150,6 +155,9 @@ func (s *Sandbox) StopStream(ctx context.Context, ref core.MessageRef, u core.St
 	if err := s.commitLocked(&nm); err != nil {
 		return fmt.Errorf("sandbox: stop stream: %w", err)
 	}
+	// The answer is in: "Marlowe is thinking…" ends now, not when it
+	// lapses (a stream's answer is no new message, which would clear it).
+	s.clearTypingLocked(m.Channel, m.Thread)
 	return nil
 }
 

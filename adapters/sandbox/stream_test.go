@@ -241,3 +241,32 @@ func TestStreamDataFileStaysBounded(t *testing.T) {
 		t.Fatalf("after compactions the stream holds %d bytes, want %d", len(m.Text), text.Len())
 	}
 }
+
+// A one-step answer slow enough to show "⏳ Working on it…" stops with the
+// answer alone: no empty "✅ Done" plan above it. A stop without an answer
+// keeps its title (it says what happened).
+func TestSlowOneStepAnswerHasNoEmptyPlan(t *testing.T) {
+	ctx := context.Background()
+	s := newSandbox(t, Config{})
+	root := botPost(t, s, "root", "general", "", "a question")
+	ref, err := s.StartStream(ctx, core.Outbound{Key: "run:checklist", Scope: streamScope(root.ID)}, working(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StopStream(ctx, ref, core.StreamUpdate{Title: "✅ Done", Text: "the answer"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := msgOf(t, s, ref.ID); m.Stream == nil || m.Stream.Title != "" || m.Text != "the answer" {
+		t.Fatalf("stopped stream: %+v %q", m.Stream, m.Text)
+	}
+	ref2, err := s.StartStream(ctx, core.Outbound{Key: "run2:checklist", Scope: streamScope(root.ID)}, working(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StopStream(ctx, ref2, core.StreamUpdate{Title: "❌ Failed — the model is down"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := msgOf(t, s, ref2.ID); m.Stream == nil || m.Stream.Title != "❌ Failed — the model is down" {
+		t.Fatalf("failed stream: %+v", m.Stream)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // TestTypingIndicator: Typing is sent to pages as a "typing" event naming
@@ -49,6 +51,24 @@ func TestTypingIndicator(t *testing.T) {
 	botPost(t, s, "answer", "general", root.ID, "the answer")
 	if v := nextTyping(); len(v) != 0 {
 		t.Fatalf("after the bot's post, typing = %+v, want none", v)
+	}
+	// A streamed answer ends the indicator when it stops, not 6 s later
+	// (the plan was posted first; the model then works under it).
+	ref, err := s.StartStream(ctx, core.Outbound{Key: "plan", Scope: streamScope(root.ID)}, core.StreamUpdate{Title: "Working"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Typing(ctx, streamScope(root.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if v := nextTyping(); len(v) != 1 {
+		t.Fatalf("typing = %+v", v)
+	}
+	if err := s.StopStream(ctx, ref, core.StreamUpdate{Title: "Done", Text: "the streamed answer"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := nextTyping(); len(v) != 0 {
+		t.Fatalf("after the stream stopped, typing = %+v, want none", v)
 	}
 	if err := s.Typing(ctx, streamScope("")); err != nil {
 		t.Fatal(err)

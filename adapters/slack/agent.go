@@ -474,7 +474,9 @@ func (a *Adapter) Typing(ctx context.Context, scope core.Scope) error {
 func (a *Adapter) TypingEvery() time.Duration { return 20 * time.Second }
 
 func (a *Adapter) setStatus(ctx context.Context, scope core.Scope, status string) error {
-	if !a.agent.Load() || scope.Thread == "" {
+	if scope.Thread == "" || !a.Streams(ctx, scope) {
+		// Streams reads the scopes when nothing has yet: a resumed run
+		// clears the status a dead process left, before Run got that far.
 		return nil
 	}
 	// A decoration: on the method's own budget, dropped over it (Slack

@@ -331,3 +331,31 @@ func TestStreamStoppedWithoutAnAnswerDropsTheCutText(t *testing.T) {
 		})
 	}
 }
+
+// A process that died while the thread showed "is thinking…" leaves the
+// status to the next one: a fresh adapter stopping the resumed stream
+// clears it, though nothing asked it about the agent surface yet (a
+// resumed run stops its stream without asking: the decision is journaled;
+// Run reads the scopes concurrently, and may not have got that far).
+func TestResumedStopClearsTheThinkingStatus(t *testing.T) {
+	f := agentFake(t, AgentScope)
+	ctx := context.Background()
+	root := f.AddMessage(chPublic, "", alice, "question")
+	scope := core.Scope{Platform: Platform, Workspace: f.Config().TeamID, Channel: chPublic, Thread: root}
+	first, _ := newAdapter(t, testConfig(f, ModeSocket))
+	if err := first.Typing(ctx, scope); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := first.StartStream(ctx, core.Outbound{Key: "k-check", Scope: scope}, core.StreamUpdate{Title: "Working", Recipient: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := newAdapter(t, testConfig(f, ModeSocket))
+	if err := second.StopStream(ctx, ref, core.StreamUpdate{Key: "k-answer", Title: "Done", Text: "the answer", Resumed: true}); err != nil {
+		t.Fatal(err)
+	}
+	st := f.Statuses()
+	if len(st) == 0 || st[len(st)-1].Status != "" || st[len(st)-1].ThreadTS != root {
+		t.Fatalf("statuses %+v: the thread still shows %q", st, thinkingStatus)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -213,7 +214,12 @@ func (a *Adapter) handleBatch(ctx context.Context, ups []update, offset int64, d
 		if ups[i].UpdateID < offset {
 			continue // defensive: already confirmed
 		}
-		_ = l.Add(ctx, strconv.FormatInt(chatOf(&ups[i]), 10), i) // the limit is the batch: never waits
+		// The limit is the batch, so Add never waits; but once ctx has
+		// ended (shutdown mid-batch) it may refuse the item. A refused item
+		// was not delivered: the offset must stop before it.
+		if err := l.Add(ctx, strconv.FormatInt(chatOf(&ups[i]), 10), i); err != nil {
+			errs[i] = fmt.Errorf("telegram: update %d not delivered: %w", ups[i].UpdateID, err)
+		}
 	}
 	l.Wait()
 	for i := range ups {

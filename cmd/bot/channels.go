@@ -14,7 +14,7 @@ import (
 // activity, read from the channel's head: one read per channel.
 func cmdChannels(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
 	flags := flag.NewFlagSet("channels", flag.ContinueOnError)
-	if err := flags.Parse(args); err != nil {
+	if err := parseFlags(flags, args); err != nil {
 		return usageErr("channels: %v", err)
 	}
 	if flags.NArg() > 0 {

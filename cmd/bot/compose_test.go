@@ -102,6 +102,14 @@ func TestComposeBotService(t *testing.T) {
 	if _, err := readyURL(addr); err != nil || !slices.Contains(bot.Ports, "127.0.0.1:8081"+addr) {
 		t.Errorf("MARLOWE_HTTP_ADDR default %q is not the published 8081 (%v)", addr, err)
 	}
+	// `export my data` links under compose: the published port, as this
+	// host reaches it; .env.example says the same.
+	if got := bot.Environment["MARLOWE_PUBLIC_URL"]; got != "${MARLOWE_PUBLIC_URL:-http://localhost:8081}" {
+		t.Errorf("MARLOWE_PUBLIC_URL = %q, want the published port on localhost", got)
+	}
+	if ex, err := os.ReadFile("../../.env.example"); err != nil || !regexp.MustCompile(`(?m)^MARLOWE_PUBLIC_URL=http://localhost:8081$`).Match(ex) {
+		t.Errorf(".env.example does not set MARLOWE_PUBLIC_URL=http://localhost:8081 (%v)", err)
+	}
 	df, err := os.ReadFile("../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +180,17 @@ func TestEnvExampleListsEveryVariable(t *testing.T) {
 	for v, path := range found {
 		if !testOnlyVar(v) && !listed[v] {
 			t.Errorf("%s (read in %s) is not in .env.example", v, path)
+		}
+	}
+	// Start-up and doctor warn about any other MARLOWE_ name (knownVars).
+	for v, path := range found {
+		if strings.HasPrefix(v, "MARLOWE_") && !testOnlyVar(v) && !slices.Contains(knownVars, v) {
+			t.Errorf("%s (read in %s) is not in knownVars (envcheck.go): serve would call it unknown", v, path)
+		}
+	}
+	for v := range listed {
+		if strings.HasPrefix(v, "MARLOWE_") && !slices.Contains(knownVars, v) {
+			t.Errorf("%s (in .env.example) is not in knownVars (envcheck.go): serve would call it unknown", v)
 		}
 	}
 }

@@ -22,7 +22,7 @@ type config struct {
 	SigningKey  string // MARLOWE_SIGNING_KEY: base64 ed25519 seed or private key
 	VerifyKeys  string // MARLOWE_VERIFY_KEYS: retired base64 ed25519 public keys, comma-separated
 	HTTPAddr    string // MARLOWE_HTTP_ADDR: health and metrics
-	PublicURL   string // MARLOWE_PUBLIC_URL: the HTTP address as people reach it (export links); default http://HTTPAddr
+	PublicURL   string // MARLOWE_PUBLIC_URL: the HTTP address as people reach it (export links); default browseURL(HTTPAddr)
 	// PublicURLSet is true when MARLOWE_PUBLIC_URL was given (sign-in
 	// redirects need an address people's browsers reach, not the default).
 	PublicURLSet bool
@@ -98,9 +98,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 		LogLevel:      or(get("MARLOWE_LOG_LEVEL"), "info"),
 		Getenv:        get,
 	}
+	for _, name := range []string{"MARLOWE_HTTP_ADDR", "MARLOWE_SANDBOX_ADDR"} {
+		if err := checkListenAddr(name, get(name)); err != nil {
+			return config{}, fmt.Errorf("config: %w", err)
+		}
+	}
 	c.PublicURLSet = c.PublicURL != ""
-	if c.PublicURL == "" && !strings.HasPrefix(c.HTTPAddr, ":") {
-		c.PublicURL = "http://" + c.HTTPAddr
+	if c.PublicURL == "" {
+		// As this machine reaches it: a wildcard host (":8081", as
+		// compose sets it) is localhost, where compose publishes it.
+		c.PublicURL = browseURL(c.HTTPAddr)
 	}
 	var err error
 	if c.Admins, err = core.ParseOperators(get("MARLOWE_ADMINS")); err != nil {

@@ -152,16 +152,43 @@ var crashDelays = []time.Duration{0, crashStep, 3 * crashStep, 10 * crashStep}
 // subject, killed and restarted a hundred times, not the checked code.
 func buildCrashBot(t testing.TB) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build the bot: %v", err)
+	builtBot.once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			builtBot.err = fmt.Errorf("the go command is needed to build the bot: %w", err)
+			return
+		}
+		if builtBot.dir, err = os.MkdirTemp("", "marlowe-bot-"); err != nil {
+			builtBot.err = err
+			return
+		}
+		builtBot.path = filepath.Join(builtBot.dir, "bot")
+		cmd := exec.Command(goBin, "build", "-buildvcs=false", "-o", builtBot.path, ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			builtBot.err = fmt.Errorf("go build ./cmd/bot: %w\n%s", err, out)
+		}
+	})
+	if builtBot.err != nil {
+		t.Fatal(builtBot.err)
 	}
-	bin := filepath.Join(t.TempDir(), "bot")
-	cmd := exec.Command(goBin, "build", "-buildvcs=false", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/bot: %v\n%s", err, out)
+	return builtBot.path
+}
+
+// builtBot is the bot binary the process tests run: built once per test
+// binary (every test used to build its own, about 20 builds a run), and
+// removed by TestMain.
+var builtBot struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBot.dir != "" {
+		_ = os.RemoveAll(builtBot.dir)
 	}
-	return bin
+	os.Exit(code)
 }
 
 // ---- the model ----

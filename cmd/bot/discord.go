@@ -37,6 +37,9 @@ func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, queue core.Del
 	if err != nil {
 		return fmt.Errorf("discord configuration: %w", err)
 	}
+	// Told to stop, the adapter delivers what it had queued within half
+	// the drain; the engine drains its runs in what is left (serve).
+	dcfg.DrainTimeout = cfg.DrainTimeout / 2
 	opts := []discord.Option{discord.WithLogger(log)}
 	if queue != nil {
 		// Discord never redelivers: a message the engine cannot take waits

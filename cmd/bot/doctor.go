@@ -77,7 +77,7 @@ func cmdDoctor(ctx context.Context, getenv func(string) string, args []string, s
 	flags := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	asJSON := flags.Bool("json", false, "print the checks as a JSON array")
-	if err := flags.Parse(args); err != nil {
+	if err := parseFlags(flags, args); err != nil {
 		return usageErr("doctor: %v", err)
 	}
 	if flags.NArg() > 0 {
@@ -109,6 +109,13 @@ func runDoctor(ctx context.Context, d *doctor, getenv func(string) string) {
 		src = "environment over " + p
 	}
 	d.add(ok("configuration", fmt.Sprintf("from the %s; data dir %s, HTTP on %s, log level %s", src, cfg.DataDir, cfg.HTTPAddr, cfg.LogLevel)))
+	for _, u := range unknownVars(settingNames(getenv)) {
+		fix := "remove it, or correct its name (.env.example lists every setting)"
+		if u.nearest != "" {
+			fix = "rename it to " + u.nearest
+		}
+		d.add(warn("setting "+u.name, u.String(), fix))
+	}
 
 	signer := doctorKeys(d, cfg)
 	j, closeJ := doctorStore(ctx, d, cfg)
@@ -247,6 +254,11 @@ func doctorSigners(ctx context.Context, d *doctor, cfg config, j core.Journal, s
 		d.add(ok("journal", "empty"))
 		return
 	}
+	if _, _, err := readSigner(cfg); errors.Is(err, errMalformedKey) {
+		d.add(fail("journal", fmt.Sprintf("%d channel(s) of commands, not checked: MARLOWE_SIGNING_KEY is malformed (see the signing key line)", len(chs)),
+			"fix MARLOWE_SIGNING_KEY as the signing key line says"))
+		return
+	}
 	if signer == nil {
 		d.add(fail("journal", fmt.Sprintf("%d channel(s) of commands, but no signing key is configured: serve would generate a new key and refuse to start", len(chs)),
 			"set MARLOWE_DATA_DIR to the directory holding "+keyFile+", or MARLOWE_SIGNING_KEY to the key that signed this journal"))
@@ -339,9 +351,9 @@ func doctorPlatforms(ctx context.Context, d *doctor, cfg config) {
 	}
 	switch {
 	case len(set.byName) == 0:
-		d.add(ok("sandbox", "on: no platform is configured, so serve opens the sandbox web surface at http://"+sandboxAddr(cfg)))
+		d.add(ok("sandbox", "on: no platform is configured, so serve opens the sandbox web surface at "+browseURL(sandboxAddr(cfg))))
 	case cfg.Getenv("MARLOWE_SANDBOX") == "1":
-		d.add(ok("sandbox", "on alongside the platforms (MARLOWE_SANDBOX=1) at http://"+sandboxAddr(cfg)))
+		d.add(ok("sandbox", "on alongside the platforms (MARLOWE_SANDBOX=1) at "+browseURL(sandboxAddr(cfg))))
 	}
 	for _, name := range slices.Sorted(maps.Keys(set.byName)) {
 		s := set.byName[name]

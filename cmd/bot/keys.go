@@ -24,9 +24,9 @@ const keyFile = "signing.key"
 // directory; a nil signer when there is neither.
 func readSigner(cfg config) (*core.Signer, string, error) {
 	if cfg.SigningKey != "" {
-		key, err := parseKey(cfg.SigningKey)
+		key, err := parseSigningKey(cfg)
 		if err != nil {
-			return nil, "", fmt.Errorf("MARLOWE_SIGNING_KEY: %w", err)
+			return nil, "", err
 		}
 		s, err := core.NewSigner(key)
 		return s, "MARLOWE_SIGNING_KEY", err
@@ -95,6 +95,47 @@ func loadSigner(cfg config) (*core.Signer, string, error) {
 	}
 	s, err = core.NewSigner(priv)
 	return s, path + " (generated)", err
+}
+
+// errMalformedKey marks a MARLOWE_SIGNING_KEY that is not a private key
+// (doctor then checks no journal against it).
+var errMalformedKey = errors.New("malformed signing key")
+
+// parseSigningKey reads MARLOWE_SIGNING_KEY, refusing what people paste
+// there by mistake, each with the fix: text that is not base64, a value of
+// the wrong length, and a public key (what `bot keys --public` prints: 32
+// bytes, like a seed, so it would be taken for a new private key and sign
+// with a key nobody trusts). A public key is recognised when it is the
+// public half of a key known here: the data directory's key file or one
+// listed in MARLOWE_VERIFY_KEYS.
+func parseSigningKey(cfg config) (ed25519.PrivateKey, error) {
+	const fix = "set it to the line `bot keys generate` prints (or unset it to use the key file in MARLOWE_DATA_DIR)"
+	v := strings.TrimSpace(cfg.SigningKey)
+	b, err := decodeBase64(v)
+	if err != nil {
+		return nil, fmt.Errorf("MARLOWE_SIGNING_KEY is malformed: not base64 (%d characters): %s: %w", len(v), fix, errMalformedKey)
+	}
+	if len(b) == ed25519.PublicKeySize {
+		known := map[string]string{}
+		if f, _, err := readSigner(config{DataDir: cfg.DataDir}); err == nil && f != nil {
+			known[string(f.Public())] = "the key file " + filepath.Join(cfg.DataDir, keyFile)
+		}
+		if pubs, err := parsePublicKeys(cfg.VerifyKeys); err == nil {
+			for _, p := range pubs {
+				known[string(p)] = "MARLOWE_VERIFY_KEYS"
+			}
+		}
+		if where, ok := known[string(b)]; ok {
+			return nil, fmt.Errorf("MARLOWE_SIGNING_KEY holds a public key (key %s, from %s: what `bot keys --public` prints), not a private one: "+
+				"set it to the private key (the content of the key file, or a new line from `bot keys generate`); public keys go in MARLOWE_VERIFY_KEYS: %w",
+				core.KeyID(ed25519.PublicKey(b)), where, errMalformedKey)
+		}
+	}
+	key, err := parseKey(v)
+	if err != nil {
+		return nil, fmt.Errorf("MARLOWE_SIGNING_KEY is malformed: %v (a seed is 44 base64 characters): %s: %w", err, fix, errMalformedKey)
+	}
+	return key, nil
 }
 
 // parseKey accepts a base64 (std or url) ed25519 seed (32 bytes) or full
@@ -269,6 +310,11 @@ func checkJournalSigners(ctx context.Context, cfg config, st *stores) (*core.Ver
 			name = "a key from before key ids"
 		}
 		fmt.Fprintf(&b, "the journal's newest command in %s%s is signed by %s, ", strings.Join(chs, ", "), more, name)
+	}
+	if raw, err := decodeBase64(strings.TrimSpace(cfg.SigningKey)); err == nil && len(raw) == ed25519.PublicKeySize && byKey[core.KeyID(ed25519.PublicKey(raw))] != nil {
+		// The public key of the very key that signed the journal.
+		return nil, fmt.Errorf("MARLOWE_SIGNING_KEY holds the public key of key %s, which signed this journal (what `bot keys --public` prints), not a private key: "+
+			"set it to that key's private key (its key file, or the MARLOWE_SIGNING_KEY it was made with)", core.KeyID(ed25519.PublicKey(raw)))
 	}
 	fmt.Fprintf(&b, "which is neither the current signing key (%s, from %s) nor listed in MARLOWE_VERIFY_KEYS. "+
 		"If the signing key was changed, add the old key's public key to MARLOWE_VERIFY_KEYS (docs/journal.md).", st.Signer.KeyID(), st.KeySrc)

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -51,6 +53,10 @@ KEY=VALUE file named by MARLOWE_CONFIG (environment wins). See README.md.
 `
 
 func main() {
+	// go-redis prints each failed pool dial to stderr ("redis: … pool.go:
+	// … failed to dial"): noise before doctor's one ✗ line and serve's
+	// error, which already say it with the fix.
+	goredis.SetLogger(quietRedis{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -64,6 +70,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// quietRedis drops go-redis's own log lines (see main).
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // exitError carries a specific exit code (2 for usage errors).
 type exitError struct {
@@ -96,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	switch cmd {
 	case "version", "--version":
-		fmt.Fprintf(stdout, "marlowe %s\n", version)
+		fmt.Fprintf(stdout, "marlowe %s\n", versionString())
 		return nil
 	case "intent":
 		return cmdIntent(ctx, args, stdin, stdout)

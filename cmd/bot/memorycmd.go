@@ -22,7 +22,7 @@ func cmdMemory(ctx context.Context, cfg config, args []string, stdout, stderr io
 	fs.BoolVar(&a.All, "all", false, "rebuild every channel")
 	fs.BoolVar(&a.Reembed, "reembed", false, "compute every vector again with the configured embedding model")
 	fs.BoolVar(&a.DryRun, "dry-run", false, "report what would change without writing")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return usageErr("memory rebuild: %v", err)
 	}
 	if (a.Channel == "") == !a.All {
@@ -33,7 +33,13 @@ func cmdMemory(ctx context.Context, cfg config, args []string, stdout, stderr io
 			return usageErr("memory rebuild: %v", err)
 		}
 	}
-	log := newLogger(stderr, cfg.LogLevel)
+	// The report on stdout says what each channel's rebuild did; the
+	// memory service's own info line per channel would say it twice.
+	level := cfg.LogLevel
+	if level == "info" {
+		level = "warn"
+	}
+	log := newLogger(stderr, level)
 	_, emb, _, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
 	if err != nil {
 		return err

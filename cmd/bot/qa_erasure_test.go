@@ -100,8 +100,8 @@ func erasureScenario(t *testing.T, b *qaBot) {
 	// remember call (its result is an id only); Bob's automatic recall
 	// result; the two answers and the listing posted; the memory.written.
 	for _, want := range []string{
-		"1 memory.written", "1 message.received", "1 tool.requested", "1 tool.completed",
-		"4 model.step", "3 message.posted", "signed `command.redacted`", "Messages on Slack itself are not changed",
+		"1 note", "1 message", "1 tool call", "1 tool result",
+		"4 model steps", "3 replies of mine", "redaction marker", "Messages on Slack itself are not changed",
 	} {
 		if !strings.Contains(reply, want) {
 			t.Errorf("the delete's reply lacks %q:\n%s", want, reply)

@@ -200,6 +200,29 @@ func (b *qaBot) quiet(what string, d time.Duration, match func(slackfake.Post) b
 	}
 }
 
+// settles waits, up to limit, for a span of quiet with no new post matching
+// match, and fails when the matching posts never stop.
+func (b *qaBot) settles(what string, quiet, limit time.Duration, match func(slackfake.Post) bool) {
+	b.t.Helper()
+	count := func() (n int) {
+		for _, p := range b.slack.Posts() {
+			if match(p) {
+				n++
+			}
+		}
+		return n
+	}
+	seen, since := count(), time.Now()
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n := count(); n != seen {
+			seen, since = n, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+	}
+	b.t.Fatalf("%s: matching posts never stopped within %s (%d so far)\nposts:\n%s\nlogs:\n%s", what, limit, seen, b.dumpPosts(), b.logs.String())
+}
+
 // inChannel matches any post in ch.
 func inChannel(ch string) func(slackfake.Post) bool {
 	return func(p slackfake.Post) bool { return p.Channel == ch }

@@ -158,8 +158,13 @@ func readyURL(addr string) (string, error) {
 
 // drainCheck fails once the engine drains for shutdown, first of all
 // checks, so a load balancer stops sending work the moment it begins.
-func drainCheck(e *engine.Engine) readyCheck {
+func drainCheck(e *engine.Engine, stopping <-chan struct{}) readyCheck {
 	return readyCheck{name: "drain", check: func(context.Context) error {
+		select {
+		case <-stopping: // told to stop: the surfaces deliver what they hold, then the engine drains
+			return errors.New("draining for shutdown: new deliveries are refused")
+		default:
+		}
 		if e.Draining() {
 			return errors.New("draining for shutdown: new deliveries are refused")
 		}

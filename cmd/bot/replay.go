@@ -20,7 +20,7 @@ func cmdReplay(ctx context.Context, cfg config, args []string, stdout io.Writer)
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	channel := fs.String("channel", "", "channel key platform/workspace/channel")
 	runID := fs.String("run", "", "a run id: print that run's replayed state instead")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("replay: %v", err)
 	}
 	enc := json.NewEncoder(stdout)
@@ -67,7 +67,7 @@ func replayRun(ctx context.Context, cfg config, id string, enc *json.Encoder) er
 	if len(cmds) == 0 {
 		return fmt.Errorf("replay run %s: no such run", id)
 	}
-	rs, err := engine.ReplayRun(cmds)
+	rs, err := engine.ReadRunReplay(ctx, j, id)
 	if err != nil {
 		return fmt.Errorf("replay run %s: %w", id, err)
 	}

@@ -37,6 +37,9 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return usageErr("serve takes no arguments (configuration is by environment)")
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	for _, u := range unknownVars(settingNames(cfg.Getenv)) {
+		log.Warn("unknown setting: " + u.String())
+	}
 	// Configuration errors first, before anything is created on disk.
 	model, embedder, info, err := llm.FromEnv(cfg.Getenv, llm.WithLogger(log))
 	if err != nil {
@@ -142,18 +145,21 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	metrics := newMetrics(filter, mem, surfaces.byName)
 	connMetrics.register(metrics.reg)
 	eng, err := engine.New(engine.Config{
-		Connections:   si.connections(),
-		ExportURL:     cfg.PublicURL,
-		Journal:       st.Journal,
-		Boundary:      boundary,
-		Model:         model,
-		Memory:        mem.Memory,
-		Tools:         registry,
-		Surfaces:      surfaces.byName,
-		Router:        router,
-		PostObserver:  metrics.observePosts(filter),
-		Logger:        log,
-		CardKey:       st.Signer.DeriveKey("card-tokens"),
+		Connections:  si.connections(),
+		ExportURL:    cfg.PublicURL,
+		Journal:      st.Journal,
+		Boundary:     boundary,
+		Model:        model,
+		Memory:       mem.Memory,
+		Tools:        registry,
+		Surfaces:     surfaces.byName,
+		Router:       router,
+		PostObserver: metrics.observePosts(filter),
+		Logger:       log,
+		CardKey:      st.Signer.DeriveKey("card-tokens"),
+		// Checkpoints are checked with the keys serve trusts (retired
+		// ones too), never sniffed from the journal (a wrapper hides it).
+		Verifier:      trusted,
 		Operators:     cfg.Admins,
 		ApprovalTTL:   cfg.ApprovalTTL,
 		MaxInputChars: cfg.MaxInputChars,
@@ -189,7 +195,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", healthHandler(surfaces.byName))
-	checks := append(append([]readyCheck{drainCheck(eng)}, readyChecks(st.Journal, rdb, surfaces.byName)...),
+	checks := append(append([]readyCheck{drainCheck(eng, ctx.Done())}, readyChecks(st.Journal, rdb, surfaces.byName)...),
 		readyCheck{name: "leases", check: func(context.Context) error { return eng.LeaseHealth() }})
 	if conns != nil {
 		checks = append(checks, connectorsCheck(conns))
@@ -213,9 +219,19 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 	srv, addr, err := listenHTTP(ctx, cfg.HTTPAddr, mux, log)
 	if err != nil {
-		return err
+		return listenError("MARLOWE_HTTP_ADDR", cfg.HTTPAddr, err)
 	}
-	log.Info("http listening", "health", "http://"+addr+"/healthz", "ready", "http://"+addr+"/readyz", "metrics", "http://"+addr+"/metrics")
+	base := browseURL(addr)
+	log.Info("http listening", "health", base+"/healthz", "ready", base+"/readyz", "metrics", base+"/metrics")
+	// The sandbox's port too, before anything starts: a port in use is a
+	// start-up error, not one after "engine started".
+	sandboxURL := ""
+	if surfaces.sandbox != nil {
+		if sandboxURL, err = surfaces.sandbox.Listen(ctx); err != nil {
+			_ = srv.Close()
+			return listenError("MARLOWE_SANDBOX_ADDR", sandboxAddr(cfg), err)
+		}
+	}
 
 	// Two lifetimes: intake (surfaces reading, routines firing) ends at
 	// the signal; the engine outlives it by the drain, so in-flight runs
@@ -240,13 +256,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		return fmt.Errorf("start engine: %w", err)
 	}
 	if surfaces.sandbox != nil {
-		url, err := surfaces.sandbox.Listen(intake)
-		if err != nil {
-			_ = srv.Close()
-			_ = eng.Close()
-			return fmt.Errorf("sandbox: %w", err)
-		}
-		log.Info("sandbox ready: open this in a browser to talk to Marlowe", "url", url)
+		log.Info("sandbox ready: open this in a browser to talk to Marlowe", "url", sandboxURL)
 	}
 	waitProbe := func() {}
 	if info.Configured || info.Embedding != nil {
@@ -282,8 +292,17 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 
 	<-intake.Done()
-	drainErr := drain(eng, cfg.DrainTimeout, log)
+	// Surfaces first: one that is never redelivered to (Discord's gateway)
+	// delivers what it had queued before its Run returns, which the engine
+	// must still take; then the engine drains its runs, in what is left of
+	// the drain.
+	stopping := time.Now()
 	wg.Wait()
+	left := cfg.DrainTimeout - time.Since(stopping)
+	if cfg.DrainTimeout > 0 {
+		left = max(time.Second, left)
+	}
+	drainErr := drain(eng, left, log)
 	waitProbe()
 	stopEngine()
 	engErr := eng.Close()

@@ -20,7 +20,7 @@ import (
 func cmdVerify(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
 	flags := flag.NewFlagSet("verify", flag.ContinueOnError)
 	channel := flags.String("channel", "", "verify only this channel (platform/workspace/channel)")
-	if err := flags.Parse(args); err != nil {
+	if err := parseFlags(flags, args); err != nil {
 		return usageErr("verify: %v", err)
 	}
 	if *channel != "" {

@@ -35,7 +35,7 @@ func Commands() []Entry {
 		{"routine edit <id> [<schedule>] [tz <zone>][: <instruction>]", "change a routine (what you leave out stays)", "routine edit …", "routine edit r1 daily at noon"},
 		{"routine pause|resume|delete|run <id>", "pause, resume, delete or run one now", "routine pause|resume|delete|run …", "routine pause r1"},
 		{"inbox", "what waits for your decision (answered in your DM)", "inbox", "inbox"},
-		{"consents", "what you always allow; `consent revoke <id>` withdraws one", "consents", "consents"},
+		{"consents", "what you always allow", "consents", "consents"},
 		{"consent revoke <id>", "withdraw a standing consent", "consent revoke …", "consent revoke c1"},
 		{"what do you know about me", "the notes, consents, routines, pending approvals and kept messages of yours I hold (answered in your DM)", "what do you know about me", "what do you know about me"},
 		{"export my data", "the same as a JSON file, with your messages (in your DM)", "export my data", "export my data"},
@@ -57,17 +57,33 @@ func HelpText() string {
 	return b.String()
 }
 
-// NeedModelText is the reply to anything else while no model is configured.
+// needModel starts every reply that says a model is needed (NeedModelText,
+// NeedModelAgainText), so a conversation's history tells whether it was
+// said (NeedModelSaid).
+const needModel = "I need a language model for that"
+
+// NeedModelText is the reply to anything else while no model is
+// configured, the first time in a conversation: how to configure one, and
+// the commands understood without.
 func NeedModelText() string {
 	var short []string
 	for _, c := range Commands() {
 		short = append(short, "`"+c.Short+"`")
 	}
-	return "I need a language model for that. Configure one with " +
-		"`MARLOWE_MODEL_PROVIDER=openai` and `MARLOWE_MODEL_BASE_URL` pointing at any OpenAI-compatible " +
-		"endpoint (for example a local Ollama: `http://localhost:11434/v1`, plus `MARLOWE_MODEL` for the model name). " +
-		"Until then I understand " + strings.Join(short[:len(short)-1], ", ") + " and " + short[len(short)-1] + "."
+	return needModel + " (set `MARLOWE_MODEL_PROVIDER=openai`, `MARLOWE_MODEL_BASE_URL` and `MARLOWE_MODEL`; " +
+		"any OpenAI-compatible server, e.g. Ollama at `http://localhost:11434/v1`). " +
+		"Without one I understand " + strings.Join(short[:len(short)-1], ", ") + " and " + short[len(short)-1] + "."
 }
+
+// NeedModelAgainText is the same reply later in a conversation that was
+// told already: short, without the list.
+func NeedModelAgainText() string {
+	return needModel + " too. `help` lists what I understand without one."
+}
+
+// NeedModelSaid reports whether a bot turn's text was a NeedModelText or
+// NeedModelAgainText.
+func NeedModelSaid(text string) bool { return strings.HasPrefix(text, needModel) }
 
 // PolicyUsageText is the reply to a `policy` command that did not parse.
 const PolicyUsageText = "Usage: `policy` (show), or `policy set <approvers|admins|tools|window|budget|approval|connector|consequence> <value>` — " +

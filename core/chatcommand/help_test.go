@@ -2,8 +2,12 @@ package chatcommand
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // read names the command a message is, as the engine dispatches it:
@@ -76,6 +80,36 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	for _, op := range []RoutineOp{RoutineResume, RoutineDelete, RoutineRun} {
 		if !strings.Contains(HelpText(), string(op)) {
 			t.Errorf("help does not name routine %s", op)
+		}
+	}
+}
+
+func TestPolicyShowsDurationsInWords(t *testing.T) {
+	for d, want := range map[time.Duration]string{20 * time.Minute: "20 minutes", 6 * time.Minute: "6 minutes", time.Hour: "1 hour",
+		90 * time.Minute: "1 hour 30 minutes", 45 * time.Second: "45 seconds", 61 * time.Second: "1 minute 1 second"} {
+		if got := DurationWords(d); got != want {
+			t.Errorf("DurationWords(%v) = %q, want %q", d, got, want)
+		}
+	}
+	got := DescribePolicy(core.Policy{}, nil)
+	if !strings.Contains(got, "windows: thread 20 minutes, top level 6 minutes") || strings.Contains(got, "m0s") {
+		t.Errorf("policy = %q", got)
+	}
+}
+
+// The menu (Telegram's, Discord's) speaks of no threads, which a Telegram
+// chat does not have; docs/telegram.md shows the menu as it is.
+func TestMenuMatchesTelegramDoc(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/telegram.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range Menu() {
+		if strings.Contains(m.Description, "thread") {
+			t.Errorf("/%s: %q speaks of threads", m.Name, m.Description)
+		}
+		if row := "| `/" + m.Name + "` | " + m.Description + " |"; !strings.Contains(string(doc), row) {
+			t.Errorf("docs/telegram.md lacks the menu row %s", row)
 		}
 	}
 }

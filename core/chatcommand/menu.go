@@ -19,6 +19,8 @@ var menuName = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 // menuText replaces a Does that reads badly out of help's context.
 var menuText = map[string]string{
 	"help": "what I understand without a model",
+	// Not "in a thread": a Telegram chat has none; a reply is where it runs.
+	"cancel": "stop what I am doing: say it in reply to that work",
 }
 
 // Menu lists, in help order, the commands that work typed bare (no

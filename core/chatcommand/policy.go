@@ -230,7 +230,7 @@ func policyItems(p core.Policy, reg *gate.Registry) []policyItem {
 		{label: "approvers", value: or(ids(p.Approvers), "anyone in the channel"), note: "never the requester alone for irreversible actions"},
 		{label: "tools", value: strings.Join(reg.Exposed(p), ", ")},
 		{label: "needs approval", value: strings.Join(lv, ", "), note: "irreversible always"},
-		{label: "windows", value: "thread " + p.ThreadWindow().String() + ", top level " + p.ToplevelWindow().String()},
+		{label: "windows", value: "thread " + DurationWords(p.ThreadWindow()) + ", top level " + DurationWords(p.ToplevelWindow())},
 		{label: "daily token budget", value: budget},
 	}
 	if len(p.ConnectorsOff) > 0 {

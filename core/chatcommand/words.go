@@ -128,6 +128,30 @@ func join(xs []string) string {
 	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
 }
 
+// DurationWords says a duration as people write it: "20 minutes",
+// "1 hour 30 minutes", "45 seconds" (never Go's "20m0s").
+func DurationWords(d time.Duration) string {
+	if d <= 0 {
+		return "0 seconds"
+	}
+	var parts []string
+	unit := func(n int64, one string) {
+		switch {
+		case n == 1:
+			parts = append(parts, "1 "+one)
+		case n > 1:
+			parts = append(parts, strconv.FormatInt(n, 10)+" "+one+"s")
+		}
+	}
+	unit(int64(d/time.Hour), "hour")
+	unit(int64(d%time.Hour/time.Minute), "minute")
+	unit(int64(d%time.Minute/time.Second), "second")
+	if len(parts) == 0 {
+		return d.String()
+	}
+	return strings.Join(parts, " ")
+}
+
 // humanDuration drops a duration's zero tails: 30m, 2h, 1h30m.
 func humanDuration(d time.Duration) string {
 	s := d.String()

@@ -2,6 +2,7 @@ package fold
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -31,17 +32,18 @@ type Channel struct {
 	// live holds the runs not yet ended, so the owner finds what to drive
 	// without walking every run the channel ever had.
 	live      map[string]struct{}
-	threads   map[string]string   // thread root → latest run id
-	seen      map[string]struct{} // delivered message ids (redelivery dedupe)
-	dayTokens map[string]int      // UTC date → tokens spent
+	threads   map[string]string // thread root → latest run id
+	seen      fifoMap           // delivered message ids (redelivery dedupe), the latest seenMessages
+	dayTokens map[string]int    // UTC date → tokens spent, the latest tokenDays days
 	// history keeps each conversation's recent turns (routed messages and
 	// the bot's answers) so a new run knows what came before; threadConv,
 	// msgConv and top say which conversation a message continues
 	// (conversation.go).
-	history      map[string][]core.ThreadTurn
-	historyOrder []string // conversations in first-seen order, to bound the map
-	threadConv   fifoMap  // thread root → its conversation, when not itself
-	msgConv      fifoMap  // message id (routed or posted) → its conversation
+	history      map[string][]turn
+	historyOrder []string          // conversations in first-seen order, to bound the map
+	turnConv     map[uint64]string // a kept turn's seq → its conversation (forgetSeq)
+	threadConv   fifoMap           // thread root → its conversation, when not itself
+	msgConv      fifoMap           // message id (routed or posted) → its conversation
 	top          topExchange
 	memories     map[string]*MemoryState
 	routines     map[string]*Routine
@@ -59,8 +61,8 @@ type Channel struct {
 func NewChannel(ch core.ChannelKey) Channel {
 	return Channel{
 		ch: ch, counts: map[string]int{}, consents: map[string]*Grant{}, approvals: map[string]*Approval{},
-		runs: map[string]*Run{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: map[string]struct{}{},
-		dayTokens: map[string]int{}, history: map[string][]core.ThreadTurn{},
+		runs: map[string]*Run{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: newFIFOMap(seenMessages),
+		dayTokens: map[string]int{}, history: map[string][]turn{}, turnConv: map[uint64]string{},
 		threadConv: newFIFOMap(conversationThreads), msgConv: newFIFOMap(conversationMessages),
 		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
 		firingRuns: map[string]*Firing{},
@@ -69,6 +71,17 @@ func NewChannel(ch core.ChannelKey) Channel {
 		attempted:  newFIFOMap(attemptedKeys),
 	}
 }
+
+// Bounds of the per-channel maps that would otherwise grow with the
+// channel's age: the delivered message ids kept for redelivery dedupe
+// (platforms redeliver within minutes or hours, never after this many
+// newer messages), the days of token use kept (only today's is read), and
+// the redacted seqs listed (the count stays exact in counts).
+const (
+	seenMessages   = 16384
+	tokenDays      = 62
+	redactedListed = 4096
+)
 
 // attemptedKeys bounds the send attempts a channel remembers. A post's
 // attempts matter only until its message.posted, normally moments later;
@@ -109,20 +122,23 @@ type Run struct {
 	updatedAt time.Time
 }
 
-// remember adds a turn to a conversation's history, within its bounds.
-func (f *Channel) remember(conv string, t core.ThreadTurn) {
-	if len(t.Text) > conversationTurnChars {
-		t.Text = core.Truncate(t.Text, conversationTurnChars)
-	}
+// remember adds the turn the command at seq makes to a conversation's
+// history, within its bounds.
+func (f *Channel) remember(conv string, seq uint64, author core.Person, bot bool, text string) {
+	text = cutTurn(text)
 	h, ok := f.history[conv]
 	if !ok {
 		f.historyOrder = append(f.historyOrder, conv)
 		if len(f.historyOrder) > historyMaxThreads {
+			for _, t := range f.history[f.historyOrder[0]] {
+				delete(f.turnConv, t.Seq)
+			}
 			delete(f.history, f.historyOrder[0])
 			f.historyOrder = f.historyOrder[1:]
 		}
 	}
-	f.history[conv] = boundTurns(append(h, t))
+	f.turnConv[seq] = conv
+	f.history[conv] = f.boundTurns(append(h, turn{Seq: seq, Author: author, Bot: bot, Size: len(text), Text: text}))
 }
 
 func (f *Channel) runOrNew(id string) *Run {
@@ -163,12 +179,12 @@ func (f *Channel) Apply(c core.Command) error {
 	f.firingRun(c, p)
 	switch p := p.(type) {
 	case *core.MessageReceived:
-		f.seen[p.MessageID] = struct{}{}
+		f.seen.set(p.MessageID, "")
 		thread := c.Scope().Thread
 		if thread == "" && p.Visibility != core.DM {
 			thread = p.MessageID // a top-level message is answered in a thread under it
 		}
-		conv := f.joined(p, thread)
+		conv := f.joined(c.Seq(), p, thread)
 		if c.Run() != "" {
 			r := f.runOrNew(c.Run())
 			if r.Requester.ID == "" && r.StartedAt.IsZero() {
@@ -189,6 +205,9 @@ func (f *Channel) Apply(c core.Command) error {
 		f.live[r.ID] = struct{}{}
 	case *core.ModelStep:
 		f.dayTokens[dayKey(c.At())] += p.Usage.InputTokens + p.Usage.OutputTokens
+		if len(f.dayTokens) > tokenDays {
+			delete(f.dayTokens, slices.Min(slices.Collect(maps.Keys(f.dayTokens))))
+		}
 		if c.Run() != "" {
 			r := f.touch(c)
 			r.steps++
@@ -259,6 +278,10 @@ func (f *Channel) Apply(c core.Command) error {
 		f.fireRoutine(c, p)
 	case *core.CommandRedacted:
 		f.redacted = append(f.redacted, p.Seq)
+		if len(f.redacted) > 2*redactedListed {
+			f.redacted = slices.Clone(f.redacted[len(f.redacted)-redactedListed:])
+		}
+		f.forgetSeq(p.Seq)
 	case *core.ReportFiled:
 		f.reports.file(c, p)
 	case *core.ReportDismissed:
@@ -378,7 +401,7 @@ func (f *Channel) State() *ChannelState {
 		Channel: f.ch, Seq: f.last, Counts: make(map[string]int, len(f.counts)), Policy: f.policy,
 		Runs: make(map[string]*RunState, len(f.runs)), Approvals: make(map[string]*ApprovalState, len(f.approvals)),
 		Memories: make(map[string]*MemoryState, len(f.memories)), Routines: make(map[string]*RoutineState, len(f.routines)),
-		Consents: make([]ConsentState, 0, len(f.consents)), Posted: f.posted, Redacted: slices.Clone(f.redacted),
+		Consents: make([]ConsentState, 0, len(f.consents)), Posted: f.posted, Redacted: slices.Clone(f.redacted[max(0, len(f.redacted)-redactedListed):]),
 	}
 	if f.last > 0 {
 		s.Head = f.head.String()

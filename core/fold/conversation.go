@@ -39,15 +39,62 @@ const (
 // TurnTokens estimates what one turn costs in the model's context: about
 // four bytes a token, plus the line's framing (who said it).
 func TurnTokens(t core.ThreadTurn) int {
-	return (len(t.Text) + len(t.Author.Name) + len(t.Author.ID) + 24) / 4
+	return tokensOf(len(t.Text), t.Author)
 }
 
-// boundTurns keeps the newest turns within the turn and token bounds.
-func boundTurns(h []core.ThreadTurn) []core.ThreadTurn {
+func tokensOf(size int, author core.Person) int {
+	return (size + len(author.Name) + len(author.ID) + 24) / 4
+}
+
+// turn is one turn of a conversation as the fold keeps it: a reference to
+// the command it came from (Seq) and the size of its text, never a copy
+// that outlives the command. The fold folded live holds the text as well
+// (Text, never encoded: a snapshot and Dump carry the reference only), so
+// a redaction of the command removes the turn (forgetSeq) and nothing of
+// it survives in a checkpoint. Readers resolve the text from the journal
+// (TurnText), where an erased command has none.
+type turn struct {
+	Seq    uint64      `json:"seq"`
+	Author core.Person `json:"author"`
+	Bot    bool        `json:"bot,omitempty"`
+	Size   int         `json:"size"`
+	Text   string      `json:"-"`
+}
+
+// TurnText is the text a conversation turn shows of c (a person's routed
+// message or the bot's answer), cut as the fold cuts it, and whether c
+// still has one (a redacted command has none).
+func TurnText(c core.Command) (string, bool) {
+	if c.Redacted() && !c.Restated() {
+		return "", false
+	}
+	switch c.Kind() {
+	case core.KindMessageReceived:
+		if p, err := core.Decode[*core.MessageReceived](c); err == nil {
+			return cutTurn(p.Text), true
+		}
+	case core.KindMessagePosted:
+		if p, err := core.Decode[*core.MessagePosted](c); err == nil && p.Text != "" {
+			return cutTurn(p.Text), true
+		}
+	}
+	return "", false
+}
+
+func cutTurn(s string) string {
+	if len(s) > conversationTurnChars {
+		return core.Truncate(s, conversationTurnChars)
+	}
+	return s
+}
+
+// boundTurns keeps the newest turns within the turn and token bounds, and
+// unindexes the turns it drops.
+func (f *Channel) boundTurns(h []turn) []turn {
 	total := 0
 	keep := 0
 	for i := len(h) - 1; i >= 0 && keep < ConversationTurns; i-- {
-		n := TurnTokens(h[i])
+		n := tokensOf(h[i].Size, h[i].Author)
 		if keep > 0 && total+n > ConversationTokens {
 			break
 		}
@@ -57,7 +104,27 @@ func boundTurns(h []core.ThreadTurn) []core.ThreadTurn {
 	if keep == len(h) {
 		return h
 	}
+	for _, t := range h[:len(h)-keep] {
+		delete(f.turnConv, t.Seq)
+	}
 	return slices.Clone(h[len(h)-keep:])
+}
+
+// forgetSeq removes what the fold copied from the command at seq, which a
+// command.redacted names: its conversation turn and, when it steers a live
+// run, its place among the run's steering messages. Every fold that folds
+// the redaction (live, restored from a checkpoint, on any replica) drops
+// them, so no later run is given the erased text.
+func (f *Channel) forgetSeq(seq uint64) {
+	if conv, ok := f.turnConv[seq]; ok {
+		delete(f.turnConv, seq)
+		f.history[conv] = slices.DeleteFunc(f.history[conv], func(t turn) bool { return t.Seq == seq })
+	}
+	for id := range f.live {
+		if r := f.runs[id]; r != nil {
+			r.Steer = slices.DeleteFunc(r.Steer, func(c core.Command) bool { return c.Seq() == seq })
+		}
+	}
 }
 
 // fifoMap is a string map that forgets its oldest keys beyond max.
@@ -102,9 +169,9 @@ func messageConversation(p *core.MessageReceived, thread string) string {
 }
 
 // joined folds a routed message into its conversation.
-func (f *Channel) joined(p *core.MessageReceived, thread string) string {
+func (f *Channel) joined(seq uint64, p *core.MessageReceived, thread string) string {
 	conv := messageConversation(p, thread)
-	f.remember(conv, core.ThreadTurn{Author: p.Author, Text: p.Text})
+	f.remember(conv, seq, p.Author, false, p.Text)
 	if p.MessageID != "" {
 		f.msgConv.set(p.MessageID, conv)
 	}
@@ -124,7 +191,7 @@ func (f *Channel) answered(c core.Command, p *core.MessagePosted) {
 		f.msgConv.set(p.MessageID, conv)
 	}
 	if p.Role == core.RoleAnswer && p.Text != "" {
-		f.remember(conv, core.ThreadTurn{Bot: true, Text: p.Text})
+		f.remember(conv, c.Seq(), core.Person{}, true, p.Text)
 	}
 	// As intent.Observe: a post answering a person's top-level message
 	// gives them the channel's top-level window; their follow-up continues

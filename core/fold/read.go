@@ -61,7 +61,7 @@ func (f *Channel) ThreadRun(thread string) (string, bool) {
 // Delivered reports whether a message with this platform id was journaled
 // (redelivery dedupe).
 func (f *Channel) Delivered(messageID string) bool {
-	_, ok := f.seen[messageID]
+	_, ok := f.seen.M[messageID]
 	return ok
 }
 
@@ -69,9 +69,27 @@ func (f *Channel) Delivered(messageID string) bool {
 func (f *Channel) TokensOn(t time.Time) int { return f.dayTokens[dayKey(t)] }
 
 // History is a conversation's recent turns, oldest first, within
-// ConversationTurns and ConversationTokens. The slice is the fold's:
-// callers copy it before changing it.
-func (f *Channel) History(conv string) []core.ThreadTurn { return f.history[conv] }
+// ConversationTurns and ConversationTokens, each naming its command (Seq).
+// A turn's Text is what this fold folded, or "" in a fold restored from a
+// checkpoint (snapshots keep references only): TurnText reads it from the
+// command.
+func (f *Channel) History(conv string) []core.ThreadTurn {
+	h := f.history[conv]
+	if len(h) == 0 {
+		return nil
+	}
+	out := make([]core.ThreadTurn, len(h))
+	for i, t := range h {
+		out[i] = core.ThreadTurn{Seq: t.Seq, Author: t.Author, Bot: t.Bot, Text: t.Text}
+	}
+	return out
+}
+
+// TurnRefs lists the seqs of every conversation turn the fold keeps, in
+// order: the commands a run may be given as history.
+func (f *Channel) TurnRefs() []uint64 {
+	return slices.Sorted(maps.Keys(f.turnConv))
+}
 
 // RoutinesByID iterates the channel's routines (deleted ones included).
 func (f *Channel) RoutinesByID() iter.Seq2[string, *Routine] { return maps.All(f.routines) }
@@ -119,7 +137,7 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		}
 		runs[id] = d
 	}
-	seen := slices.Sorted(maps.Keys(f.seen))
+	seen := slices.Sorted(maps.Keys(f.seen.M))
 	eng, err := json.Marshal(struct {
 		PolicySet    bool
 		Consents     map[string]*Grant
@@ -129,7 +147,7 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		Threads      map[string]string
 		Seen         []string
 		DayTokens    map[string]int
-		History      map[string][]core.ThreadTurn
+		History      map[string][]turn
 		HistoryOrder []string
 		ThreadConv   fifoMap
 		MsgConv      fifoMap

@@ -21,36 +21,36 @@ import (
 // SnapshotFormat is the snapshot encoding version. A loader given another
 // format ignores the checkpoint and folds the whole channel; raising it
 // needs no upcaster, old checkpoints just stop being used.
-const SnapshotFormat = 1
+const SnapshotFormat = 2
 
 type snapshot struct {
-	Format       int                          `json:"format"`
-	Channel      core.ChannelKey              `json:"channel"`
-	Last         uint64                       `json:"last"`
-	Head         string                       `json:"head"`
-	Counts       map[string]int               `json:"counts"`
-	Policy       core.Policy                  `json:"policy"`
-	PolicySet    bool                         `json:"policy_set,omitempty"`
-	Consents     map[string]*Grant            `json:"consents"`
-	Revoked      map[string]bool              `json:"revoked,omitempty"`
-	Approvals    map[string]*Approval         `json:"approvals"`
-	Runs         map[string]runSnap           `json:"runs"`
-	Live         []string                     `json:"live"`
-	Threads      map[string]string            `json:"threads"`
-	Seen         []string                     `json:"seen"`
-	DayTokens    map[string]int               `json:"day_tokens"`
-	History      map[string][]core.ThreadTurn `json:"history"`
-	HistoryOrder []string                     `json:"history_order"`
-	ThreadConv   fifoSnap                     `json:"thread_conv"`
-	MsgConv      fifoSnap                     `json:"msg_conv"`
-	Top          topExchange                  `json:"top"`
-	Memories     map[string]*MemoryState      `json:"memories"`
-	Routines     map[string]routineSnap       `json:"routines"`
-	Reports      reportSnap                   `json:"reports"`
-	Erasures     map[string]*Erasure          `json:"erasures"`
-	Posted       int                          `json:"posted"`
-	Redacted     []uint64                     `json:"redacted,omitempty"`
-	Attempted    fifoSnap                     `json:"attempted"`
+	Format       int                     `json:"format"`
+	Channel      core.ChannelKey         `json:"channel"`
+	Last         uint64                  `json:"last"`
+	Head         string                  `json:"head"`
+	Counts       map[string]int          `json:"counts"`
+	Policy       core.Policy             `json:"policy"`
+	PolicySet    bool                    `json:"policy_set,omitempty"`
+	Consents     map[string]*Grant       `json:"consents"`
+	Revoked      map[string]bool         `json:"revoked,omitempty"`
+	Approvals    map[string]*Approval    `json:"approvals"`
+	Runs         map[string]runSnap      `json:"runs"`
+	Live         []string                `json:"live"`
+	Threads      map[string]string       `json:"threads"`
+	Seen         fifoSnap                `json:"seen"`
+	DayTokens    map[string]int          `json:"day_tokens"`
+	History      map[string][]turn       `json:"history"`
+	HistoryOrder []string                `json:"history_order"`
+	ThreadConv   fifoSnap                `json:"thread_conv"`
+	MsgConv      fifoSnap                `json:"msg_conv"`
+	Top          topExchange             `json:"top"`
+	Memories     map[string]*MemoryState `json:"memories"`
+	Routines     map[string]routineSnap  `json:"routines"`
+	Reports      reportSnap              `json:"reports"`
+	Erasures     map[string]*Erasure     `json:"erasures"`
+	Posted       int                     `json:"posted"`
+	Redacted     []uint64                `json:"redacted,omitempty"`
+	Attempted    fifoSnap                `json:"attempted"`
 }
 
 type fifoSnap struct {
@@ -97,7 +97,7 @@ func (f *Channel) Snapshot() ([]byte, error) {
 	s := snapshot{
 		Format: SnapshotFormat, Channel: f.ch, Last: f.last, Counts: f.counts, Policy: f.policy, PolicySet: f.policySet,
 		Consents: f.consents, Revoked: f.revokedConsents, Approvals: f.approvals, Runs: make(map[string]runSnap, len(f.runs)),
-		Live: slices.Sorted(maps.Keys(f.live)), Threads: f.threads, Seen: slices.Sorted(maps.Keys(f.seen)), DayTokens: f.dayTokens,
+		Live: slices.Sorted(maps.Keys(f.live)), Threads: f.threads, Seen: fifoSnap{f.seen.M, f.seen.Order}, DayTokens: f.dayTokens,
 		History: f.history, HistoryOrder: f.historyOrder,
 		ThreadConv: fifoSnap{f.threadConv.M, f.threadConv.Order}, MsgConv: fifoSnap{f.msgConv.M, f.msgConv.Order},
 		Top: f.top, Memories: f.memories, Routines: make(map[string]routineSnap, len(f.routines)),
@@ -182,6 +182,11 @@ func RestoreChannel(ch core.ChannelKey, data []byte, steer map[uint64]core.Comma
 	fill(f.threads, s.Threads)
 	fill(f.dayTokens, s.DayTokens)
 	fill(f.history, s.History)
+	for conv, h := range f.history {
+		for _, t := range h {
+			f.turnConv[t.Seq] = conv
+		}
+	}
 	fill(f.memories, s.Memories)
 	fill(f.erasures, s.Erasures)
 	fill(f.reports.byID, s.Reports.ByID)
@@ -193,9 +198,7 @@ func RestoreChannel(ch core.ChannelKey, data []byte, steer map[uint64]core.Comma
 	for _, id := range s.Live {
 		f.live[id] = struct{}{}
 	}
-	for _, id := range s.Seen {
-		f.seen[id] = struct{}{}
-	}
+	restoreFIFO(&f.seen, s.Seen)
 	restoreFIFO(&f.threadConv, s.ThreadConv)
 	restoreFIFO(&f.msgConv, s.MsgConv)
 	restoreFIFO(&f.attempted, s.Attempted)

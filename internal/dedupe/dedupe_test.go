@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/marlowe-bot/marlowe/adapters/slack/dedupetest"
 	"github.com/marlowe-bot/marlowe/internal/dedupe"
+	"github.com/marlowe-bot/marlowe/internal/dedupe/dedupetest"
 )
 
 func TestMemoryConformance(t *testing.T) {

@@ -59,6 +59,9 @@ func (l *Lanes[T]) Add(ctx context.Context, key string, item T) error {
 	return nil
 }
 
+// Len is how many items are queued or running.
+func (l *Lanes[T]) Len() int { return len(l.slots) }
+
 // Wait waits until every item added has run.
 func (l *Lanes[T]) Wait() { l.wg.Wait() }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/marlowe-bot/marlowe/adapters/slack/dedupetest"
+	"github.com/marlowe-bot/marlowe/internal/dedupe/dedupetest"
 	"github.com/marlowe-bot/marlowe/internal/testredis"
 	"github.com/marlowe-bot/marlowe/store/redis"
 )

@@ -20,7 +20,7 @@
     "toplevel-window": "Marlowe answered this person at top level less than 6 minutes ago, so their next top-level message still reaches it.",
     "not-a-person-message": "Bots, edits and joins are never routed.",
     "addressed-to-others": "The message mentions someone else, a group or a broadcast (@here, @channel) and not Marlowe, so Marlowe stays out of it.",
-    "private-no-window": "In a private channel only DMs and @mentions reach Marlowe.",
+    "private-no-window": "In a private channel only messages that @mention Marlowe reach it; this one was not stored or read.",
     "no-window": "Nothing addressed Marlowe and no conversation window was open, so the message never reached it: not stored, not read.",
   };
   // The verdict in a few words, shown on the page under each message (the
@@ -33,7 +33,7 @@
     "toplevel-window": "Reached Marlowe: Marlowe just answered this person (6-minute window).",
     "not-a-person-message": "Not for Marlowe: bots, edits and joins never are.",
     "addressed-to-others": "Not for Marlowe: it addresses someone else, a group or everyone.",
-    "private-no-window": "Not for Marlowe: in a private channel only DMs and @mentions are.",
+    "private-no-window": "Not for Marlowe: in a private channel, only @mentions reach it.",
     "no-window": "Not for Marlowe: nothing addressed it and no conversation was open. Not stored, not read.",
   };
   const DEGRADED = "degraded: memory was searched by keywords only (no embedding model is configured, or it failed), so notes worded differently can be missed.";
@@ -81,7 +81,9 @@
     }
     if (body[0] === "#") {
       const ch = channel(body.slice(1));
-      return `<span class="chanlink" data-channel="${esc(body.slice(1))}">#${esc(ch ? ch.name : body.slice(1))}</span>`;
+      // A DM is not a channel: "#Marlowe" named the bot, not the place.
+      const name = ch && ch.visibility === "dm" ? "your DM with Marlowe" : "#" + (ch ? ch.name : body.slice(1));
+      return `<span class="chanlink" data-channel="${esc(body.slice(1))}">${esc(name)}</span>`;
     }
     if (body.startsWith("!subteam^")) return `<span class="mention">@${esc(body.slice(9))}</span>`;
     return `<span class="mention bc">@${esc(body.slice(1))}</span>`;

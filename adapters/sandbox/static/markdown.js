@@ -5,7 +5,8 @@
 // (<@id>, <#id>, <!here>, <!subteam^id>) are taken out first and put back
 // last, so nothing else runs inside them: `0 9 * * 1-5` keeps its
 // asterisks. Everything else is escaped, then *bold* / **bold**, _italic_,
-// ~strike~, task boxes ([x], [ ]) and "- " bullets apply. Emphasis needs
+// ~strike~, task boxes ([x], [ ]) and "- " bullets apply; http(s) URLs
+// are links. Emphasis needs
 // a non-space just inside each marker and a boundary outside it, so the
 // asterisks of a cron spec or snake_case names are left alone.
 "use strict";
@@ -14,6 +15,7 @@
   const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ESC[c]);
   const OPEN = "\u0001", CLOSE = "\u0002"; // around a held-out piece's index
+  const URL = /\bhttps?:\/\/[^\s<>"'`\u0001\u0002]*[^\s<>"'`.,;:!?)\u0001\u0002]/g;
   const TOKEN = /<(@[\w.-]+|#[\w.-]+|!here|!channel|!everyone|!subteam\^[\w.-]+)>/g;
   // Before an opening marker: start, space, "(", or a held-out piece.
   const PRE = "(^|[\\s(" + CLOSE + "])";
@@ -43,6 +45,9 @@
     s = s.replace(/```\n?([\s\S]*?)\n?```/g, (_, code) => hold("<pre><code>" + esc(code) + "</code></pre>"));
     s = s.replace(/`([^`\n]+)`/g, (_, code) => hold("<code>" + esc(code) + "</code>"));
     s = s.replace(TOKEN, (all, body) => hold(token ? token(body) : esc(all)));
+    // Links are clickable, and nothing inside one is emphasis ("_" in a
+    // query string); trailing punctuation stays outside.
+    s = s.replace(URL, (url) => hold('<a href="' + esc(url) + '" target="_blank" rel="noopener noreferrer">' + esc(url) + "</a>"));
     let h = esc(s);
     for (const [re, to] of RULES) h = h.replace(re, to);
     return h.replace(new RegExp(OPEN + "(\\d+)" + CLOSE, "g"), (_, i) => held[Number(i)]);
