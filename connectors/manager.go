@@ -215,8 +215,10 @@ type server struct {
 	cfg     Server
 	stderr  *tail
 	refresh chan struct{}
-	settled chan struct{} // closed after the first connect attempt ends
-	once    sync.Once
+	// progress routes notifications/progress to the running calls.
+	progress progressRoutes
+	settled  chan struct{} // closed after the first connect attempt ends
+	once     sync.Once
 
 	mu      sync.Mutex
 	conn    *connection
@@ -310,7 +312,8 @@ func (s *server) session(ctx context.Context) error {
 				default:
 				}
 			},
-			Capabilities: &mcp.ClientCapabilities{}, // no roots, no sampling, no elicitation
+			ProgressNotificationHandler: s.progress.handle,
+			Capabilities:                &mcp.ClientCapabilities{}, // no roots, no sampling, no elicitation
 		})
 	}
 	// The connect context lives as long as the connection (the legacy SSE
@@ -404,8 +407,8 @@ func (s *server) coreTool(t *mcp.Tool) (core.Tool, error) {
 		Name: name, Description: t.Description, Schema: schema,
 		Consequence: Consequence(t.Annotations, override),
 		Connector:   &core.ToolOrigin{Server: s.cfg.Name, Tool: remote, Definition: Definition(t), Idempotent: idem},
-		Run: func(ctx context.Context, _ core.ToolContext, args json.RawMessage) (core.Observation, error) {
-			return s.call(ctx, name, remote, args)
+		Run: func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+			return s.call(ctx, name, remote, args, tc.Progress)
 		},
 	}
 	if s.cfg.Identity == IdentityPerson {
@@ -441,7 +444,7 @@ var ErrDown = errors.New("connector is down")
 
 // call sends one tools/call. It fails at once when the server is down;
 // ctx's cancellation reaches the server as notifications/cancelled.
-func (s *server) call(ctx context.Context, name, remote string, args json.RawMessage) (core.Observation, error) {
+func (s *server) call(ctx context.Context, name, remote string, args json.RawMessage, progress func(core.Progress)) (core.Observation, error) {
 	s.mu.Lock()
 	conn, lastErr := s.conn, s.lastErr
 	s.mu.Unlock()
@@ -460,14 +463,22 @@ func (s *server) call(ctx context.Context, name, remote string, args json.RawMes
 		}
 		return core.Observation{}, fmt.Errorf("%w: server %s is not connected (%s); it is being restarted, try again later", ErrDown, s.cfg.Name, why)
 	}
-	return s.callOn(ctx, conn, name, remote, args, &outcome)
+	return s.callOn(ctx, conn, name, remote, args, progress, &outcome)
 }
 
 // callOn sends one tools/call on conn, setting *outcome.
-func (s *server) callOn(ctx context.Context, conn *connection, name, remote string, args json.RawMessage, outcome *string) (core.Observation, error) {
+// With progress set, the call carries a progress token and the server's
+// notifications/progress for it are passed on.
+func (s *server) callOn(ctx context.Context, conn *connection, name, remote string, args json.RawMessage, progress func(core.Progress), outcome *string) (core.Observation, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	res, err := conn.session.CallTool(cctx, &mcp.CallToolParams{Name: remote, Arguments: args})
+	params := &mcp.CallToolParams{Name: remote, Arguments: args}
+	if progress != nil {
+		tok, done := s.progress.open(progress)
+		defer done()
+		params.SetProgressToken(tok)
+	}
+	res, err := conn.session.CallTool(cctx, params)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		*outcome = "cancelled"
@@ -477,7 +488,7 @@ func (s *server) callOn(ctx context.Context, conn *connection, name, remote stri
 		return core.Observation{}, fmt.Errorf("calling %s: no answer within %s (the server's timeout)", name, s.cfg.Timeout)
 	case err != nil:
 		*outcome = "error"
-		return core.Observation{}, fmt.Errorf("calling %s: %w", name, err)
+		return core.Observation{}, fmt.Errorf("calling %s: %w", name, explainAsk(err))
 	}
 	obs, err := observe(name, res, s.m.opts.ResultCap)
 	if err != nil {

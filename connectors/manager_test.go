@@ -97,8 +97,8 @@ func call(t *testing.T, ctx context.Context, m *Manager, name, args string) (cor
 func TestGoServerToolsAreNamedPaginatedAndJudgedByAnnotations(t *testing.T) {
 	m, _ := start(t, map[string]map[string]string{"t": nil, "u-2": nil}, Options{})
 	tools := m.ToolsIn("slack/T1/C1")
-	if len(tools) != 20 { // 10 each, listed 3 to a page
-		t.Fatalf("offered %d tools, want 20", len(tools))
+	if len(tools) != 24 { // 12 each, listed 3 to a page
+		t.Fatalf("offered %d tools, want 24", len(tools))
 	}
 	want := map[string]core.Consequence{"t__echo": core.Read, "t__hang": core.Write, "t__crash": core.Irreversible, "u-2__echo": core.Read}
 	for name, c := range want {
@@ -244,8 +244,8 @@ func TestSlowAndBrokenServersDoNotHoldUpOthers(t *testing.T) {
 	if !strings.Contains(strings.Join(by["broken"].Stderr, "\n"), "GITHUB_TOKEN is invalid") {
 		t.Errorf("broken server's stderr not kept: %+v", by["broken"])
 	}
-	if len(m.ToolsIn("x/y/z")) != 10 {
-		t.Errorf("tools = %d, want ok's 10", len(m.ToolsIn("x/y/z")))
+	if len(m.ToolsIn("x/y/z")) != 12 {
+		t.Errorf("tools = %d, want ok's 12", len(m.ToolsIn("x/y/z")))
 	}
 	done := make(chan struct{})
 	go func() { _ = m.Close(); close(done) }()

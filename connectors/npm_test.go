@@ -210,3 +210,37 @@ func TestFilesystemServer(t *testing.T) {
 		t.Errorf("reading outside the allowed directory: %v", err)
 	}
 }
+
+// The reference server's long operation reports progress on the token a
+// watched call carries, and the call's Progress gets each step. Marlowe
+// advertises neither elicitation nor sampling, so the reference server does
+// not offer its tools that need them (it registers them only for clients
+// that do).
+func TestEverythingServerProgressAndNoElicitationOrSampling(t *testing.T) {
+	entry := npmServer(t, "server-everything")
+	m := runServers(t, Server{Name: "everything", Type: Stdio, Command: "node", Args: []string{entry, "stdio"}})
+	tool, ok := m.Tool("everything__trigger-long-running-operation")
+	if !ok {
+		t.Fatal("no long-running operation")
+	}
+	got := make(chan core.Progress, 16)
+	obs, err := tool.Run(context.Background(), core.ToolContext{Progress: func(p core.Progress) { got <- p }}, []byte(`{"duration":1,"steps":3}`))
+	if err != nil {
+		t.Fatalf("long operation: %v", err)
+	}
+	for last := (core.Progress{}); last.Done != 3; {
+		select {
+		case last = <-got:
+			if last.Total != 3 {
+				t.Fatalf("progress %+v", last)
+			}
+		case <-time.After(20 * time.Second): // awaiting an event
+			t.Fatalf("no progress 3 of 3 (result %q)", obs.Text)
+		}
+	}
+	for _, name := range []string{"everything__trigger-elicitation-request", "everything__trigger-sampling-request"} {
+		if _, ok := m.Tool(name); ok {
+			t.Errorf("%s offered: the server thinks Marlowe can answer it", name)
+		}
+	}
+}

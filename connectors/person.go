@@ -109,6 +109,7 @@ func (s *server) dialAs(ctx context.Context, tok string) (*connection, error) {
 	newClient := func() *mcp.Client {
 		return mcp.NewClient(&mcp.Implementation{Name: "marlowe", Version: "1"}, &mcp.ClientOptions{
 			Logger: s.m.log.With("server", s.cfg.Name), Capabilities: &mcp.ClientCapabilities{},
+			ProgressNotificationHandler: s.progress.handle,
 		})
 	}
 	cctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, 30*time.Second))
@@ -145,7 +146,7 @@ func (s *server) callAs(ctx context.Context, tc core.ToolContext, name, remote s
 		return core.Observation{}, err
 	}
 	defer conn.close()
-	return s.callOn(ctx, conn, name, remote, args, &outcome)
+	return s.callOn(ctx, conn, name, remote, args, tc.Progress, &outcome)
 }
 
 // unauthorized reports whether a connection was refused for its token.

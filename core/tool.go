@@ -74,6 +74,21 @@ type ToolContext struct {
 	// Trust is Untrusted once the run's context holds untrusted content
 	// (fetched pages, tool output): what the model writes may derive from it.
 	Trust Trust
+	// Offered is the tools this run is offered in its channel right now
+	// (the channel's policy applied): a tool that lists other tools, like
+	// find_tool, shows only these. nil offers none.
+	Offered []string
+	// Progress, when set, lets a long call say it is alive (a server's
+	// progress notifications): the harness shows the latest on the run's
+	// checklist. Safe to call from any goroutine, often; never blocks.
+	Progress func(Progress)
+}
+
+// Progress is how far a running tool call has come. Total 0 is unknown.
+type Progress struct {
+	Done    float64
+	Total   float64
+	Message string
 }
 
 // ChannelMemory is one channel's memory as the engine sees it (implemented

@@ -66,6 +66,9 @@ func renderChecklist(rs *RunReplay) string {
 			lines = append(lines, "✗ "+toolLabel(t.tool)+" ("+t.code+")")
 		}
 	}
+	if r := rs.running; r != nil && !rs.Status.Terminal() {
+		lines = append(lines, r.line())
+	}
 	if a := rs.pendingApproval(); a != nil && rs.Status == core.RunWaitingApproval {
 		if a.req.Question != "" {
 			lines = append(lines, "… asked: "+core.Truncate(a.req.Question, 120))

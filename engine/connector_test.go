@@ -159,7 +159,7 @@ func TestConnectorToolsAreOfferedPerChannelAndCutOverToFindTool(t *testing.T) {
 		t.Errorf("past the cut-over the model is shown %v, want find_tool alone", specs)
 	}
 	ft, _ := many.Get(gate.FindToolName)
-	obs, err := ft.Run(context.Background(), core.ToolContext{Scope: chanScope("C1")}, json.RawMessage(`{"query":"b"}`))
+	obs, err := ft.Run(context.Background(), core.ToolContext{Scope: chanScope("C1"), Offered: exposed}, json.RawMessage(`{"query":"b"}`))
 	if err != nil || !strings.Contains(obs.Text, `"name":"s__b"`) || !strings.Contains(obs.Text, "inputSchema") {
 		t.Errorf("find_tool: %q %v", obs.Text, err)
 	}
@@ -460,7 +460,10 @@ func TestConnectorChannelPolicyRaisesConsequenceAndTurnsServersOff(t *testing.T)
 		want string // permission.decided verdict
 	}{
 		{"raised", core.Policy{Consequences: map[string]core.Consequence{"github__create_issue": core.Irreversible}}, "ask"},
-		{"off", core.Policy{ConnectorsOff: []string{"github"}}, ""}, // refused before the gate: not offered
+		// Not offered, so the gate denies it. (This case used to pass only
+		// because ExposedIn reordered the fake source's own slice, hiding
+		// the tool from the registry altogether.)
+		{"off", core.Policy{ConnectorsOff: []string{"github"}}, "deny"},
 		{"default", core.Policy{}, "allow"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -482,7 +485,39 @@ func TestConnectorChannelPolicyRaisesConsequenceAndTurnsServersOff(t *testing.T)
 			if len(pd) != 1 || pd[0].Decision != c.want {
 				t.Errorf("permission = %+v, want %s; journal %v", pd, c.want, h.kinds("C1"))
 			}
+			if c.want == "deny" && len(ran.get()) != 0 {
+				t.Errorf("a tool of a connector turned off ran")
+			}
 		})
+	}
+}
+
+// find_tool never finds a tool of a server the channel turned off
+// (`policy set connector <server> off`): on the old code it searched every
+// tool the config offers in the channel, so the model was shown the
+// turned-off server's tools and schemas (their calls were then refused).
+func TestFindToolRespectsConnectorsTurnedOffInTheChannel(t *testing.T) {
+	mk := func(server, name string) core.Tool {
+		return core.Tool{Name: server + "__" + name, Description: "create an issue in " + server, Consequence: core.Read,
+			Schema: json.RawMessage(`{"type":"object"}`), Connector: &core.ToolOrigin{Server: server, Tool: name},
+			Run: func(context.Context, core.ToolContext, json.RawMessage) (core.Observation, error) {
+				return core.Observation{Text: "ran"}, nil
+			}}
+	}
+	src := fakeSource{tools: []core.Tool{mk("github", "create_issue"), mk("linear", "create_issue")}}
+	m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("f1", gate.FindToolName, `{"query":"create issue"}`)), coretest.Text("done"))
+	h := newHarness(t, m, nil, platformAdmins(bob.ID), func(cfg *engine.Config) {
+		cfg.Tools = cfg.Tools.WithSource(src, 0) // find_tool always
+		cfg.DefaultPolicy = core.Policy{ConnectorsOff: []string{"github"}}
+	})
+	h.deliver(h.mention(alice, "C1", "file it"))
+	h.idle()
+	done := payloads[*core.ToolCompleted](h, "C1", core.KindToolCompleted)
+	if len(done) != 1 || !done[0].OK {
+		t.Fatalf("find_tool: %+v; journal %v", done, h.kinds("C1"))
+	}
+	if strings.Contains(done[0].Result, "github__") || !strings.Contains(done[0].Result, `"name":"linear__create_issue"`) {
+		t.Errorf("find_tool in a channel with github off found: %s", done[0].Result)
 	}
 }
 

@@ -77,6 +77,7 @@ type RunReplay struct {
 	degraded      bool                // a recall ran on keywords only
 	streamed      bool                // the checklist is a stream (core.Streamer)
 	streamDone    bool                // the answer streamed into it and stopped it
+	running       *runningCall        // the call running now and its latest progress (not journaled: progress.go)
 }
 
 type humanMsg struct {

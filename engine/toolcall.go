@@ -265,6 +265,9 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, arg
 		Surface: &toolSurface{Surface: d.s, e: d.e, d: d, cs: cs},
 		CallID:  cs.call.ID, Origin: cs.reqID, EffectKey: core.EffectID(rs.Scope.Key(), cs.reqSeq, 0), Trust: trust,
 	}
+	var pol core.Policy
+	_ = d.v.with(ctx, func() { pol = d.e.policyLocked(d.v) })
+	tc.Offered = d.e.tools.ExposedIn(rs.Scope.Key(), pol)
 	if d.e.cfg.Memory != nil {
 		// The write's actor is the run whose tool.requested caused it.
 		tc.Memory = core.BindMemoryWithAuthors(d.e.cfg.Memory(rs.Scope.Key()), core.Provenance{
@@ -286,7 +289,7 @@ func (d *driver) execute(ctx context.Context, cs *callState, tool core.Tool, arg
 	tctx, cancel := context.WithTimeout(ctx, d.e.cfg.ToolTimeout)
 	tctx, span := d.toolSpan(tctx, tool, cs, verdictOf(cs), raw)
 	stopTyping := d.typing.busy(ctx)
-	obs, err := runTool(tctx, tool, tc, raw)
+	obs, err := d.runWatched(ctx, tctx, tool, tc, raw)
 	stopTyping()
 	d.endToolSpan(span, obs, err)
 	cancel()

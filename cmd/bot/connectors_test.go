@@ -61,7 +61,7 @@ func TestDoctorShowsEachConnector(t *testing.T) {
 		"bad": {"command": "`+bin+`", "env": {"TESTSERVER_FAIL_START": "fatal: token ${TOKEN_FOR_TEST} rejected"}}
 	}}`)
 	vars := map[string]string{"MARLOWE_MCP_CONFIG": file, "TOKEN_FOR_TEST": "t0k"}
-	if l := doctorLines(t, vars, "connector good"); len(l) != 1 || !strings.HasPrefix(l[0], "✓") || !strings.Contains(l[0], "stdio, 10 tools") {
+	if l := doctorLines(t, vars, "connector good"); len(l) != 1 || !strings.HasPrefix(l[0], "✓") || !strings.Contains(l[0], "stdio, 12 tools") {
 		t.Errorf("good: %q", l)
 	}
 	if l := doctorLines(t, vars, "connector bad"); len(l) != 1 || !strings.HasPrefix(l[0], "✗") || !strings.Contains(l[0], "token t0k rejected") {

@@ -60,7 +60,8 @@ func (r *Registry) ExposedIn(ch core.ChannelKey, p core.Policy) []string {
 	if r == nil || r.source == nil {
 		return out
 	}
-	tools := slices.DeleteFunc(r.source.ToolsIn(ch), func(t core.Tool) bool {
+	// A copy: the source's slice is not ours to reorder.
+	tools := slices.DeleteFunc(slices.Clone(r.source.ToolsIn(ch)), func(t core.Tool) bool {
 		return t.Connector != nil && slices.Contains(p.ConnectorsOff, t.Connector.Server)
 	})
 	for _, t := range tools {
@@ -74,7 +75,8 @@ func (r *Registry) ExposedIn(ch core.ChannelKey, p core.Policy) []string {
 	return out
 }
 
-// findTool searches the connector tools offered in the caller's channel.
+// findTool searches the connector tools offered to the calling run
+// (tc.Offered: the channel's policy applied).
 func findTool(src core.ToolSource) core.Tool {
 	return core.Tool{
 		Name: FindToolName,
@@ -96,6 +98,11 @@ func findTool(src core.ToolSource) core.Tool {
 			}
 			var hits []hit
 			for _, t := range src.ToolsIn(tc.Scope.Key()) {
+				// Only what the run is offered: a server the channel
+				// turned off is never found there.
+				if !slices.Contains(tc.Offered, t.Name) {
+					continue
+				}
 				hay := strings.ToLower(strings.ReplaceAll(t.Name, "_", " ") + " " + t.Description)
 				n := 0
 				for _, w := range words {

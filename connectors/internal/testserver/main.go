@@ -27,6 +27,13 @@ func main() {
 	if d, err := time.ParseDuration(os.Getenv("TESTSERVER_SLOW_START")); err == nil {
 		time.Sleep(d)
 	}
+	if gate := os.Getenv("TESTSERVER_START_GATE"); gate != "" {
+		// A FIFO: reading it blocks until the test opens it for writing,
+		// so the test decides when this server gets to list its tools.
+		if _, err := os.ReadFile(gate); err != nil {
+			log.Fatalf("start gate: %v", err)
+		}
+	}
 	if msg := os.Getenv("TESTSERVER_FAIL_START"); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
@@ -56,6 +63,27 @@ func main() {
 	s.AddTool(echo, func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text(argText(r)), nil
 	})
+	s.AddTool(&mcp.Tool{Name: "progress", Description: "Reports progress 1..3 of 3 on the call's token, then answers.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			tok := r.Params.GetProgressToken()
+			if tok == nil {
+				return text("no progress token"), nil
+			}
+			for i := 1; i <= 3; i++ {
+				if err := r.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)}); err != nil {
+					return nil, err
+				}
+			}
+			return text("finished"), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "ask", Description: "Asks the client to elicit (text \"elicit\") or to sample, as the protocol's input requests.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var ir mcp.InputRequest = &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}
+			if argText(r) == "elicit" {
+				ir = &mcp.ElicitParams{Message: "your name?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}}
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": ir}}, nil
+		})
 	s.AddTool(&mcp.Tool{Name: "env", Description: "Print the environment.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			env := os.Environ()
