@@ -21,11 +21,21 @@ func TestProgressNotificationsReachTheCall(t *testing.T) {
 	if !ok {
 		t.Fatal("no t__progress")
 	}
-	got := make(chan core.Progress, 16)
-	obs, err := tool.Run(context.Background(), core.ToolContext{Progress: func(p core.Progress) { got <- p }}, json.RawMessage(`{}`))
+	obs, err := tool.Run(context.Background(), core.ToolContext{Progress: func(core.Progress) {}}, json.RawMessage(`{}`))
 	if err != nil || obs.Text != "finished" {
 		t.Fatalf("call: %+v %v", obs, err)
 	}
+	// A report handled after its call returned is dropped (the route is
+	// closed), so the order is checked on a call held open until all three
+	// arrived; the test then cancels it.
+	got := make(chan core.Progress, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan error, 1)
+	go func() {
+		_, err := tool.Run(ctx, core.ToolContext{Progress: func(p core.Progress) { got <- p }}, json.RawMessage(`{"text":"hold"}`))
+		ended <- err
+	}()
 	for i := 1; i <= 3; i++ {
 		select {
 		case p := <-got:
@@ -35,6 +45,10 @@ func TestProgressNotificationsReachTheCall(t *testing.T) {
 		case <-time.After(20 * time.Second): // an event awaited, not a timing
 			t.Fatalf("progress %d never arrived", i)
 		}
+	}
+	cancel()
+	if err := <-ended; err == nil {
+		t.Error("the held call ended without an error after it was cancelled")
 	}
 	obs, err = tool.Run(context.Background(), core.ToolContext{}, json.RawMessage(`{}`))
 	if err != nil || obs.Text != "no progress token" {

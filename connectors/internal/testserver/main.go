@@ -74,6 +74,10 @@ func main() {
 					return nil, err
 				}
 			}
+			if argText(r) == "hold" { // until the client cancels: its reports all arrived while the call ran
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
 			return text("finished"), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "ask", Description: "Asks the client to elicit (text \"elicit\") or to sample, as the protocol's input requests.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
