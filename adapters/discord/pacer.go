@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -37,11 +36,11 @@ const (
 // again. cfg and log may be set by options after newPacer, before the
 // first call.
 type pacer struct {
-	cfg     paceConfig
-	log     *slog.Logger
-	q       *pq.Pacer[string]
-	now     func() time.Time
-	observe atomic.Pointer[func(method string, wait time.Duration)]
+	cfg   paceConfig
+	log   *slog.Logger
+	q     *pq.Pacer[string]
+	now   func() time.Time
+	waits pq.Waits
 }
 
 func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, cfg paceConfig, log *slog.Logger) *pacer {
@@ -90,21 +89,10 @@ func (p *pacer) send(ctx context.Context, method, channel string, prio core.Prio
 // decorate sends a reaction or typing now, or drops it (nil: a decoration
 // not shown costs nothing) when the channel's decoration budget is spent.
 func (p *pacer) decorate(ctx context.Context, method, channel string, fn func(context.Context) error) error {
-	err := p.q.Decorate(ctx, channel+"/"+method, fn) // each route its own budget
-	if errors.Is(err, pq.ErrDropped) {
-		return nil
-	}
-	if err == nil {
-		p.waited(method, 0)
-	}
-	return err
+	return pq.DecorateOrDrop(ctx, p.q, &p.waits, method, channel+"/"+method, fn) // each route its own budget
 }
 
-func (p *pacer) waited(method string, d time.Duration) {
-	if f := p.observe.Load(); f != nil {
-		(*f)(method, d)
-	}
-}
+func (p *pacer) waited(method string, d time.Duration) { p.waits.Waited(method, d) }
 
 // blockAll holds every queue for d: Discord answered a 429 with the global
 // flag (50 requests per second per bot).

@@ -26,5 +26,5 @@ func (a *Adapter) OutboundStats() pq.Stats { return a.pacer.stats() }
 // its pacing, by Web API method (a decoration sent waited 0; one dropped
 // is counted in OutboundStats). Call it before Run.
 func (a *Adapter) SetPaceObserver(f func(method string, wait time.Duration)) {
-	a.pacer.observe.Store(&f)
+	a.pacer.waits.Set(f)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -44,10 +43,10 @@ const (
 // or dropped. On a 429 the Retry-After Slack sent is waited out before the
 // same call is sent again.
 type pacer struct {
-	q       *pq.Pacer[string]
-	upd     *pq.Pacer[string]
-	now     func() time.Time
-	observe atomic.Pointer[func(method string, wait time.Duration)]
+	q     *pq.Pacer[string]
+	upd   *pq.Pacer[string]
+	now   func() time.Time
+	waits pq.Waits
 }
 
 func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, cfg paceConfig, log *slog.Logger) *pacer {
@@ -116,21 +115,10 @@ func (p *pacer) timed(ctx context.Context, q *pq.Pacer[string], method, key stri
 // decorate sends a reaction or a thread status now, or drops it (nil: a
 // decoration not shown costs nothing) when the method's budget is spent.
 func (p *pacer) decorate(ctx context.Context, method string, fn func(context.Context) error) error {
-	err := p.q.Decorate(ctx, method, fn)
-	if errors.Is(err, pq.ErrDropped) {
-		return nil
-	}
-	if err == nil {
-		p.waited(method, 0)
-	}
-	return err
+	return pq.DecorateOrDrop(ctx, p.q, &p.waits, method, method, fn)
 }
 
-func (p *pacer) waited(method string, d time.Duration) {
-	if f := p.observe.Load(); f != nil {
-		(*f)(method, d)
-	}
-}
+func (p *pacer) waited(method string, d time.Duration) { p.waits.Waited(method, d) }
 
 // stats sums both queues.
 func (p *pacer) stats() pq.Stats {

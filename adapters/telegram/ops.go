@@ -22,7 +22,7 @@ func (a *Adapter) acked(received time.Time) {
 // its chat's pacing, by Bot API method (a decoration sent waited 0; one
 // dropped is counted in OutboundStats). Call it before Run.
 func (a *Adapter) SetPaceObserver(f func(method string, wait time.Duration)) {
-	a.pacer.observe.Store(&f)
+	a.pacer.waits.Set(f)
 }
 
 // OutboundStats reads the outbound queue: calls waiting and rate-limit

@@ -2,9 +2,7 @@ package telegram
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
@@ -38,9 +36,9 @@ const (
 // the bot-wide limit when it is committed, and on a 429 the retry_after
 // Telegram sent is waited out before the same call is sent again.
 type pacer struct {
-	q       *pq.Pacer[int64]
-	now     func() time.Time
-	observe atomic.Pointer[func(method string, wait time.Duration)]
+	q     *pq.Pacer[int64]
+	now   func() time.Time
+	waits pq.Waits
 }
 
 func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, cfg paceConfig, log *slog.Logger) *pacer {
@@ -83,18 +81,7 @@ func (p *pacer) do(ctx context.Context, method string, chat int64, prio core.Pri
 // decoration not shown costs nothing) when chat's decoration budget or the
 // bot-wide limit has no room.
 func (p *pacer) decorate(ctx context.Context, method string, chat int64, fn func(context.Context) error) error {
-	err := p.q.Decorate(ctx, chat, fn)
-	if errors.Is(err, pq.ErrDropped) {
-		return nil
-	}
-	if err == nil {
-		p.waited(method, 0)
-	}
-	return err
+	return pq.DecorateOrDrop(ctx, p.q, &p.waits, method, chat, fn)
 }
 
-func (p *pacer) waited(method string, d time.Duration) {
-	if f := p.observe.Load(); f != nil {
-		(*f)(method, d)
-	}
-}
+func (p *pacer) waited(method string, d time.Duration) { p.waits.Waited(method, d) }
