@@ -107,9 +107,13 @@ func (d *driver) streamAnswer(ctx context.Context, st core.Streamer, out core.Ou
 		u.Resumed = out.Resumed
 		if !started {
 			// The start has a key of its own: the answer's key stays free
-			// for the post that replaces a stream Slack closed.
+			// for the post that replaces a stream Slack closed. The stop
+			// carries the same key, so a process resumed after this one
+			// stopped the stream (and died before journaling the answer)
+			// finds the stopped message by it and starts no second one.
 			so := out
 			so.Key += ":stream"
+			u.Key = so.Key
 			start := core.StreamUpdate{Key: so.Key, Resumed: out.Resumed}
 			if rec.answering != nil {
 				start.Recipient = rec.answering.author.ID

@@ -15,8 +15,11 @@ func TestStreamerConformance(t *testing.T) {
 		root := botPost(t, s, "root", "general", "", "a root to reply under")
 		return streamertest.Harness{
 			Streamer: s,
-			Scope:    streamScope(root.ID),
-			Text:     func(t *testing.T, ref core.MessageRef) string { return msgOf(t, s, ref.ID).Text },
+			// The sandbox is its own platform: what a new process knows is
+			// its data file, which this instance already holds.
+			Restart: func(*testing.T) core.Streamer { return s },
+			Scope:   streamScope(root.ID),
+			Text:    func(t *testing.T, ref core.MessageRef) string { return msgOf(t, s, ref.ID).Text },
 		}
 	})
 }

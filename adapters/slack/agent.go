@@ -121,9 +121,10 @@ func (b *streamBook) get(ts string) *streamState {
 
 // StartStream implements core.Streamer with chat.startStream in the
 // thread, showing u's plan. A key already started returns its message; a
-// resumed start first looks in the thread for a stream an earlier process
-// started and never stopped (every other message of the bot carries its
-// key in metadata, a started stream none until it is stopped).
+// resumed start first looks in the thread for the stream an earlier
+// process started: stopped, it carries out.Key in its metadata (when the
+// stop was given that key); still open, it is the bot's message with no
+// key at all (every other message of the bot carries one).
 func (a *Adapter) StartStream(ctx context.Context, out core.Outbound, u core.StreamUpdate) (core.MessageRef, error) {
 	out, u = defangOutbound(out), defangUpdate(u)
 	if err := checkScope(out.Scope); err != nil {
@@ -143,7 +144,7 @@ func (a *Adapter) StartStream(ctx context.Context, out core.Outbound, u core.Str
 		scope.Workspace = a.identity().teamID
 	}
 	if out.Resumed {
-		ref, found, err := a.findStream(ctx, scope, a.now().Add(-resumeLookback))
+		ref, found, err := a.findStream(ctx, scope, out.Key, a.now().Add(-resumeLookback))
 		if err != nil {
 			return core.MessageRef{}, fmt.Errorf("slack: stream %s may have started and the check failed: %w", out.Key, err)
 		}
@@ -381,24 +382,34 @@ func streamGone(err error) bool {
 	return errors.As(err, &se) && (se.Err == "message_not_in_streaming_state" || se.Err == "message_not_found")
 }
 
-// findStream looks in the thread for a message of the bot without a key:
-// a stream started and never stopped (see StartStream).
-func (a *Adapter) findStream(ctx context.Context, scope core.Scope, since time.Time) (core.MessageRef, bool, error) {
+// findStream looks in the thread for the stream keyed key: a message of
+// the bot stopped with key in its metadata, or else one without a key (a
+// stream started and never stopped; see StartStream).
+func (a *Adapter) findStream(ctx context.Context, scope core.Scope, key string, since time.Time) (core.MessageRef, bool, error) {
 	msgs, err := a.threadMessages(ctx, scope.Channel, scope.Thread, fmt.Sprintf("%d.000000", since.Unix()))
 	if err != nil {
 		return core.MessageRef{}, false, err
 	}
 	self := a.identity()
-	for _, m := range msgs {
+	var open *slack.Message
+	for i, m := range msgs {
 		if m.Timestamp == scope.Thread || m.BotID == "" || (self.botID != "" && m.BotID != self.botID) {
 			continue
 		}
 		if m.Metadata.EventType == metaEventType {
+			if k, _ := m.Metadata.EventPayload["key"].(string); k == key {
+				return core.MessageRef{Scope: scope, ID: m.Timestamp, At: parseTSOr(m.Timestamp, a.now())}, true, nil
+			}
 			continue
 		}
-		return core.MessageRef{Scope: scope, ID: m.Timestamp, At: parseTSOr(m.Timestamp, a.now())}, true, nil
+		if open == nil {
+			open = &msgs[i]
+		}
 	}
-	return core.MessageRef{}, false, nil
+	if open == nil {
+		return core.MessageRef{}, false, nil
+	}
+	return core.MessageRef{Scope: scope, ID: open.Timestamp, At: parseTSOr(open.Timestamp, a.now())}, true, nil
 }
 
 // streamText reads what a streamed message holds now, and whether it was

@@ -15,7 +15,11 @@ func TestStreamerConformance(t *testing.T) {
 		root := f.AddMessage(chPublic, "", alice, "is the build green?")
 		a, _ := newAdapter(t, testConfig(f, ModeSocket))
 		return streamertest.Harness{
-			Streamer:  a,
+			Streamer: a,
+			Restart: func(t *testing.T) core.Streamer {
+				next, _ := newAdapter(t, testConfig(f, ModeSocket))
+				return next
+			},
 			Scope:     core.Scope{Platform: Platform, Workspace: f.Config().TeamID, Channel: chPublic, Thread: root},
 			Recipient: alice,
 			Text: func(t *testing.T, ref core.MessageRef) string {

@@ -461,8 +461,13 @@ func (b *crashBot) killAt(n int, delay time.Duration) int {
 		if ok {
 			break
 		}
+		slice := crashStep
 		if err != nil {
-			lastErr = err
+			// The look itself failed (SQLITE_PROTOCOL: the WAL index was
+			// mid-update when the bot stopped), after SQLite's own retries
+			// kept the bot stopped a while: let it run long enough to finish
+			// that write, or single-stepping starves it under load.
+			lastErr, slice = err, 20*time.Millisecond
 		}
 		select {
 		case <-b.exited:
@@ -475,7 +480,7 @@ func (b *crashBot) killAt(n int, delay time.Duration) int {
 			b.t.Fatalf("the journal never reached %d commands (has %d, last error %v):\n%s", n, b.count(), lastErr, b.logs.String())
 		}
 		_ = p.Signal(syscall.SIGCONT)
-		time.Sleep(crashStep)
+		time.Sleep(slice)
 	}
 	if delay > 0 {
 		_ = p.Signal(syscall.SIGCONT)
@@ -563,10 +568,15 @@ func (b *crashBot) count() int {
 func (b *crashBot) countKind(kind string) int {
 	b.t.Helper()
 	var n int
-	if err := b.journal().QueryRow(`SELECT count(*) FROM commands WHERE kind = ?`, kind).Scan(&n); err != nil {
-		b.t.Fatal(err)
+	var err error
+	for range 50 { // as count: a reader can meet a WAL the kill left mid-write
+		if err = b.journal().QueryRow(`SELECT count(*) FROM commands WHERE kind = ?`, kind).Scan(&n); err == nil {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return n
+	b.t.Fatal(err)
+	return 0
 }
 
 // kinds lists the journal's commands by kind, in append order.

@@ -34,21 +34,29 @@ func TestSlackStreamKilledWhileTheModelStreams(t *testing.T) {
 	models := map[bool]*sseModel{false: newSSEModel(t, 8, 350*time.Millisecond, false), true: newSSEModel(t, 8, 350*time.Millisecond, true)}
 	// Kill once the Slack message shows this many of the answer's pieces
 	// (0: the model has started writing, nothing appended yet; -1: the
-	// model's step is journaled, the stream not yet stopped). rephrase:
+	// model's step is journaled, the stream not yet stopped; stopped: the
+	// stream is stopped, its answer not yet journaled). rephrase:
 	// the model asked again words its answer otherwise, so what the dead
 	// process streamed is not a prefix of the answer.
 	for _, c := range []struct {
 		pieces   int
 		rephrase bool
-	}{{-1, false}, {0, false}, {3, false}, {1, true}, {6, true}} {
-		t.Run(fmt.Sprintf("after%dpieces/rephrase=%v", c.pieces, c.rephrase), func(t *testing.T) {
+	}{{-1, false}, {0, false}, {3, false}, {1, true}, {6, true}, {stopped, false}} {
+		name := fmt.Sprintf("after%dpieces/rephrase=%v", c.pieces, c.rephrase)
+		if c.pieces == stopped {
+			name = "stopped"
+		}
+		t.Run(name, func(t *testing.T) {
 			model := models[c.rephrase]
 			sb := newStreamBot(t, bin, model.URL, fmt.Sprintf("s%dr%d", c.pieces+1, map[bool]int{false: 0, true: 1}[c.rephrase]))
 			sb.plain = true
 			sb.startSlackOnly()
-			if c.pieces < 0 {
+			switch {
+			case c.pieces == stopped:
+				sb.killWhenStopped()
+			case c.pieces < 0:
 				sb.killAtKind("model.step")
-			} else {
+			default:
 				sb.killWhenStreamed(model, c.pieces)
 			}
 			sb.startSlackOnly()
@@ -88,6 +96,39 @@ func (s *streamBot) killWhenStreamed(model *sseModel, pieces int) {
 	s.b.kill()
 }
 
+// stopped, as the pieces of TestSlackStreamKilledWhileTheModelStreams,
+// kills the bot once the stream is stopped.
+const stopped = 1 << 10
+
+// killWhenStopped says the prompt and SIGKILLs the bot as soon as the
+// Slack fake holds the thread's stream stopped, single-stepping it so the
+// kill lands before the answer's message.posted is journaled (the status
+// is still to be cleared then).
+func (s *streamBot) killWhenStopped() {
+	b := s.b
+	b.t.Helper()
+	p := b.cmd.Process
+	s.say()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(crashStep) {
+		_ = p.Signal(syscall.SIGSTOP)
+		done := false
+		for _, st := range s.slack.Streams() {
+			done = done || st.ThreadTS == s.root && s.root != "" && st.Stopped
+		}
+		if done {
+			break
+		}
+		_ = p.Signal(syscall.SIGCONT)
+		if time.Now().After(deadline) {
+			b.t.Fatalf("the stream was never stopped:\n%s", b.logs.String())
+		}
+	}
+	b.kill()
+	if n := b.countKind("message.posted"); n > 0 {
+		b.t.Logf("the kill came after the answer was journaled (%d message.posted): this round proves less", n)
+	}
+}
+
 // killAtKind says the prompt and SIGKILLs the bot as soon as the journal
 // holds a command of kind, single-stepping it as crashBot.killAt does.
 func (s *streamBot) killAtKind(kind string) {
@@ -95,15 +136,21 @@ func (s *streamBot) killAtKind(kind string) {
 	b.t.Helper()
 	p := b.cmd.Process
 	s.say()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(crashStep) {
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		_ = p.Signal(syscall.SIGSTOP)
 		var c int
-		if b.journal().QueryRow(`SELECT count(*) FROM commands WHERE kind = ?`, kind).Scan(&c) == nil && c > 0 {
+		err := b.journal().QueryRow(`SELECT count(*) FROM commands WHERE kind = ?`, kind).Scan(&c)
+		if err == nil && c > 0 {
 			break
 		}
 		_ = p.Signal(syscall.SIGCONT)
 		if time.Now().After(deadline) {
-			b.t.Fatalf("the journal never held a %s:\n%s", kind, b.logs.String())
+			b.t.Fatalf("the journal never held a %s (last error %v):\n%s", kind, err, b.logs.String())
+		}
+		if err != nil {
+			time.Sleep(20 * time.Millisecond) // as in crashBot.killAt
+		} else {
+			time.Sleep(crashStep)
 		}
 	}
 	b.kill()

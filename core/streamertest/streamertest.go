@@ -27,6 +27,9 @@ type Harness struct {
 	// Text reads back the text ref's message shows now (the answer, not
 	// the plan), from the platform (or its fake), not from the Streamer.
 	Text func(t *testing.T, ref core.MessageRef) string
+	// Restart is the Streamer as a new process would have it: a fresh
+	// instance over the same platform, knowing nothing it was told.
+	Restart func(t *testing.T) core.Streamer
 }
 
 // Run runs the suite; newHarness is called once per case.
@@ -111,4 +114,35 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			t.Fatalf("after a refused append the stream holds %q, want %q", got, answer)
 		}
 	})
+	// A process that died after stopping (or starting) a stream, before
+	// it could record the message, must not leave the next one starting a
+	// second: a resumed start with the same key returns that message.
+	for _, stopped := range []bool{false, true} {
+		name := map[bool]string{false: "open", true: "stopped"}[stopped]
+		t.Run("a resumed start finds the "+name+" stream an earlier process started", func(t *testing.T) {
+			h := newHarness(t)
+			key := "k-resumed-" + name
+			ref := start(t, h, key)
+			appendText(t, h, ref, cut)
+			if stopped {
+				stop(t, h, ref, key, "✅ Done", answer)
+			}
+			next := h.Restart(t)
+			u := working
+			u.Recipient, u.Key, u.Resumed = h.Recipient, key, true
+			got, err := next.StartStream(context.Background(), core.Outbound{Key: key, Scope: h.Scope, Resumed: true}, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ID != ref.ID {
+				t.Fatalf("the resumed start made message %s, want the earlier process's %s", got.ID, ref.ID)
+			}
+			if err := next.StopStream(context.Background(), got, core.StreamUpdate{Key: key, Title: "✅ Done", Text: answer, Resumed: true}); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Text(t, ref); got != answer {
+				t.Fatalf("the resumed stream holds %q, want %q", got, answer)
+			}
+		})
+	}
 }
