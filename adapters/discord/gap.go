@@ -335,6 +335,7 @@ type liveHold struct {
 	pending map[string]int // channel → gap fills that have not queued it yet
 	items   []heldInbound
 	max     int // 0: maxHeld
+	waiting int // live messages waiting for room (the gateway is not read)
 }
 
 type heldInbound struct {
@@ -380,7 +381,9 @@ func (a *Adapter) enqueueLive(channel string, it inbound) {
 	h.initLocked()
 	limit := cmp.Or(h.max, maxHeld)
 	for h.holdsLocked(channel) && len(h.items) >= limit {
+		h.waiting++
 		h.wake.Wait()
+		h.waiting--
 	}
 	if h.holdsLocked(channel) {
 		h.items = append(h.items, heldInbound{channel, it})
@@ -472,9 +475,10 @@ func (a *Adapter) releaseLocked() {
 	h.wake.Broadcast()
 }
 
-// heldLive is how many live messages wait for a gap fill.
-func (a *Adapter) heldLive() int {
+// heldLive is how many live messages wait for a gap fill: held, and
+// waiting for room in the hold.
+func (a *Adapter) heldLive() (held, waiting int) {
 	a.hold.mu.Lock()
 	defer a.hold.mu.Unlock()
-	return len(a.hold.items)
+	return len(a.hold.items), a.hold.waiting
 }
