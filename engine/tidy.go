@@ -64,7 +64,7 @@ func (rs *RunReplay) checklistFrom() time.Time {
 // maybeChecklist posts the checklist when the run needs one. Grammar runs
 // answer at once and never show one.
 func (d *driver) maybeChecklist(ctx context.Context) error {
-	if d.grammar || d.waitsForAStream(ctx) || !d.rs.needsChecklist(d.e.cfg.ChecklistDelay, d.e.now()) {
+	if d.grammar || !d.rs.needsChecklist(d.e.cfg.ChecklistDelay, d.e.now()) || d.waitsForAStream(ctx) {
 		return nil
 	}
 	return d.ensureChecklist(ctx)
