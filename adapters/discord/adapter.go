@@ -74,6 +74,9 @@ type Adapter struct {
 	// IDENTIFY from the journal (WithGapSource).
 	gapSource GapSource
 	gapFills  atomic.Int64
+	// guildScan is the current session's gap fill's wait for its
+	// GUILD_CREATEs (gapguilds.go), nil when none waits.
+	guildScan atomic.Pointer[guildScan]
 	// identified is set at the first READY (gateway goroutine only): a
 	// later READY is a re-IDENTIFY, followed by a gap fill (every READY is,
 	// with a gapSource).

@@ -29,6 +29,7 @@ const (
 	DefaultMaxMessageChars = 2000
 	DefaultGapHorizon      = 7 * 24 * time.Hour
 	DefaultGapMaxAge       = 20 * time.Minute // core.DefaultThreadWindow
+	DefaultGapGuildWait    = 15 * time.Second
 )
 
 // Config is the Discord adapter's configuration.
@@ -64,6 +65,11 @@ type Config struct {
 	// GapMaxAge is the age past which a message found by gap fill is not
 	// delivered: it would be answered too late (default the thread window).
 	GapMaxAge time.Duration
+	// GapGuildWait bounds how long a new session's gap fill waits for the
+	// GUILD_CREATEs of the guilds READY listed (gapguilds.go): a guild in
+	// an outage sends none until it is back. Live messages are held
+	// meanwhile. Default 15 s (discord.js waits as long).
+	GapGuildWait time.Duration
 	// DrainTimeout is how long Run, told to stop, still delivers the
 	// messages it had queued (Discord never sends them again). Default 10 s.
 	DrainTimeout time.Duration
@@ -127,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GapMaxAge <= 0 {
 		c.GapMaxAge = DefaultGapMaxAge
+	}
+	if c.GapGuildWait <= 0 {
+		c.GapGuildWait = DefaultGapGuildWait
 	}
 	if c.MaxMessageChars <= 0 || c.MaxMessageChars > 2000 {
 		c.MaxMessageChars = DefaultMaxMessageChars

@@ -44,6 +44,9 @@ type GapSource interface {
 // GapChannel is one channel to read after message id After.
 type GapChannel struct {
 	Channel, After string
+	// listed: read because GUILD_CREATE showed a recent message there
+	// (gapguilds.go), not because anyone named it.
+	listed bool
 }
 
 // WithGapSource makes every IDENTIFY read, besides what this process saw,
@@ -132,7 +135,7 @@ func (g *gaps) due(since time.Time, n int) []GapChannel {
 		if at.Before(since) || g.last[ch] == "" {
 			continue
 		}
-		all = append(all, kv{GapChannel{ch, g.last[ch]}, at})
+		all = append(all, kv{GapChannel{Channel: ch, After: g.last[ch]}, at})
 	}
 	slices.SortFunc(all, func(a, b kv) int { return b.at.Compare(a.at) })
 	out := make([]GapChannel, 0, min(len(all), n))
@@ -177,12 +180,14 @@ func (a *Adapter) notePosted(channel, id string) {
 }
 
 // fillGaps reads what was posted meanwhile in the channels the bot was
-// active in (within Config.GapHorizon) and queues it for delivery. It runs
-// after a new session's READY, in the background. Live messages wait
+// active in (within Config.GapHorizon), and in those the session's
+// GUILD_CREATEs (scan) show a recent message in, and queues it for
+// delivery. It runs after a new session's READY, in the background. Live
+// messages wait
 // (holdLive): all of them until the channels to read are known, then only
 // those of a channel still to be read, until its messages are queued, so
 // each channel's lane gets them in Discord's order.
-func (a *Adapter) fillGaps(ctx context.Context) {
+func (a *Adapter) fillGaps(ctx context.Context, scan *guildScan) {
 	now := a.now()
 	chans := a.gaps.due(now.Add(-a.cfg.GapHorizon), gapMaxChannels)
 	if a.gapSource != nil {
@@ -193,6 +198,7 @@ func (a *Adapter) fillGaps(ctx context.Context) {
 		}
 		chans = mergeGaps(chans, more, gapMaxChannels)
 	}
+	chans = a.listedGaps(ctx, scan, chans)
 	left := a.gapListed(chans)
 	defer a.gapAbandoned(left)
 	// Nothing older than GapMaxAge is delivered, so nothing before it is
@@ -238,7 +244,13 @@ func (a *Adapter) fillChannel(ctx context.Context, c GapChannel, floor string, n
 	if ctx.Err() != nil {
 		return 0, 0
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case c.listed && (isCode(err, discordgo.ErrCodeMissingAccess) || isCode(err, discordgo.ErrCodeMissingPermissions)):
+		// GUILD_CREATE lists channels the bot cannot read; it receives
+		// nothing from them live either.
+		a.log.Debug("discord: gap fill: a listed channel is not readable", "channel", c.Channel, "err", err)
+	default:
 		a.log.Warn("discord: gap fill: reading a channel failed", "channel", c.Channel, "err", err)
 	}
 	for _, m := range msgs {

@@ -21,8 +21,9 @@ func heldReidentify(a *Adapter) (release func()) {
 // A non-resumable op 9 starts a session that replays nothing. The messages
 // posted while no session existed, in a channel the bot was talking in, are
 // read back (GET messages?after=) and delivered once each, in order, before
-// and alongside what arrives live; a channel the bot was not active in is
-// not read.
+// and alongside what arrives live. A channel the bot was not active in is
+// read too when the new session's GUILD_CREATE shows a message there newer
+// than the thread window (ops); one with no message (secret) is not read.
 func TestNonResumableInvalidSessionFillsTheGap(t *testing.T) {
 	f := newFake(t, discordfake.Config{})
 	rec := newRecorder()
@@ -42,30 +43,48 @@ func TestNonResumableInvalidSessionFillsTheGap(t *testing.T) {
 		t.Fatalf("no second IDENTIFY: %+v", f.Identifies())
 	}
 	rec.waitFor(t, "the messages posted during the gap", func() bool {
-		_, ok := rec.eventByText("gap 2")
-		return ok
+		_, ok2 := rec.eventByText("gap 2")
+		_, ok3 := rec.eventByText("gap in ops")
+		return ok2 && ok3
 	})
 	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "live again"})
 	rec.waitFor(t, "live again", func() bool { _, ok := rec.eventByText("live again"); return ok })
 
-	var got []string
-	for _, e := range rec.events() {
-		if e.Scope.Channel == general {
-			got = append(got, e.Text)
-		}
-		if e.Text == "gap in ops" {
-			t.Errorf("ops (the bot not active there) was gap-filled")
-		}
-	}
+	got := textsIn(rec, general)
 	want := []string{"hello", "gap 1", "gap 2", "live again"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("general delivered %q, want %q exactly once each", got, want)
 	}
+	if got, want := textsIn(rec, ops), []string{"chatter in ops", "gap in ops"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ops delivered %q, want %q exactly once each", got, want)
+	}
 	for _, c := range f.Calls() {
-		if c.Method == "GET" && strings.HasPrefix(c.Path, "channels/"+ops+"/messages") {
-			t.Errorf("read %s: ops was not a conversation of the bot's", c.Path)
+		if c.Method == "GET" && (strings.HasPrefix(c.Path, "channels/"+secret+"/messages") || strings.HasPrefix(c.Path, "channels/"+oldThread+"/messages")) {
+			t.Errorf("read %s: a channel with no message since the window", c.Path)
 		}
 	}
+}
+
+// awaitGapFills waits until n gap fills have ended (their messages may be
+// delivered before the fill logs its end).
+func awaitGapFills(t *testing.T, a *Adapter, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); a.gapFills.Load() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d gap fills ended, want %d", a.gapFills.Load(), n)
+		}
+	}
+}
+
+// textsIn is the texts delivered in channel (a thread is its own), in order.
+func textsIn(rec *recorder, channel string) []string {
+	var got []string
+	for _, e := range rec.events() {
+		if e.Scope.Channel == channel && e.Scope.Thread == "" || e.Scope.Thread == channel {
+			got = append(got, e.Text)
+		}
+	}
+	return got
 }
 
 // A gap-filled message older than GapMaxAge is not delivered: answering it
@@ -116,10 +135,11 @@ func (s staticGaps) GapChannels(context.Context) ([]GapChannel, error) { return 
 // A restarted process saw nothing, so only its GapSource (the journal) can
 // say where the bot was talking. Its first IDENTIFY reads those channels
 // after the journaled id and delivers what was posted meanwhile, once, in
-// order; a message at or before that id is not delivered again; a channel
-// the source does not name, or names with an id that is no Discord id (a
-// routine's trigger), is not read. (Before GapSource the first IDENTIFY
-// read nothing.)
+// order; a message at or before that id is not delivered again. (Before
+// GapSource the first IDENTIFY read nothing.) ops, which the source names
+// only with an id that is no Discord id (a routine's trigger, ignored), is
+// read all the same, from the thread window on, because its GUILD_CREATE
+// shows a recent message.
 func TestFirstIdentifyFillsTheJournaledChannels(t *testing.T) {
 	f := newFake(t, discordfake.Config{})
 	bot := f.Bot().ID
@@ -135,22 +155,18 @@ func TestFirstIdentifyFillsTheJournaledChannels(t *testing.T) {
 	}))
 	rec.waitFor(t, "the messages posted while the bot was down", func() bool {
 		_, ok := rec.eventByText("down 2")
-		return ok
+		_, ok2 := rec.eventByText("down in ops")
+		return ok && ok2
 	})
 	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "live"})
 	rec.waitFor(t, "live", func() bool { _, ok := rec.eventByText("live"); return ok })
-	var got []string
-	for _, e := range rec.events() {
-		got = append(got, e.Text)
+	if got, want := textsIn(rec, general), []string{"down 1", "down 2", "live"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("general delivered %q, want %q exactly once each", got, want)
 	}
-	if want := []string{"down 1", "down 2", "live"}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("delivered %q, want %q exactly once each", got, want)
+	if got, want := textsIn(rec, ops), []string{"down in ops"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ops delivered %q, want %q", got, want)
 	}
-	for _, c := range f.Calls() {
-		if c.Method == "GET" && strings.HasPrefix(c.Path, "channels/"+ops+"/messages") {
-			t.Errorf("read %s: the source named ops with no message id", c.Path)
-		}
-	}
+	awaitGapFills(t, a, 1)
 	if a.gapFills.Load() != 1 {
 		t.Errorf("%d gap fills, want 1 (after the first IDENTIFY)", a.gapFills.Load())
 	}

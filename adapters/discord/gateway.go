@@ -146,6 +146,7 @@ func (a *Adapter) dispatch(t string, d json.RawMessage) {
 		var g discordgo.Guild
 		if json.Unmarshal(d, &g) == nil && g.ID != "" {
 			a.noteGuild(&g)
+			a.gapGuild(&g) // a new session's gap fill waits for it
 		}
 		a.noteRoles(d)
 	case "GUILD_UPDATE", "GUILD_DELETE", "GUILD_ROLE_CREATE", "GUILD_ROLE_UPDATE", "GUILD_ROLE_DELETE":

@@ -303,7 +303,9 @@ func (a *Adapter) connect(ctx context.Context, target string, sess *session, res
 					SessionID        string          `json:"session_id"`
 					ResumeGatewayURL string          `json:"resume_gateway_url"`
 					User             json.RawMessage `json:"user"`
-					Guilds           []struct{}      `json:"guilds"`
+					Guilds           []struct {
+						ID string `json:"id"`
+					} `json:"guilds"`
 				}
 				if err := json.Unmarshal(f.D, &r); err != nil {
 					return ok, fmt.Errorf("READY: %w", err)
@@ -321,7 +323,12 @@ func (a *Adapter) connect(ctx context.Context, target string, sess *session, res
 					// A new session replays nothing of the old one's, nor
 					// of a previous process's (the journal names those).
 					a.holdLive()
-					if !a.background(a.fillGaps) {
+					guilds := make([]string, 0, len(r.Guilds))
+					for _, g := range r.Guilds {
+						guilds = append(guilds, g.ID)
+					}
+					scan := a.scanGuilds(guilds)
+					if !a.background(func(ctx context.Context) { a.fillGaps(ctx, scan) }) {
 						a.releaseLive()
 					}
 				}

@@ -195,6 +195,9 @@ type rule struct {
 	retryAfter     time.Duration
 	global         bool
 	lose           bool
+	// stall: the request waits for release before it is answered;
+	// entered is closed when it starts waiting.
+	stall, entered chan struct{}
 }
 
 // Server is the fake.
@@ -369,6 +372,19 @@ func (s *Server) LoseResponses(method, prefix string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rules = append(s.rules, &rule{method: method, prefix: prefix, n: n, lose: true})
+}
+
+// Stall makes the next request whose method matches and whose path
+// (after /api/v10/) starts with prefix wait, before it is answered, until
+// release is called; entered is closed when it starts waiting. A test
+// uses it to act while a client's read is in flight.
+func (s *Server) Stall(method, prefix string) (entered <-chan struct{}, release func()) {
+	ru := &rule{method: method, prefix: prefix, n: 1, stall: make(chan struct{}), entered: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = append(s.rules, ru)
+	var once sync.Once
+	return ru.entered, func() { once.Do(func() { close(ru.stall) }) }
 }
 
 // Calls returns the REST requests answered so far.

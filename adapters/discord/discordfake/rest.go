@@ -47,6 +47,13 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
+	if hit != nil && hit.stall != nil {
+		close(hit.entered)
+		select {
+		case <-hit.stall:
+		case <-r.Context().Done():
+		}
+	}
 	if hit != nil && hit.status == http.StatusTooManyRequests {
 		secs := hit.retryAfter.Seconds()
 		h := w.Header()
@@ -398,7 +405,12 @@ func checkComponents(raw json.RawMessage) error {
 }
 
 func (s *Server) channelJSONLocked(c *chanState) map[string]any {
-	js := map[string]any{"id": c.ID, "type": c.Type, "name": c.Name}
+	js := map[string]any{"id": c.ID, "type": c.Type, "name": c.Name, "last_message_id": nil}
+	if n := len(c.msgs); n > 0 {
+		// As Discord: the id of the channel's newest message (ids grow
+		// with time, so it says when the channel last had one).
+		js["last_message_id"] = c.msgs[n-1].ID
+	}
 	if c.guild != "" {
 		js["guild_id"] = c.guild
 		ow := []any{}
