@@ -22,10 +22,44 @@ import (
 // was lost.)
 func TestDiscordRestartAnswersAMentionInAQuietChannel(t *testing.T) {
 	dc := newDiscordReplicaFake(t, false)
+	getenv := gapfillEnv(t, dc)
+	mention := "<@" + dc.Bot().ID + ">"
+	// Nobody holds a session: these reach no bot.
+	old := dc.Say(discordfake.Msg{Channel: drOps, Author: drAlice, Content: mention + " an old question"})
+	ops := seedOldAnswer(t, getenv, old, 2*time.Hour)
+	down := dc.Say(discordfake.Msg{Channel: drOps, Author: drAlice, Content: mention + " please echo qgap1"})
+	live := serveAndAnswer(t, dc, getenv, drOps, down, "qgap1", "qlive1")
+	if got, want := journaledReceived(t, getenv, ops), []string{old, down, live}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("journaled messages %q, want %q (old, the gap's, the live one)", got, want)
+	}
+}
+
+// A first mention in #general, where the bot never posted (the journal is
+// empty), sent while no process runs. Only Discord can say #general had a
+// message meanwhile: the new session's GUILD_CREATE gives its
+// last_message_id. The restarted process reads #general and answers the
+// mention exactly once; a mention posted live once the session is up is
+// journaled after it, in Discord's order. (Before, #general was never read
+// and the mention was lost.)
+func TestDiscordRestartAnswersAFirstMentionInANewChannel(t *testing.T) {
+	dc := newDiscordReplicaFake(t, false)
+	getenv := gapfillEnv(t, dc)
+	mention := "<@" + dc.Bot().ID + ">"
+	down := dc.Say(discordfake.Msg{Channel: drGeneral, Author: drAlice, Content: mention + " please echo qfirst1"})
+	live := serveAndAnswer(t, dc, getenv, drGeneral, down, "qfirst1", "qlive2")
+	key := core.Scope{Platform: "discord", Workspace: drGuild, Channel: drGeneral}.Key()
+	if got, want := journaledReceived(t, getenv, key), []string{down, live}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("journaled messages %q, want %q (the gap's, the live one)", got, want)
+	}
+}
+
+// gapfillEnv is bot serve's environment against dc, with an echoing model
+// and a SQLite data dir of the test's.
+func gapfillEnv(t *testing.T, dc *discordfake.Server) func(string) string {
+	t.Helper()
 	_, modelURL := slowModelFake(t, 10*time.Millisecond)
-	dir := t.TempDir()
-	getenv := env(map[string]string{
-		"MARLOWE_DATA_DIR":        dir,
+	return env(map[string]string{
+		"MARLOWE_DATA_DIR":        t.TempDir(),
 		"MARLOWE_HTTP_ADDR":       "127.0.0.1:0",
 		"DISCORD_BOT_TOKEN":       "discord-replicas",
 		"MARLOWE_DISCORD_API_URL": dc.APIURL(),
@@ -33,12 +67,15 @@ func TestDiscordRestartAnswersAMentionInAQuietChannel(t *testing.T) {
 		"MARLOWE_MODEL":           "fake-model",
 		"MARLOWE_MODEL_BASE_URL":  modelURL,
 	})
-	mention := "<@" + dc.Bot().ID + ">"
-	// Nobody holds a session: these reach no bot.
-	old := dc.Say(discordfake.Msg{Channel: drOps, Author: drAlice, Content: mention + " an old question"})
-	ops := seedOldAnswer(t, getenv, old, 2*time.Hour)
-	down := dc.Say(discordfake.Msg{Channel: drOps, Author: drAlice, Content: mention + " please echo qgap1"})
+}
 
+// serveAndAnswer runs bot serve until the mention down (already posted in
+// channel, asking to echo gapWord) and a mention posted live once the
+// session is up (liveWord) are answered, then stops it. Each must be
+// answered exactly once, in its own thread. It returns the live mention's
+// id.
+func serveAndAnswer(t *testing.T, dc *discordfake.Server, getenv func(string) string, channel, down, gapWord, liveWord string) (live string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
@@ -63,7 +100,7 @@ func TestDiscordRestartAnswersAMentionInAQuietChannel(t *testing.T) {
 	if !dc.WaitConnected(30 * time.Second) {
 		t.Fatalf("the bot never connected:\n%s", logs.String())
 	}
-	live := dc.Say(discordfake.Msg{Channel: drOps, Author: drBob, Content: mention + " please echo qlive1"})
+	live = dc.Say(discordfake.Msg{Channel: channel, Author: drBob, Content: "<@" + dc.Bot().ID + "> please echo " + liveWord})
 
 	answers := func(word string) (in []string) {
 		for _, p := range dc.PostsLocked() {
@@ -73,18 +110,23 @@ func TestDiscordRestartAnswersAMentionInAQuietChannel(t *testing.T) {
 		}
 		return in
 	}
-	if !dc.Wait(60*time.Second, func() bool { return len(answers("qgap1")) >= 1 && len(answers("qlive1")) >= 1 }) {
-		t.Fatalf("not answered: gap %q, live %q\n%s", answers("qgap1"), answers("qlive1"), logs.String())
+	if !dc.Wait(60*time.Second, func() bool { return len(answers(gapWord)) >= 1 && len(answers(liveWord)) >= 1 }) {
+		t.Fatalf("not answered: gap %q, live %q\n%s", answers(gapWord), answers(liveWord), logs.String())
 	}
 	stop()
-	if in := answers("qgap1"); len(in) != 1 || in[0] != down {
+	if in := answers(gapWord); len(in) != 1 || in[0] != down {
 		t.Errorf("the mention posted while down answered in %q, want once in its thread %s", in, down)
 	}
-	if in := answers("qlive1"); len(in) != 1 || in[0] != live {
+	if in := answers(liveWord); len(in) != 1 || in[0] != live {
 		t.Errorf("the live mention answered in %q, want once in its thread %s", in, live)
 	}
+	return live
+}
 
-	// The engine took them in Discord's order.
+// journaledReceived is the message ids journaled as received in channel
+// key, in journal order.
+func journaledReceived(t *testing.T, getenv func(string) string, key core.ChannelKey) []string {
+	t.Helper()
 	cfg, err := loadConfig(getenv)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +136,7 @@ func TestDiscordRestartAnswersAMentionInAQuietChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	cmds, err := st.Journal.Read(t.Context(), ops, 1, 0)
+	cmds, err := st.Journal.Read(t.Context(), key, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,9 +150,7 @@ func TestDiscordRestartAnswersAMentionInAQuietChannel(t *testing.T) {
 			got = append(got, p.MessageID)
 		}
 	}
-	if want := []string{old, down, live}; strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("journaled messages %q, want %q (old, the gap's, the live one)", got, want)
-	}
+	return got
 }
 
 // seedOldAnswer journals, in the SQLite store of getenv's data dir, a
