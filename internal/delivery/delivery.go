@@ -172,6 +172,12 @@ func (c *Claimer) Deliver(ctx context.Context, key string, fn func(context.Conte
 	return Delivered, err
 }
 
+// Once is one attempt of Deliver, whatever Policy.Attempts, for a caller
+// with a retry schedule of its own (a durable queue).
+func (c *Claimer) Once(ctx context.Context, key string, fn func(context.Context) error) (Result, error) {
+	return c.attempt(ctx, key, fn)
+}
+
 func (c *Claimer) attempt(ctx context.Context, key string, fn func(context.Context) error) (Result, error) {
 	actx := ctx
 	if c.p.Deadline > 0 {
@@ -184,16 +190,20 @@ func (c *Claimer) attempt(ctx context.Context, key string, fn func(context.Conte
 	case err == nil && done:
 		c.log.Debug("delivery: duplicate dropped", "key", key)
 		return Duplicate, nil
-	case errors.Is(err, ErrInFlight) || actx.Err() != nil:
-		return Delivered, err
-	case err != nil && !c.p.FailOpen:
+	case err != nil && (!c.p.FailOpen || errors.Is(err, ErrInFlight) || actx.Err() != nil):
 		return Delivered, err
 	case err != nil:
 		c.log.Warn("delivery: dedupe claim failed; delivering unclaimed", "key", key, "err", err)
 	}
-	ferr := fn(actx)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.p.Settle)
 	defer cancel()
+	if cerr := actx.Err(); cerr != nil {
+		// Claimed as the caller gave up: give the key back undelivered, so
+		// the redelivery need not wait for the lease.
+		c.release(sctx, key, token)
+		return Delivered, fmt.Errorf("delivery: %w", cerr)
+	}
+	ferr := fn(actx)
 	if ferr == nil {
 		if token != "" {
 			if cerr := c.d.Commit(sctx, key, token, c.p.TTL); cerr != nil {
@@ -202,12 +212,17 @@ func (c *Claimer) attempt(ctx context.Context, key string, fn func(context.Conte
 		}
 		return Delivered, nil
 	}
-	if token != "" {
-		if rerr := c.d.Release(sctx, key, token); rerr != nil {
-			c.log.Warn("delivery: dedupe release failed; the claim lapses after its lease", "key", key, "err", rerr)
-		}
-	}
+	c.release(sctx, key, token)
 	return Delivered, fmt.Errorf("delivery: deliver: %w", ferr)
+}
+
+func (c *Claimer) release(ctx context.Context, key, token string) {
+	if token == "" {
+		return
+	}
+	if err := c.d.Release(ctx, key, token); err != nil {
+		c.log.Warn("delivery: dedupe release failed; the claim lapses after its lease", "key", key, "err", err)
+	}
 }
 
 // claim takes key, waiting while another delivery holds it: until that one

@@ -40,6 +40,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("FailedAttemptsRetried", func(t *testing.T) { retried(t, newHarness(t)) })
 	t.Run("DoneKeyAcknowledgedWithoutDelivering", func(t *testing.T) { doneKey(t, newHarness(t)) })
 	t.Run("ContextCancelledMidClaimLosesNothing", func(t *testing.T) { cancelledMidClaim(t, newHarness(t)) })
+	t.Run("ContextEndedFirstHoldsNothing", func(t *testing.T) { endedFirst(t, newHarness(t)) })
 	t.Run("LateSuccessStillCommits", func(t *testing.T) { lateSuccess(t, newHarness(t)) })
 }
 
@@ -286,6 +287,23 @@ func cancelledMidClaim(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	res, err := claimer(h, nil, delivery.Policy{}).Deliver(ctx, "k", func(context.Context) error { calls.Add(1); return nil })
+	if err != nil || res != delivery.Delivered || calls.Load() != 1 {
+		t.Fatalf("redelivery: %v, %v, %d calls; want delivered once in all", res, err, calls.Load())
+	}
+}
+
+// endedFirst: a delivery whose context had ended (a receiver stopping) is
+// not acknowledged, delivers nothing and leaves no claim behind, so the
+// redelivery is delivered at once.
+func endedFirst(t *testing.T, h Harness) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	c := claimer(h, nil, delivery.Policy{Lease: time.Hour})
+	var calls atomic.Int32
+	if _, err := c.Deliver(ctx, "k", func(context.Context) error { calls.Add(1); return nil }); err == nil {
+		t.Fatal("a delivery with an ended context said it may be acknowledged")
+	}
+	res, err := c.Deliver(t.Context(), "k", func(context.Context) error { calls.Add(1); return nil })
 	if err != nil || res != delivery.Delivered || calls.Load() != 1 {
 		t.Fatalf("redelivery: %v, %v, %d calls; want delivered once in all", res, err, calls.Load())
 	}
