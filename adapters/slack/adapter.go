@@ -22,6 +22,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/internal/dedupe"
 	"github.com/marlowe-bot/marlowe/internal/delivery"
+	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
 // Adapter is the Slack core.Surface.
@@ -34,6 +35,8 @@ type Adapter struct {
 	dedupe dedupe.Deduper
 	claims *delivery.Claimer // over dedupe
 	now    func() time.Time
+	// socketJobs is the running Socket Mode lanes, for their length.
+	socketJobs atomic.Pointer[lanes.Lanes[socketJob]]
 
 	// httpClient is a plain client, never slack-go's retrying one: a lost
 	// chat.postMessage response must not become a second post (Post does
