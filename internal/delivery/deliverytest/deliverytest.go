@@ -97,6 +97,14 @@ func (s *spy) Claim(ctx context.Context, key string, lease time.Duration) (strin
 	return tok, done, err
 }
 
+// testCtx bounds a subtest, so a claim left held (a broken implementation)
+// fails it instead of waiting out an hour's lease.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 type outcome struct {
 	res delivery.Result
 	err error
@@ -116,7 +124,7 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 // exactlyOnce: replica A holds the key in its delivery while B's copy
 // arrives; B waits for A and acknowledges without delivering.
 func exactlyOnce(t *testing.T, h Harness) {
-	ctx := t.Context()
+	ctx := testCtx(t)
 	p := delivery.Policy{Lease: time.Minute}
 	sp := newSpy(h.Deduper)
 	a, b := claimer(h, nil, p), claimer(h, sp, p)
@@ -154,7 +162,7 @@ func exactlyOnce(t *testing.T, h Harness) {
 // exactlyOnceRace: two replicas get the same 40 keys at once.
 func exactlyOnceRace(t *testing.T, h Harness) {
 	drive(t, h)
-	ctx := t.Context()
+	ctx := testCtx(t)
 	p := delivery.Policy{Lease: time.Hour}
 	a, b := claimer(h, nil, p), claimer(h, nil, p)
 	const keys = 40
@@ -183,7 +191,7 @@ func exactlyOnceRace(t *testing.T, h Harness) {
 // crashedLease: a claimer took the key and died before settling it; once
 // its lease lapses the redelivery is delivered, once.
 func crashedLease(t *testing.T, h Harness) {
-	ctx := t.Context()
+	ctx := testCtx(t)
 	if tok, _, err := h.Deduper.Claim(ctx, "k", shortLease); err != nil || tok == "" {
 		t.Fatalf("crashed claimer's claim: %q, %v", tok, err)
 	}
@@ -203,7 +211,7 @@ func crashedLease(t *testing.T, h Harness) {
 // failedReleased: a failed delivery gives its claim back at once, so the
 // platform's redelivery is delivered (not held for a lease).
 func failedReleased(t *testing.T, h Harness) {
-	ctx := t.Context()
+	ctx := testCtx(t)
 	c := claimer(h, nil, delivery.Policy{Lease: time.Hour})
 	boom := errors.New("engine down")
 	if _, err := c.Deliver(ctx, "k", func(context.Context) error { return boom }); !errors.Is(err, boom) {
@@ -220,7 +228,7 @@ func failedReleased(t *testing.T, h Harness) {
 // clock) and its key is not left claimed between tries.
 func retried(t *testing.T, h Harness) {
 	drive(t, h)
-	ctx := t.Context()
+	ctx := testCtx(t)
 	c := claimer(h, nil, delivery.Policy{Lease: time.Hour, Attempts: 3, Retry: 10 * time.Millisecond})
 	var calls atomic.Int32
 	res, err := c.Deliver(ctx, "k", func(context.Context) error {
@@ -242,7 +250,7 @@ func retried(t *testing.T, h Harness) {
 // doneKey: a key committed (here by another replica) is acknowledged
 // without delivering.
 func doneKey(t *testing.T, h Harness) {
-	ctx := t.Context()
+	ctx := testCtx(t)
 	tok, _, err := h.Deduper.Claim(ctx, "k", time.Minute)
 	if err != nil || tok == "" {
 		t.Fatal(tok, err)
@@ -264,7 +272,7 @@ func doneKey(t *testing.T, h Harness) {
 // gives up without delivering and without a claim, and the holder failing
 // afterwards leaves the key to the next redelivery: nothing lost.
 func cancelledMidClaim(t *testing.T, h Harness) {
-	ctx := t.Context()
+	ctx := testCtx(t)
 	holder, _, err := h.Deduper.Claim(ctx, "k", time.Hour)
 	if err != nil || holder == "" {
 		t.Fatal(holder, err)
@@ -296,14 +304,14 @@ func cancelledMidClaim(t *testing.T, h Harness) {
 // not acknowledged, delivers nothing and leaves no claim behind, so the
 // redelivery is delivered at once.
 func endedFirst(t *testing.T, h Harness) {
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(testCtx(t))
 	cancel()
 	c := claimer(h, nil, delivery.Policy{Lease: time.Hour})
 	var calls atomic.Int32
 	if _, err := c.Deliver(ctx, "k", func(context.Context) error { calls.Add(1); return nil }); err == nil {
 		t.Fatal("a delivery with an ended context said it may be acknowledged")
 	}
-	res, err := c.Deliver(t.Context(), "k", func(context.Context) error { calls.Add(1); return nil })
+	res, err := c.Deliver(testCtx(t), "k", func(context.Context) error { calls.Add(1); return nil })
 	if err != nil || res != delivery.Delivered || calls.Load() != 1 {
 		t.Fatalf("redelivery: %v, %v, %d calls; want delivered once in all", res, err, calls.Load())
 	}
@@ -313,13 +321,13 @@ func endedFirst(t *testing.T, h Harness) {
 // (the engine journaled it): the commit is not cancelled with the caller,
 // so the redelivery is a duplicate.
 func lateSuccess(t *testing.T, h Harness) {
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(testCtx(t))
 	c := claimer(h, nil, delivery.Policy{})
 	res, err := c.Deliver(ctx, "k", func(context.Context) error { cancel(); return nil })
 	if err != nil || res != delivery.Delivered {
 		t.Fatalf("late success: %v, %v", res, err)
 	}
-	res, err = c.Deliver(t.Context(), "k", func(context.Context) error {
+	res, err = c.Deliver(testCtx(t), "k", func(context.Context) error {
 		t.Error("a committed key was delivered again")
 		return nil
 	})
