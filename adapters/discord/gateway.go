@@ -220,17 +220,9 @@ func (a *Adapter) enqueue(channel string, it inbound) {
 // what they hold, then ends their context (a lane still waiting drops its
 // items) and waits for them.
 func (a *Adapter) drainQueue(queue *lanes.Lanes[inbound], cancel context.CancelFunc) {
-	done := make(chan struct{})
-	go func() { queue.Wait(); close(done) }()
-	t := time.NewTimer(a.cfg.DrainTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
+	if !queue.Drain(a.cfg.DrainTimeout, cancel) {
 		a.log.Warn("discord: drain timed out; messages still queued are not delivered", "timeout", a.cfg.DrainTimeout)
 	}
-	cancel()
-	<-done
 }
 
 // receiveMessage normalises one MESSAGE_CREATE and delivers it once.

@@ -83,17 +83,10 @@ func (a *Adapter) runSocket(parent context.Context, deliver func(context.Context
 // and acknowledge what they hold, then ends their context (what is still
 // queued is left unacknowledged: Slack redelivers it) and waits for them.
 func (a *Adapter) drainJobs(jobs *lanes.Lanes[socketJob], cancel context.CancelFunc) {
-	done := make(chan struct{})
-	go func() { jobs.Wait(); close(done) }()
-	t := time.NewTimer(a.cfg.DrainTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		a.log.Warn("slack: drain timed out; envelopes still queued are left for Slack to redeliver", "timeout", a.cfg.DrainTimeout, "queued", jobs.Len())
+	left := jobs.Len()
+	if !jobs.Drain(a.cfg.DrainTimeout, cancel) {
+		a.log.Warn("slack: drain timed out; envelopes still queued are left for Slack to redeliver", "timeout", a.cfg.DrainTimeout, "queued_at_stop", left)
 	}
-	cancel()
-	<-done
 }
 
 // dispatchSocket reads the socketmode client's events until ctx ends.

@@ -9,13 +9,14 @@ import (
 	"github.com/marlowe-bot/marlowe/internal/dedupe"
 	"github.com/marlowe-bot/marlowe/internal/delivery"
 	"github.com/marlowe-bot/marlowe/internal/delivery/deliverytest"
+	"github.com/marlowe-bot/marlowe/internal/pacer/pacertest"
 	"github.com/marlowe-bot/marlowe/internal/testredis"
 	"github.com/marlowe-bot/marlowe/store/redis"
 )
 
 func TestContractMemory(t *testing.T) {
 	deliverytest.Run(t, func(t *testing.T) deliverytest.Harness {
-		clk := deliverytest.NewClock()
+		clk := pacertest.New()
 		return deliverytest.Harness{Deduper: dedupe.NewMemory(clk.Now), Clock: clk}
 	})
 }

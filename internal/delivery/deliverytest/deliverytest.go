@@ -1,7 +1,7 @@
 // Package deliverytest is the conformance suite of the delivery contract
 // (internal/delivery): claim → deliver → commit or release, over any
 // dedupe.Deduper. internal/delivery runs it against internal/dedupe.Memory
-// (on a manual Clock) and store/redis.Deduper (on the wall clock, whose
+// (on pacertest's manual clock) and store/redis.Deduper (on the wall clock, whose
 // leases lapse in real time).
 package deliverytest
 
@@ -16,6 +16,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/internal/dedupe"
 	"github.com/marlowe-bot/marlowe/internal/delivery"
+	"github.com/marlowe-bot/marlowe/internal/pacer/pacertest"
 )
 
 // Harness is one Deduper under test and the time it lives on.
@@ -24,7 +25,7 @@ type Harness struct {
 	Deduper dedupe.Deduper
 	// Clock is the manual clock Deduper's leases expire on, or nil when
 	// they expire in real time (then the claimers use the wall clock).
-	Clock *Clock
+	Clock *pacertest.Clock
 }
 
 // shortLease is a lease the suite lets lapse: on a manual clock it is
@@ -71,7 +72,8 @@ func drive(t *testing.T, h Harness) {
 			case <-stop:
 				return
 			case <-h.Clock.Waiting():
-				for h.Clock.AdvanceToNext() {
+				for at, ok := h.Clock.NextTimer(); ok; at, ok = h.Clock.NextTimer() {
+					h.Clock.AdvanceTo(at)
 				}
 			}
 		}
