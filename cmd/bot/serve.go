@@ -413,6 +413,9 @@ func newPlatforms(cfg config, rdb *goredis.Client, elect elector, queue core.Del
 		if err != nil {
 			return set, fmt.Errorf("slack configuration: %w", err)
 		}
+		// Told to stop, Socket Mode delivers what it had queued within half
+		// the drain, as Discord does; the engine drains its runs in the rest.
+		scfg.DrainTimeout = cfg.DrainTimeout / 2
 		opts := []slack.Option{slack.WithLogger(log)}
 		if rdb != nil {
 			opts = append(opts, slack.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:slack:")))
