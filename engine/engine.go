@@ -449,15 +449,22 @@ func (e *Engine) view(ch core.ChannelKey) *chanView {
 	defer e.chMu.Unlock()
 	v := e.channels[ch]
 	if v == nil {
-		v = newChanView(ch, e.j)
-		v.ck.cfg = e.ckpt
-		v.tr, v.traced = e.tr, e.traced
-		if m := e.ops(); m != nil {
-			v.appendFailed = m.JournalAppendFailed
-		}
-		e.channels[ch] = v
+		v = e.newViewLocked(ch)
 	}
 	v.touched = e.now()
+	return v
+}
+
+// newViewLocked makes ch's view and files it in e.channels. Callers hold
+// e.chMu.
+func (e *Engine) newViewLocked(ch core.ChannelKey) *chanView {
+	v := newChanView(ch, e.j)
+	v.ck.cfg = e.ckpt
+	v.tr, v.traced = e.tr, e.traced
+	if m := e.ops(); m != nil {
+		v.appendFailed = m.JournalAppendFailed
+	}
+	e.channels[ch] = v
 	return v
 }
 

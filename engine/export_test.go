@@ -113,3 +113,15 @@ func LoadedViews(e *Engine) int {
 	}
 	return n
 }
+
+// HeldViews counts the views the engine keeps, folded or not.
+func HeldViews(e *Engine) int {
+	e.chMu.Lock()
+	defer e.chMu.Unlock()
+	return len(e.channels)
+}
+
+// AboutMe is the `what do you know about me` text.
+func (e *Engine) AboutMe(ctx context.Context, platform string, p core.Person) (string, error) {
+	return e.aboutMeText(ctx, platform, p)
+}
