@@ -125,3 +125,6 @@ func HeldViews(e *Engine) int {
 func (e *Engine) AboutMe(ctx context.Context, platform string, p core.Person) (string, error) {
 	return e.aboutMeText(ctx, platform, p)
 }
+
+// SweepExports runs the expired-export sweep once.
+func (e *Engine) SweepExports(ctx context.Context) error { return e.sweepExports(ctx) }

@@ -334,6 +334,9 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 			return out, fmt.Errorf("disconnect %s's connections: %w", person, err)
 		}
 	}
+	if err := e.deleteExportsOf(ctx, platform, person); err != nil {
+		return out, err
+	}
 	all, err := e.j.Channels(ctx)
 	if err != nil {
 		return out, fmt.Errorf("list channels: %w", err)
