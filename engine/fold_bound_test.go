@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
 	"github.com/marlowe-bot/marlowe/core/fold"
+	"github.com/marlowe-bot/marlowe/engine"
 )
 
 // longChannel folds n messages of one channel, 250 a day, each the
@@ -19,6 +21,13 @@ import (
 // retention on (keep 30 days), each day the redaction of what turned 30
 // days old. It returns the fold.
 func longChannel(tb testing.TB, n int) (*fold.Channel, uint64) {
+	tb.Helper()
+	return longHistory(tb, n, nil)
+}
+
+// longHistory is longChannel that also hands each command, in journal
+// order, to each (nil: none).
+func longHistory(tb testing.TB, n int, each func(core.Command)) (*fold.Channel, uint64) {
 	tb.Helper()
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2024, 1, 1, 9, 0, 0, 0, time.UTC)}
@@ -30,6 +39,9 @@ func longChannel(tb testing.TB, n int) (*fold.Channel, uint64) {
 		for _, c := range cmds {
 			if err := f.Apply(c); err != nil {
 				tb.Fatal(err)
+			}
+			if each != nil {
+				each(c)
 			}
 		}
 	}
@@ -132,6 +144,23 @@ func TestFoldMapsStayBoundedInALongChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("snapshot of a %d-command channel: %d bytes", f.Seq(), len(snap))
+}
+
+// Checkpoints stay exact while finished runs leave the fold: a snapshot
+// taken anywhere in a channel long enough to drop runs, restored and
+// folded on, dumps as the whole fold does (the order runs ended in is in
+// the snapshot, so the restored fold drops the same runs later).
+func TestCheckpointsStayExactWhileRunsLeaveTheFold(t *testing.T) {
+	var journal []core.Command
+	f, _ := longHistory(t, 3_000, func(c core.Command) { journal = append(journal, c) })
+	if f.Run("R0") != nil {
+		t.Fatal("the history is too short to drop a run")
+	}
+	st, internal, err := f.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshots(t, "long channel", rand.New(rand.NewPCG(1, 2)), f.Key(), journal, engine.FoldDump{State: st, Engine: internal})
 }
 
 // BenchmarkFoldSizeWithRetention reports the fold's size after a long

@@ -1,6 +1,10 @@
 package fold
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/marlowe-bot/marlowe/core"
+)
 
 // Finished runs leave the fold. A run that ended (with its end notice, if
 // any, posted) is kept until finishedRuns newer runs have ended; then it,
@@ -15,7 +19,7 @@ const finishedRuns = 1024
 // the oldest ended runs past finishedRuns.
 func (f *Channel) runEnded(id string) {
 	r := f.runs[id]
-	if r == nil || !r.Status.Terminal() || r.EndNotice != "" {
+	if r == nil || !finished(r.Status) || r.EndNotice != "" {
 		return
 	}
 	f.ended = append(f.ended, id)
@@ -33,7 +37,7 @@ func (f *Channel) runEnded(id string) {
 // end notice again.
 func (f *Channel) dropRun(id string) {
 	r := f.runs[id]
-	if r == nil || !r.Status.Terminal() || r.EndNotice != "" {
+	if r == nil || !finished(r.Status) || r.EndNotice != "" {
 		return
 	}
 	if _, live := f.live[id]; live {
@@ -59,4 +63,11 @@ func (f *Channel) indexApprovals() {
 	for _, ids := range f.runApprovals {
 		slices.Sort(ids)
 	}
+}
+
+// finished is Status.Terminal for the statuses a run ends in, false for
+// any other (a journaled run.failed names its status; one this build does
+// not know keeps the run).
+func finished(s core.RunStatus) bool {
+	return s == core.RunDone || s == core.RunBroken || s == core.RunCancelled
 }
