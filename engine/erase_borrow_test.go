@@ -52,8 +52,8 @@ func TestErasureReleasesTheViewsItBorrows(t *testing.T) {
 }
 
 // Every installation-wide job borrows the views it reads and releases
-// them: after `what do you know about me`, an export and an inbox over 40
-// channels the engine keeps the views it kept before (one channel in use)
+// them: after `what do you know about me`, an export, an inbox and a
+// click on an unknown card (searched for everywhere) over 40 channels the engine keeps the views it kept before (one channel in use)
 // and no more, folded or not.
 func TestInstallationJobsReleaseTheViewsTheyBorrow(t *testing.T) {
 	ctx := context.Background()
@@ -106,6 +106,13 @@ func TestInstallationJobsReleaseTheViewsTheyBorrow(t *testing.T) {
 			return err
 		}},
 		{"inbox", func() error { _, err := e.InboxOfEveryChannel(ctx, platform, alice.ID); return err }},
+		{"a click on an unknown card", func() error {
+			found, err := engine.FindApproval(ctx, e, "no-such-approval")
+			if found {
+				err = fmt.Errorf("found an approval nobody asked for")
+			}
+			return err
+		}},
 	}
 	for _, job := range jobs {
 		if err := job.run(); err != nil {

@@ -128,3 +128,10 @@ func (e *Engine) AboutMe(ctx context.Context, platform string, p core.Person) (s
 
 // SweepExports runs the expired-export sweep once.
 func (e *Engine) SweepExports(ctx context.Context) error { return e.sweepExports(ctx) }
+
+// FindApproval looks for approval id in every channel, as a click that
+// names no channel does.
+func FindApproval(ctx context.Context, e *Engine, id string) (bool, error) {
+	v, _, err := e.findApproval(ctx, core.Scope{}, id)
+	return v != nil, err
+}
