@@ -163,6 +163,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	eng, err := engine.New(engine.Config{
 		Attachments:  reader,
 		Blobs:        st.Blobs,
+		Exports:      st.Exports,
 		Connections:  si.connections(),
 		ExportURL:    cfg.PublicURL,
 		Journal:      st.Journal,
