@@ -334,6 +334,9 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 			return out, fmt.Errorf("disconnect %s's connections: %w", person, err)
 		}
 	}
+	if err := e.deleteExportsOf(ctx, platform, person); err != nil {
+		return out, err
+	}
 	all, err := e.j.Channels(ctx)
 	if err != nil {
 		return out, fmt.Errorf("list channels: %w", err)
@@ -384,18 +387,12 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 }
 
 // eraseOwnIn erases, in ch, person's memories and own messages (mine) and
-// revokes their consents. The channel's view is borrowed: one this process
-// had not loaded is released again, so an erasure does not leave every
-// channel of the installation folded in memory.
+// revokes their consents. The channel's view is borrowed and released
+// (borrow.go), so an erasure does not leave every channel of the
+// installation in memory.
 func (e *Engine) eraseOwnIn(ctx context.Context, ch core.ChannelKey, mine []cmdRef, person string, actor core.Actor, by core.Person, reason string, pc *personChannel) error {
-	borrowed := !e.viewLoaded(ch)
-	v, err := e.channel(ctx, ch)
-	if err != nil {
-		return err
-	}
-	if borrowed {
-		defer e.evict(v, e.now(), 0)
-	}
+	v, release := e.borrow(ch)
+	defer release()
 	if err := e.eraseMemoriesOf(ctx, v, person, actor, reason, pc); err != nil {
 		return err
 	}
@@ -430,11 +427,9 @@ func (e *Engine) eraseMemoriesOf(ctx context.Context, v *chanView, person string
 		if err != nil {
 			return fmt.Errorf("list memories of %s: %w", v.key, err)
 		}
-		_ = v.with(ctx, func() {
-			for i := range got {
-				got[i].For = authorLocked(v, got[i].By)
-			}
-		})
+		if err := fillFor(ctx, v, got); err != nil {
+			return err
+		}
 		erased := 0
 		pc.mention = 0
 		for _, m := range got {

@@ -246,6 +246,11 @@ func (a *Adapter) fillChannel(ctx context.Context, c GapChannel, floor string, n
 	}
 	switch {
 	case err == nil:
+	case isCode(err, discordgo.ErrCodeUnknownChannel):
+		// A thread the bot answered under was never opened (a slash
+		// command's response), or the channel is gone: nothing to read.
+		a.log.Debug("discord: gap fill: no such channel", "channel", c.Channel)
+		return 0, 0
 	case c.listed && (isCode(err, discordgo.ErrCodeMissingAccess) || isCode(err, discordgo.ErrCodeMissingPermissions)):
 		// GUILD_CREATE lists channels the bot cannot read; it receives
 		// nothing from them live either.
