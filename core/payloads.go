@@ -371,6 +371,10 @@ type RoutineCreated struct {
 	Instruction string `json:"instruction"`
 	Owner       string `json:"owner"`
 	Armed       bool   `json:"armed"`
+	// Schedule is the schedule as the person typed it ("every weekday at
+	// 09:00"), which `routines` shows; "" when they typed the spec itself
+	// (or in records from before it was kept).
+	Schedule string `json:"schedule,omitempty"`
 }
 
 type RoutineChanged struct {
@@ -378,7 +382,9 @@ type RoutineChanged struct {
 	Cron        string `json:"cron,omitempty"`
 	TZ          string `json:"tz,omitempty"`
 	Instruction string `json:"instruction,omitempty"`
-	Armed       bool   `json:"armed"`
+	// Schedule is the new schedule as typed, with Cron (see RoutineCreated).
+	Schedule string `json:"schedule,omitempty"`
+	Armed    bool   `json:"armed"`
 	// Deleted ends the routine for good (routine delete).
 	Deleted bool `json:"deleted,omitempty"`
 }

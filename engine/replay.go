@@ -77,7 +77,10 @@ type RunReplay struct {
 	degraded      bool                // a recall ran on keywords only
 	streamed      bool                // the checklist is a stream (core.Streamer)
 	streamDone    bool                // the answer streamed into it and stopped it
-	running       *runningCall        // the call running now and its latest progress (not journaled: progress.go)
+	// answerInChecklist: the answer replaced the checklist's text (a run
+	// with nothing to list), so the checklist is edited no more.
+	answerInChecklist bool
+	running           *runningCall // the call running now and its latest progress (not journaled: progress.go)
 }
 
 type humanMsg struct {
@@ -515,6 +518,9 @@ func (rs *RunReplay) apply(c core.Command) error {
 		rs.shown[p.EffectID] = p.Text
 		if p.Role == core.RoleAnswer && c.Scope() == rs.Scope {
 			rs.answerPosted = true
+			if ref, ok := rs.Effects[rs.checklistEffect()]; ok && !p.Stream && p.EffectID != rs.checklistEffect() && ref.ID == p.MessageID {
+				rs.answerInChecklist = true
+			}
 		}
 		if p.Stream {
 			rs.streamed = true

@@ -117,7 +117,7 @@ func (d *driver) syncChecklist(ctx context.Context, st core.RunStatus) error {
 	rs.Status = st
 	text := renderChecklist(rs)
 	rs.Status = saved
-	if rs.shown[eff] == text || rs.streamDone {
+	if rs.shown[eff] == text || rs.streamDone || rs.answerInChecklist {
 		return nil
 	}
 	if sr := d.streamer(); sr != nil {
@@ -136,7 +136,7 @@ func (d *driver) reissueEdits(ctx context.Context) error {
 	}
 	for eff, u := range rs.updates {
 		ref, ok := rs.Effects[eff]
-		if !ok || rs.streamed && eff == rs.checklistEffect() {
+		if !ok || (rs.streamed || rs.answerInChecklist) && eff == rs.checklistEffect() {
 			continue
 		}
 		out := core.Outbound{Key: core.EffectID(u.ch, u.seq, 0), Scope: ref.Scope, Text: u.text, Priority: core.PriorityEdit}
@@ -157,6 +157,24 @@ func (d *driver) reissueEdits(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// maxAnswerInChecklist bounds the answer that replaces an empty checklist:
+// an edit cannot split a long text into several messages as a post does
+// (Discord's 2,000 characters are the smallest limit), so a longer answer
+// is posted below the checklist instead.
+const maxAnswerInChecklist = 1800
+
+// emptyChecklist returns the run's plain (not streamed) checklist when it
+// lists nothing, neither plan items nor steps, and text fits in its one
+// message: the answer then takes its place.
+func (d *driver) emptyChecklist(text string) (core.MessageRef, bool) {
+	rs := d.rs
+	ref, ok := rs.Effects[rs.checklistEffect()]
+	if !ok || rs.streamed || rs.answerInChecklist || len(rs.plan) > 0 || len(rs.trail) > 0 || utf8.RuneCountInString(text) > maxAnswerInChecklist {
+		return core.MessageRef{}, false
+	}
+	return ref, true
 }
 
 // finish posts the final answer (unless the run already answered through
@@ -185,9 +203,18 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 		if _, shown := rs.Effects[rs.checklistEffect()]; !shown {
 			sr = d.wantsStream(ctx) // no checklist: the answer streams on its own
 		}
-		if sr != nil && !rs.streamDone {
+		switch ref, ok := d.emptyChecklist(text); {
+		case sr != nil && !rs.streamDone:
 			err = d.streamAnswer(ctx, sr, out, rec)
-		} else {
+		case ok:
+			// Nothing was listed: the checklist becomes the answer rather
+			// than an empty "Done" above it. The edit is state, so a
+			// resumed run repeats it safely until message.posted records it.
+			rec.send = func(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
+				return ref, d.s.Update(ctx, ref, out)
+			}
+			_, err = d.e.post(ctx, d.s, rs, out, rec)
+		default:
 			_, err = d.e.post(ctx, d.s, rs, out, rec)
 		}
 		if err != nil {

@@ -18,6 +18,12 @@ import (
 // after a crash decides as the crashed one did: it posts the checklist
 // again, with the same idempotency key, exactly when the first one may
 // have been posted, and never a checklist the first one could not have.
+//
+// Two exceptions keep a thread from showing an empty plan above an answer:
+// on a surface that streams, the delay alone starts no stream (the surface
+// shows the wait, and the answer streams on its own), and a plain
+// checklist that lists nothing when the answer comes is edited into the
+// answer (runend.go, emptyChecklist).
 
 // DefaultChecklistDelay is how long a run may take to answer before it
 // shows its checklist.
@@ -58,10 +64,23 @@ func (rs *RunReplay) checklistFrom() time.Time {
 // maybeChecklist posts the checklist when the run needs one. Grammar runs
 // answer at once and never show one.
 func (d *driver) maybeChecklist(ctx context.Context) error {
-	if d.grammar || !d.rs.needsChecklist(d.e.cfg.ChecklistDelay, d.e.now()) {
+	if d.grammar || !d.rs.needsChecklist(d.e.cfg.ChecklistDelay, d.e.now()) || d.waitsForAStream(ctx) {
 		return nil
 	}
 	return d.ensureChecklist(ctx)
+}
+
+// waitsForAStream reports whether the run would start its checklist as a
+// stream with nothing to list in it: a stream's plan is only its tasks, so
+// a slow answer with none would get an empty plan above it. The surface
+// shows the wait itself (Slack's thread status), and the answer streams on
+// its own; the stream starts once the run does tool work.
+func (d *driver) waitsForAStream(ctx context.Context) bool {
+	rs := d.rs
+	if _, ok := rs.Effects[rs.checklistEffect()]; ok || rs.toolWork {
+		return false
+	}
+	return d.wantsStream(ctx) != nil
 }
 
 // ack reacts to a person's message. It is not journaled: reacting twice is
@@ -95,7 +114,7 @@ func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, e
 		}
 		return r, err
 	}
-	if d.grammar || rs.needsChecklist(delay, d.e.now()) || !rs.answeredAt.IsZero() {
+	if d.grammar || rs.needsChecklist(delay, d.e.now()) || !rs.answeredAt.IsZero() || d.waitsForAStream(ctx) {
 		// Shown already (or due, and shown by the loop), or a later turn
 		// of a run that answered quickly: nothing to time.
 		return interrupted(d.callModel(mctx, v, rs.ID, remaining))

@@ -322,3 +322,38 @@ func TestScheduleInWords(t *testing.T) {
 		}
 	}
 }
+
+// `routines` shows a schedule in the words its person typed, not words
+// made back from the cron spec, after a restart too (they are in the
+// journaled routine.created and routine.changed); a schedule typed as a
+// spec still reads in words (issue 36 item 10).
+func TestRoutinesShowTheTypedSchedule(t *testing.T) {
+	w := newWorld(t)
+	id := routineID(t, w.say(alice, "routine add every day at 8am: water the plants"))
+	raw := routineID(t, w.say(alice, "routine add 30 17 * * 1-5: close the shop"))
+	for _, c := range w.j.All(room.Key()) {
+		if p, err := core.Decode[*core.RoutineCreated](c); err == nil && c.Kind() == core.KindRoutineCreated && p.RoutineID == id && p.Schedule != "every day at 8am" {
+			t.Errorf("routine.created schedule = %q, want the typed words", p.Schedule)
+		}
+	}
+	w.restart()
+	l := w.say(bob, "routines")
+	if !strings.Contains(l, id+" every day at 8am (`") {
+		t.Errorf("list after restart: %q, want the typed words", l)
+	}
+	if strings.Contains(l, raw+" `30 17 * * 1-5` (") {
+		t.Errorf("list shows a typed spec without words: %q", l)
+	}
+	if r := w.say(alice, "routine edit "+id+" every monday and thursday at 7:30am"); !strings.Contains(r, "changed") {
+		t.Fatalf("edit: %q", r)
+	}
+	if l := w.say(bob, "routines"); !strings.Contains(l, id+" every monday and thursday at 7:30am (`") {
+		t.Errorf("list after edit: %q, want the new typed words", l)
+	}
+	if r := w.say(alice, "routine edit "+id+" 0 6 * * *"); !strings.Contains(r, "changed") {
+		t.Fatalf("edit to a spec: %q", r)
+	}
+	if l := w.say(bob, "routines"); strings.Contains(l, "7:30am") || strings.Contains(l, id+" `0 6 * * *` (") {
+		t.Errorf("list after an edit to a spec: %q, want the spec in words", l)
+	}
+}

@@ -161,12 +161,16 @@ func (s *Scheduler) command(ctx context.Context, sc core.Scope, by core.Person, 
 			if err := s.underCaps(ctx, sc, routines, by.ID); err != nil {
 				return "", err
 			}
-			p := &core.RoutineCreated{RoutineID: id, Cron: cmd.Spec, TZ: tz, Instruction: cmd.Instruction, Owner: by.ID, Armed: true}
+			p := &core.RoutineCreated{RoutineID: id, Cron: cmd.Spec, TZ: tz, Instruction: cmd.Instruction, Owner: by.ID, Armed: true, Schedule: cmd.Schedule}
 			if err := s.appendKeyed(ctx, by, sc, head, key, at, p); err != nil {
 				return "", err
 			}
 		}
-		return fmt.Sprintf("✅ Routine %s armed: %s (`%s`, %s) — %s\nNext: %s", id, chatcommand.Words(cmd.Spec), cmd.Spec, tz, cmd.Instruction,
+		words := cmd.Schedule
+		if words == "" {
+			words = chatcommand.Words(cmd.Spec)
+		}
+		return fmt.Sprintf("✅ Routine %s armed: %s (`%s`, %s) — %s\nNext: %s", id, words, cmd.Spec, tz, cmd.Instruction,
 			nextSlots(sched, s.cfg.Clock(), tz, 3)), nil
 	}
 	if cmd.Op == chatcommand.RoutineList {
@@ -273,7 +277,7 @@ func (s *Scheduler) edit(ctx context.Context, sc core.Scope, by core.Person, r *
 	spec, tz, instr := r.Spec, r.TZ, r.Instruction
 	p := &core.RoutineChanged{RoutineID: r.ID, Armed: r.Armed}
 	if cmd.Spec != "" && cmd.Spec != spec {
-		spec, p.Cron = cmd.Spec, cmd.Spec
+		spec, p.Cron, p.Schedule = cmd.Spec, cmd.Spec, cmd.Schedule
 	}
 	if cmd.TZ != "" && cmd.TZ != tz {
 		tz, p.TZ = cmd.TZ, cmd.TZ
@@ -377,10 +381,13 @@ func list(routines map[string]*Routine, now time.Time, grace time.Duration) stri
 		if !r.Armed {
 			state = "paused"
 		}
-		// The schedule as a person says it (the words they typed come
-		// back from the cron spec), the spec itself beside it.
+		// The schedule in the words its person typed (a routine from
+		// before they were kept, or typed as a spec, says the spec in
+		// words), the spec itself beside it.
 		when := "`" + r.Spec + "`"
-		if w := chatcommand.Words(r.Spec); w != r.Spec {
+		if r.Schedule != "" {
+			when = r.Schedule + " (`" + r.Spec + "`"
+		} else if w := chatcommand.Words(r.Spec); w != r.Spec {
 			when = w + " (`" + r.Spec + "`"
 		} else {
 			when += " ("

@@ -27,7 +27,7 @@ const (
 	DefaultDedupeTTL       = 30 * time.Minute
 	DefaultClaimTTL        = 30 * time.Second
 	DefaultMaxMessageChars = 2000
-	DefaultGapHorizon      = 24 * time.Hour
+	DefaultGapHorizon      = 7 * 24 * time.Hour
 	DefaultGapMaxAge       = 20 * time.Minute // core.DefaultThreadWindow
 )
 
@@ -57,8 +57,9 @@ type Config struct {
 	// limit is 2,000).
 	MaxMessageChars int
 	// GapHorizon is how long after the bot last took part in a channel
-	// (posted, or was mentioned, replied to or DMed there) a re-IDENTIFY
-	// reads what was posted there meanwhile (gap.go).
+	// (posted, or was mentioned, replied to or DMed there) a new session
+	// reads what was posted there meanwhile (gap.go; cmd/bot asks the
+	// journal for the channels the bot posted in within it). Default 7 days.
 	GapHorizon time.Duration
 	// GapMaxAge is the age past which a message found by gap fill is not
 	// delivered: it would be answered too late (default the thread window).

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -52,7 +54,7 @@ func WithGapSource(src GapSource) Option {
 
 // Bounds of one gap fill.
 const (
-	gapMaxChannels = 100 // most recently active channels first
+	gapMaxChannels = 200 // most urgent first: this process's, then the source's order
 	gapPages       = 3   // pages of 100 per channel
 )
 
@@ -176,11 +178,11 @@ func (a *Adapter) notePosted(channel, id string) {
 
 // fillGaps reads what was posted meanwhile in the channels the bot was
 // active in (within Config.GapHorizon) and queues it for delivery. It runs
-// after a re-IDENTIFY, in the background.
+// after a new session's READY, in the background. Live messages wait
+// (holdLive): all of them until the channels to read are known, then only
+// those of a channel still to be read, until its messages are queued, so
+// each channel's lane gets them in Discord's order.
 func (a *Adapter) fillGaps(ctx context.Context) {
-	// Live messages arriving meanwhile wait (holdLive) until what came
-	// before them is queued.
-	defer a.releaseLive()
 	now := a.now()
 	chans := a.gaps.due(now.Add(-a.cfg.GapHorizon), gapMaxChannels)
 	if a.gapSource != nil {
@@ -191,39 +193,85 @@ func (a *Adapter) fillGaps(ctx context.Context) {
 		}
 		chans = mergeGaps(chans, more, gapMaxChannels)
 	}
-	var queued, stale int
+	left := a.gapListed(chans)
+	defer a.gapAbandoned(left)
+	// Nothing older than GapMaxAge is delivered, so nothing before it is
+	// read: a channel last journaled days ago costs one short page.
+	floor := snowflakeAt(now.Add(-a.cfg.GapMaxAge))
+	work := make(chan GapChannel)
+	var queued, stale atomic.Int64
+	var wg sync.WaitGroup
+	for range min(gapReaders, len(chans)) {
+		wg.Go(func() {
+			for c := range work {
+				q, s := a.fillChannel(ctx, c, floor, now)
+				queued.Add(int64(q))
+				stale.Add(int64(s))
+				left.done(c.Channel)
+				a.gapQueued(c.Channel)
+			}
+		})
+	}
 	for _, c := range chans {
-		msgs, err := a.messagesAfter(ctx, c.Channel, c.After)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			a.log.Warn("discord: gap fill: reading a channel failed", "channel", c.Channel, "err", err)
-			continue
-		}
-		for _, m := range msgs {
-			if m == nil || m.ID == "" || m.Author == nil {
-				continue
-			}
-			if m.ChannelID == "" {
-				m.ChannelID = c.Channel
-			}
-			at := m.Timestamp
-			if at.IsZero() {
-				at = snowflakeTime(m.ID)
-			}
-			if now.Sub(at) > a.cfg.GapMaxAge {
-				// Too old to answer now; still the newest seen.
-				a.gaps.seen(m.ChannelID, m.ID)
-				stale++
-				continue
-			}
-			a.enqueue(m.ChannelID, inbound{msg: m})
-			queued++
+		select {
+		case work <- c:
+		case <-ctx.Done():
 		}
 	}
+	close(work)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
 	a.gapFills.Add(1)
-	a.log.Info("discord: gap fill after a new session", "channels", len(chans), "queued", queued, "too_old", stale)
+	a.log.Info("discord: gap fill after a new session", "channels", len(chans), "queued", queued.Load(), "too_old", stale.Load())
+}
+
+// fillChannel reads c after max(c.After, floor) and queues what is recent
+// enough; it returns how many messages it queued and skipped as too old.
+func (a *Adapter) fillChannel(ctx context.Context, c GapChannel, floor string, now time.Time) (queued, stale int) {
+	after := c.After
+	if snowflakeLess(after, floor) {
+		after = floor
+	}
+	msgs, err := a.messagesAfter(ctx, c.Channel, after)
+	if ctx.Err() != nil {
+		return 0, 0
+	}
+	if err != nil {
+		a.log.Warn("discord: gap fill: reading a channel failed", "channel", c.Channel, "err", err)
+	}
+	for _, m := range msgs {
+		if m == nil || m.ID == "" || m.Author == nil {
+			continue
+		}
+		if m.ChannelID == "" {
+			m.ChannelID = c.Channel
+		}
+		at := m.Timestamp
+		if at.IsZero() {
+			at = snowflakeTime(m.ID)
+		}
+		if now.Sub(at) > a.cfg.GapMaxAge {
+			// Too old to answer now; still the newest seen.
+			a.gaps.seen(m.ChannelID, m.ID)
+			stale++
+			continue
+		}
+		a.enqueue(m.ChannelID, inbound{msg: m})
+		queued++
+	}
+	return queued, stale
+}
+
+// snowflakeAt is the smallest Discord id minted at t (GET messages?after=
+// takes any id).
+func snowflakeAt(t time.Time) string {
+	ms := t.UnixMilli() - discordEpoch
+	if ms <= 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(ms)<<22, 10)
 }
 
 // mergeGaps adds more to chans (this process's, most active first): a
@@ -278,11 +326,16 @@ func (a *Adapter) messagesAfter(ctx context.Context, channel, after string) ([]*
 	return out, nil
 }
 
-// liveHold is the live messages received while a gap fill runs.
+// liveHold is the live messages received while a gap fill has not queued
+// what came before them in their channel.
 type liveHold struct {
-	mu    sync.Mutex
-	on    int // gap fills running
-	items []heldInbound
+	mu      sync.Mutex
+	wake    *sync.Cond     // broadcast when held items are released
+	listing int            // gap fills still listing their channels: every channel waits
+	pending map[string]int // channel → gap fills that have not queued it yet
+	items   []heldInbound
+	max     int // 0: maxHeld
+	waiting int // live messages waiting for room (the gateway is not read)
 }
 
 type heldInbound struct {
@@ -290,48 +343,142 @@ type heldInbound struct {
 	it      inbound
 }
 
-// maxHeld bounds the live messages held back: past it they are queued at
-// once (order within a channel may then differ from Discord's).
+// maxHeld bounds the live messages held back: past it the gateway is not
+// read until the gap fill releases some (back-pressure, as for the lanes;
+// never out of order).
 const maxHeld = gatewayQueued
 
-// holdLive starts holding live messages: called on READY, before the gap
-// fill it starts.
+// gapReaders is how many channels one gap fill reads at once.
+const gapReaders = 4
+
+func (h *liveHold) initLocked() {
+	if h.wake == nil {
+		h.wake = sync.NewCond(&h.mu)
+		h.pending = map[string]int{}
+	}
+}
+
+// holdsLocked reports whether a live message of channel must wait.
+func (h *liveHold) holdsLocked(channel string) bool {
+	return h.listing > 0 || h.pending[channel] > 0
+}
+
+// holdLive starts holding every live message: called on READY (on the
+// reading goroutine, so no later dispatch passes it), before the gap fill
+// it starts.
 func (a *Adapter) holdLive() {
 	a.hold.mu.Lock()
-	a.hold.on++
+	a.hold.initLocked()
+	a.hold.listing++
 	a.hold.mu.Unlock()
 }
 
-// enqueueLive queues a live message, or holds it while a gap fill runs.
+// enqueueLive queues a live message, or holds it while a gap fill has not
+// queued its channel's gap. While the hold is full it waits.
 func (a *Adapter) enqueueLive(channel string, it inbound) {
-	a.hold.mu.Lock()
-	if a.hold.on > 0 && len(a.hold.items) < maxHeld {
-		a.hold.items = append(a.hold.items, heldInbound{channel, it})
-		a.hold.mu.Unlock()
+	h := &a.hold
+	h.mu.Lock()
+	h.initLocked()
+	limit := cmp.Or(h.max, maxHeld)
+	for h.holdsLocked(channel) && len(h.items) >= limit {
+		h.waiting++
+		h.wake.Wait()
+		h.waiting--
+	}
+	if h.holdsLocked(channel) {
+		h.items = append(h.items, heldInbound{channel, it})
+		h.mu.Unlock()
 		return
 	}
-	a.hold.mu.Unlock()
+	h.mu.Unlock()
+	// Nothing of channel is held (a release queues under h.mu), so this
+	// follows whatever was.
 	a.enqueue(channel, it)
 }
 
-// releaseLive ends one gap fill's hold; the last one queues what was held,
-// in the order it arrived, after the gap's messages.
-func (a *Adapter) releaseLive() {
-	a.hold.mu.Lock()
-	a.hold.on--
-	var items []heldInbound
-	if a.hold.on <= 0 {
-		a.hold.on, items, a.hold.items = 0, a.hold.items, nil
-	}
-	a.hold.mu.Unlock()
-	for _, h := range items {
-		a.enqueue(h.channel, h.it)
+// gapChannels tracks the channels one gap fill has yet to queue.
+type gapChannels struct {
+	mu   sync.Mutex
+	left map[string]int
+}
+
+func (g *gapChannels) done(ch string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.left[ch]--; g.left[ch] <= 0 {
+		delete(g.left, ch)
 	}
 }
 
-// heldLive is how many live messages wait for a gap fill.
-func (a *Adapter) heldLive() int {
+// gapListed ends a gap fill's listing: from now on only the live messages
+// of chans wait, each until its channel's gap is queued (gapQueued).
+func (a *Adapter) gapListed(chans []GapChannel) *gapChannels {
+	left := &gapChannels{left: map[string]int{}}
+	h := &a.hold
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.initLocked()
+	for _, c := range chans {
+		h.pending[c.Channel]++
+		left.left[c.Channel]++
+	}
+	h.listing--
+	a.releaseLocked()
+	return left
+}
+
+// gapQueued releases channel's live messages held for one gap fill.
+func (a *Adapter) gapQueued(channel string) {
+	h := &a.hold
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pending[channel]--; h.pending[channel] <= 0 {
+		delete(h.pending, channel)
+	}
+	a.releaseLocked()
+}
+
+// gapAbandoned releases what a gap fill that stopped early (its context
+// ended) still held.
+func (a *Adapter) gapAbandoned(left *gapChannels) {
+	left.mu.Lock()
+	chs := left.left
+	left.left = nil
+	left.mu.Unlock()
+	for ch, n := range chs {
+		for range n {
+			a.gapQueued(ch)
+		}
+	}
+}
+
+// releaseLive ends the hold of a gap fill that never ran.
+func (a *Adapter) releaseLive() {
+	a.gapListed(nil)
+}
+
+// releaseLocked queues, in arrival order, the held messages whose channel
+// no longer waits. It queues under h.mu, so a live message of the same
+// channel cannot pass them.
+func (a *Adapter) releaseLocked() {
+	h := &a.hold
+	keep := h.items[:0]
+	for _, it := range h.items {
+		if h.holdsLocked(it.channel) {
+			keep = append(keep, it)
+			continue
+		}
+		a.enqueue(it.channel, it.it)
+	}
+	clear(h.items[len(keep):])
+	h.items = keep
+	h.wake.Broadcast()
+}
+
+// heldLive is how many live messages wait for a gap fill: held, and
+// waiting for room in the hold.
+func (a *Adapter) heldLive() (held, waiting int) {
 	a.hold.mu.Lock()
 	defer a.hold.mu.Unlock()
-	return len(a.hold.items)
+	return len(a.hold.items), a.hold.waiting
 }

@@ -199,11 +199,7 @@ func TestGapFillKeepsOrderWithLiveMessages(t *testing.T) {
 	release()
 	<-src.entered // the new session's gap fill has begun, and waits
 	f.Say(discordfake.Msg{Channel: general, Author: bob, Content: "live after"})
-	for deadline := time.Now().Add(10 * time.Second); a.heldLive() != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) || len(rec.events()) > 1 {
-			t.Fatalf("the live message was not held behind the gap fill (delivered: %d)", len(rec.events()))
-		}
-	}
+	awaitHold(t, a, rec, 1, 0, 1)
 	close(src.release)
 	rec.waitFor(t, "everything", func() bool { return len(rec.events()) == 3 })
 	var got []string
@@ -212,5 +208,88 @@ func TestGapFillKeepsOrderWithLiveMessages(t *testing.T) {
 	}
 	if want := []string{"gap 1", "live after"}; fmt.Sprint(got[1:]) != fmt.Sprint(want) {
 		t.Fatalf("delivered %q, want the gap's message before the live one", got)
+	}
+}
+
+// awaitHold waits until held live messages are held and waiting wait for
+// room in the hold; it fails as soon as more than delivered events reached
+// the engine (a live message passed the hold).
+func awaitHold(t *testing.T, a *Adapter, rec *recorder, held, waiting, delivered int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		h, w := a.heldLive()
+		if h == held && w == waiting {
+			return
+		}
+		if n := len(rec.events()); time.Now().After(deadline) || n > delivered {
+			t.Fatalf("held %d and waiting %d, want %d and %d; delivered %d, want %d", h, w, held, waiting, n, delivered)
+		}
+	}
+}
+
+// The hold is bounded. Past the bound the gateway is not read until the
+// gap fill releases it: a live message never passes an older one the gap
+// fill has yet to queue (it used to be queued at once, ahead of them).
+func TestGapFillHoldFullKeepsOrder(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	src := &blockingGaps{armed: make(chan struct{}), entered: make(chan struct{}), release: make(chan struct{})}
+	var release func()
+	a := startAdapterSetup(t, f, Config{}, rec.deliver, func(ad *Adapter) {
+		release = heldReidentify(ad)
+		ad.hold.max = 1
+	}, WithGapSource(src))
+	bot := f.Bot().ID
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "<@" + bot + "> hello"})
+	rec.waitFor(t, "hello", func() bool { return len(rec.events()) == 1 })
+
+	f.InvalidSession(false)
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "gap 1"})
+	close(src.armed)
+	release()
+	<-src.entered
+	for _, text := range []string{"live 1", "live 2", "live 3"} {
+		f.Say(discordfake.Msg{Channel: general, Author: bob, Content: text})
+	}
+	awaitHold(t, a, rec, 1, 1, 1) // live 1 held, live 2 waits for room
+	close(src.release)
+	rec.waitFor(t, "everything", func() bool { return len(rec.events()) == 5 })
+	var got []string
+	for _, e := range rec.events() {
+		got = append(got, e.Text)
+	}
+	if want := []string{"hello", "gap 1", "live 1", "live 2", "live 3"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("delivered %q, want %q", got, want)
+	}
+}
+
+// Once a gap fill knows its channels, only their live messages wait, each
+// until its own channel's gap is queued: a channel it does not read, or
+// has read, is not held up behind one it is still reading.
+func TestGapFillHoldsOnlyChannelsStillToRead(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	a := startAdapter(t, f, rec.deliver)
+	a.holdLive() // a new session's READY
+	f.Say(discordfake.Msg{Channel: ops, Author: bob, Content: "ops 1"})
+	awaitHold(t, a, rec, 1, 0, 0) // every channel waits while the fill lists
+	left := a.gapListed([]GapChannel{{Channel: general, After: "1"}})
+	rec.waitFor(t, "ops 1, released once general alone is to be read", func() bool { return len(rec.events()) == 1 })
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "general 1"})
+	f.Say(discordfake.Msg{Channel: ops, Author: bob, Content: "ops 2"})
+	rec.waitFor(t, "ops 2", func() bool { _, ok := rec.eventByText("ops 2"); return ok })
+	awaitHold(t, a, rec, 1, 0, 2)
+	left.done(general)
+	a.gapQueued(general)
+	a.gapAbandoned(left) // nothing left: releases nothing twice
+	rec.waitFor(t, "general 1", func() bool { _, ok := rec.eventByText("general 1"); return ok })
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "general 2"})
+	rec.waitFor(t, "general 2", func() bool { return len(rec.events()) == 4 })
+	var got []string
+	for _, e := range rec.events() {
+		got = append(got, e.Text)
+	}
+	if want := []string{"ops 1", "ops 2", "general 1", "general 2"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("delivered %q, want %q", got, want)
 	}
 }

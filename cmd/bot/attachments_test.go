@@ -25,6 +25,7 @@ import (
 // image_url part (scaled to a 1568 px long side) and fenced text, and the
 // image is kept in the data directory's blob store.
 func TestServeSandboxFilesReachTheModel(t *testing.T) {
+	t.Parallel()
 	base, model, dir := serveSandboxWithModel(t)
 	post := func(path string, body any) map[string]any {
 		t.Helper()

@@ -24,6 +24,7 @@ import (
 // server's log has it once) and asks the person, on a card, to send it
 // again or skip it.
 func TestConnectorCallInDoubtAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the bot binary and SIGKILLs it (-short skips it)")
 	}

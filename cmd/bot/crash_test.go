@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -43,6 +44,7 @@ import (
 // once, no idempotency key used twice, the same commands journaled as in
 // an uninterrupted run, and `bot verify` happy with the journal.
 func TestCrashKillAtEveryStep(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the bot binary and SIGKILLs it at every journal append of a run (-short skips it)")
 	}
@@ -184,6 +186,15 @@ var builtBot struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The process tests mostly wait on the bots they start (paced posts,
+	// leases lapsing, a model's pauses), so more of them than cores run
+	// at once unless -parallel says otherwise.
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", "4")
+	}
 	code := m.Run()
 	if builtBot.dir != "" {
 		_ = os.RemoveAll(builtBot.dir)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -47,7 +49,7 @@ func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, queue core.Del
 		opts = append(opts, discord.WithDeliveryQueue(queue, cfg.ApprovalTTL))
 	}
 	if j != nil {
-		opts = append(opts, discord.WithGapSource(discordGaps{j: j}))
+		opts = append(opts, discord.WithGapSource(discordGaps{j: j, horizon: cmp.Or(dcfg.GapHorizon, discord.DefaultGapHorizon)}))
 	}
 	if rdb != nil {
 		opts = append(opts, discord.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:discord:")),
@@ -67,24 +69,35 @@ func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, queue core.Del
 	return nil
 }
 
-// discordGaps answers discord.GapSource from the journal's tail: the
-// Discord channels (a thread is its own) of every post recent enough to
-// hold an intent window open (Journal.PostsSince, with the messages those
-// posts answered) and of every unfinished run (Journal.Unfinished), each
-// with the message ids journaled there. Both are index reads bounded by the
-// window horizon and the unfinished work, never a whole-journal fold, so a
-// restarted process reads what was posted in its conversations while it
-// was down.
+// discordGaps answers discord.GapSource from the journal: every Discord
+// channel (a thread is its own) with unfinished work (Journal.Unfinished),
+// with a post recent enough to hold an intent window open
+// (Journal.PostsSince, with the messages those posts answered), and, from
+// a store that can say (recentPoster), with a post of the bot's within
+// horizon: the channels it was in a conversation in, quiet ones included,
+// so a new mention there while no process ran is still read. Each comes
+// with the message ids journaled there, most urgent first. All are index
+// reads bounded by the unfinished work, the window or horizon and
+// discordGapPosts, never a whole-journal fold; being the journal, they
+// survive a restart and are the same on every replica.
 type discordGaps struct {
-	j core.Journal
+	j       core.Journal
+	horizon time.Duration
+}
+
+// discordGapPosts bounds the recent conversations one gap fill reads
+// (the adapter reads at most 200 channels).
+const discordGapPosts = 200
+
+// recentPoster lists the newest post of each conversation of a platform
+// since a time (store/postgres, store/sqlite).
+type recentPoster interface {
+	RecentPosts(ctx context.Context, platform string, since time.Time, limit int) ([]core.Command, error)
 }
 
 func (g discordGaps) GapChannels(ctx context.Context) ([]discord.GapChannel, error) {
-	since, err := windowHorizon(ctx, g.j, time.Now())
-	if err != nil {
-		return nil, fmt.Errorf("discord gap channels: %w", err)
-	}
-	posts, err := g.j.PostsSince(ctx, since)
+	now := time.Now()
+	since, err := windowHorizon(ctx, g.j, now)
 	if err != nil {
 		return nil, fmt.Errorf("discord gap channels: %w", err)
 	}
@@ -92,8 +105,18 @@ func (g discordGaps) GapChannels(ctx context.Context) ([]discord.GapChannel, err
 	if err != nil {
 		return nil, fmt.Errorf("discord gap channels: %w", err)
 	}
+	posts, err := g.j.PostsSince(ctx, since)
+	if err != nil {
+		return nil, fmt.Errorf("discord gap channels: %w", err)
+	}
+	var recent []core.Command
+	if rp, ok := g.j.(recentPoster); ok && g.horizon > 0 {
+		if recent, err = rp.RecentPosts(ctx, discord.Platform, now.Add(-g.horizon), discordGapPosts); err != nil {
+			return nil, fmt.Errorf("discord gap channels: %w", err)
+		}
+	}
 	var out []discord.GapChannel
-	for _, c := range append(posts, unfinished...) {
+	for _, c := range slices.Concat(unfinished, posts, recent) {
 		sc := c.Scope()
 		if sc.Platform != discord.Platform || c.Redacted() {
 			continue
@@ -105,11 +128,15 @@ func (g discordGaps) GapChannels(ctx context.Context) ([]discord.GapChannel, err
 		if id == "" {
 			continue
 		}
-		ch := sc.Thread // a Discord thread is a channel
-		if ch == "" {
-			ch = sc.Channel
+		if sc.Thread == "" {
+			out = append(out, discord.GapChannel{Channel: sc.Channel, After: id})
+			continue
 		}
-		out = append(out, discord.GapChannel{Channel: ch, After: id})
+		// A Discord thread is a channel; its parent is read too (a new
+		// mention there opens a new thread), after the thread's root,
+		// which was posted there.
+		out = append(out, discord.GapChannel{Channel: sc.Thread, After: id},
+			discord.GapChannel{Channel: sc.Channel, After: sc.Thread})
 	}
 	return out, nil
 }

@@ -20,6 +20,7 @@ import (
 // fake Discord, an OpenAI-compatible model against a local fake, the
 // embedded SQLite store.
 func TestServeDiscordAndOpenAIModel(t *testing.T) {
+	t.Parallel()
 	const (
 		guild   = "310000000000000001"
 		general = "310000000000000010"

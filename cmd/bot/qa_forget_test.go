@@ -54,6 +54,7 @@ func holdsAny(words []string) func(string) bool {
 // of each channel shows the markers and none of her words; `bot memory
 // rebuild --all` brings nothing back.
 func TestQAForgetMePostgres(t *testing.T) {
+	t.Parallel()
 	dbURL := testpg.New(t)
 	rs := testredis.StartServer(t)
 	extra := map[string]string{"MARLOWE_DATABASE_URL": dbURL, "MARLOWE_REDIS_URL": rs.URL()}

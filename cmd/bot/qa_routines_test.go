@@ -15,6 +15,7 @@ import (
 // one posted (run history), `routine pause` stops it, and a reply in a
 // firing's thread is answered (window).
 func TestQARoutines(t *testing.T) {
+	t.Parallel()
 	b := startQA(t, qaOpts{env: map[string]string{
 		"MARLOWE_ROUTINE_MIN_INTERVAL": "1s",
 		"MARLOWE_ROUTINE_TICK":         "50ms",

@@ -27,6 +27,7 @@ import (
 // whole answer once, nothing posted beside it, and the thread's status
 // ("is thinking…") cleared after it was last set.
 func TestSlackStreamKilledWhileTheModelStreams(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the bot binary and SIGKILLs it while an answer streams (-short skips it)")
 	}
@@ -319,6 +320,7 @@ func (s *streamBot) startSlackOnly() {
 // stores (Postgres journal, Redis leases): the restarted bot takes the
 // run over once the dead process's lease lapses, and finishes the stream.
 func TestSlackStreamKilledOnPostgres(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the bot binary (-short skips it)")
 	}
@@ -331,7 +333,8 @@ func TestSlackStreamKilledOnPostgres(t *testing.T) {
 			dbURL, key := testpg.New(t), testSigningKey(t)
 			sb := newStreamBot(t, bin, model.URL, fmt.Sprintf("pg%d", pieces))
 			sb.plain = true
-			sb.b.env = append(sb.b.env, "MARLOWE_DATABASE_URL="+dbURL, "MARLOWE_REDIS_URL="+rs.URL(), "MARLOWE_SIGNING_KEY="+key)
+			sb.b.env = append(sb.b.env, "MARLOWE_DATABASE_URL="+dbURL, "MARLOWE_REDIS_URL="+rs.URL(), "MARLOWE_SIGNING_KEY="+key,
+				"MARLOWE_LEASE_TTL=2s") // the restart waits out the dead process's lease
 			sb.startSlackOnly()
 			sb.killWhenStreamed(model, pieces)
 			sb.startSlackOnly()
@@ -357,6 +360,7 @@ func TestSlackStreamKilledOnPostgres(t *testing.T) {
 // (Slack's assistant panel: channel type im, the answer streamed with no
 // recipient, "is thinking…" on the thread), after 3 pieces streamed.
 func TestSlackStreamKilledInAnAssistantThread(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the bot binary (-short skips it)")
 	}

@@ -86,6 +86,7 @@ func countSent(f *telegramfake.Server, match func(telegramfake.Sent) bool) int {
 // approval card whose buttons are always answered; the approver's click
 // resumes the run; a replayed and a forged click do nothing.
 func TestServeTelegramPolling(t *testing.T) {
+	t.Parallel()
 	tg := telegramfake.New(telegramfake.Config{MaxPollWait: time.Second})
 	t.Cleanup(tg.Close)
 	model := llmtest.NewOpenAIServer(t)

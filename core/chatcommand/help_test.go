@@ -113,3 +113,24 @@ func TestMenuMatchesTelegramDoc(t *testing.T) {
 		}
 	}
 }
+
+// docs/slack.md lists the offline grammar for a newcomer without a model:
+// every command of the table is in that list (issue 36 item 11).
+func TestSlackGuideListsTheOfflineGrammar(t *testing.T) {
+	b, err := os.ReadFile("../../docs/slack.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "answering only its offline command")
+	end := strings.Index(doc[max(start, 0):], "Optionally add")
+	if start < 0 || end < 0 {
+		t.Fatal("docs/slack.md has no offline grammar list")
+	}
+	list := strings.Join(strings.Fields(doc[start:start+end]), " ")
+	for _, c := range Commands() {
+		if s := strings.TrimSuffix(c.Short, " …"); !strings.Contains(list, "`"+s+"`") {
+			t.Errorf("docs/slack.md's offline grammar list lacks `%s`", s)
+		}
+	}
+}

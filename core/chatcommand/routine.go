@@ -31,8 +31,11 @@ const (
 
 // RoutineCommand is a parsed routine command.
 type RoutineCommand struct {
-	Op          RoutineOp
-	Spec        string // add, edit: cron spec, descriptor or "@every <d>" (edit: "" keeps it)
+	Op   RoutineOp
+	Spec string // add, edit: cron spec, descriptor or "@every <d>" (edit: "" keeps it)
+	// Schedule is the schedule as typed, when it is not Spec itself
+	// ("every weekday at 09:00"): what `routines` shows.
+	Schedule    string
 	TZ          string // add: IANA zone ("" = UTC); edit: "" keeps it
 	Instruction string // add; edit: "" keeps it
 	ID          string // pause, resume, delete, run, edit
@@ -92,7 +95,7 @@ func ParseRoutine(text string) (RoutineCommand, bool) {
 		if err != nil {
 			return RoutineCommand{Op: RoutineUsage, Problem: err.Error()}, true
 		}
-		c.Spec, c.TZ = spec, tz
+		c.Spec, c.TZ, c.Schedule = spec, tz, typedWords(typed, spec)
 		return c, true
 	case RoutineEdit:
 		// routine edit <id> [<schedule>] [tz <zone>][: <instruction>]
@@ -111,7 +114,7 @@ func ParseRoutine(text string) (RoutineCommand, bool) {
 			if err != nil {
 				return RoutineCommand{Op: RoutineUsage, Problem: err.Error()}, true
 			}
-			c.Spec = spec
+			c.Spec, c.Schedule = spec, typedWords(typed, spec)
 		}
 		c.TZ = tz
 		if c.Spec == "" && c.TZ == "" && c.Instruction == "" {
@@ -127,6 +130,14 @@ func ParseRoutine(text string) (RoutineCommand, bool) {
 }
 
 // splitZone splits a trailing "tz <zone>" off a schedule's words.
+// typedWords is the schedule as typed when it is not spec itself.
+func typedWords(typed, spec string) string {
+	if typed = strings.TrimSpace(typed); typed == spec {
+		return ""
+	}
+	return core.Truncate(typed, 120)
+}
+
 func splitZone(f []string) (spec, tz string) {
 	if n := len(f); n >= 2 && strings.EqualFold(f[n-2], "tz") {
 		tz, f = f[n-1], f[:n-2]

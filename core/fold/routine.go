@@ -19,10 +19,13 @@ const (
 // decides. This is the only fold of routine commands (the scheduler reads
 // it through Routines).
 type Routine struct {
-	ID          string
-	Scope       core.Scope // the channel, at top level
-	Owner       string
-	Spec, TZ    string
+	ID       string
+	Scope    core.Scope // the channel, at top level
+	Owner    string
+	Spec, TZ string
+	// Schedule is the schedule as its person typed it ("" when they typed
+	// the spec, or before it was kept): `routines` shows it.
+	Schedule    string
 	Instruction string
 	Armed       bool
 	Deleted     bool
@@ -158,7 +161,7 @@ func (f *Channel) createRoutine(c core.Command, p *core.RoutineCreated) {
 	// Only a person arms a routine: a routine.created from anyone else (a
 	// run's schedule_routine call) is a proposal, disarmed whatever it says.
 	armed := p.Armed && c.Actor().Type == core.ActorHuman
-	r := &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ,
+	r := &Routine{ID: p.RoutineID, Scope: sc, Owner: p.Owner, Spec: p.Cron, TZ: p.TZ, Schedule: p.Schedule,
 		Instruction: p.Instruction, Armed: armed, CreatedAt: c.At(), CreatedSeq: c.Seq(), Epoch: c.Seq(), fired: map[int64]bool{},
 		CreatedID: c.ID(), Proposed: !armed, ProposedIn: c.Scope(), CreatedCause: c.Cause()}
 	if armed {
@@ -179,7 +182,7 @@ func (f *Channel) changeRoutine(c core.Command, p *core.RoutineChanged) {
 		r.RescheduledAt = c.At()
 	}
 	if p.Cron != "" {
-		r.Spec = p.Cron
+		r.Spec, r.Schedule = p.Cron, p.Schedule
 	}
 	if p.TZ != "" {
 		r.TZ = p.TZ
