@@ -83,15 +83,7 @@ func TestForgetMeFindsByIndexAndRedactsInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e, err := engine.New(engine.Config{
-		Journal: j, Boundary: b, CardKey: cardKey, Clock: clk.Now,
-		Surfaces: map[string]core.Surface{platform: coretest.NewFakeSurface(platform, botID)},
-		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	e := eraseEngine(t, j, b, clk)
 	clear(j.fullReads)
 	n, err := engine.ErasePerson(ctx, e, platform, alice.ID)
 	if err != nil || n != want {

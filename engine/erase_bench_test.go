@@ -38,7 +38,7 @@ func BenchmarkForgetMeLarge(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	b.Cleanup(func() { _ = st.Close() })
 	benchForgetMe(b, st)
 }
 
@@ -51,7 +51,7 @@ func BenchmarkForgetMeLargePostgres(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	b.Cleanup(st.Close)
 	benchForgetMe(b, st)
 }
 
@@ -133,15 +133,7 @@ func benchForgetMe(b *testing.B, st core.Journal) {
 		b.Fatal(err)
 	}
 	b.Logf("seeded %d commands (%d of hers) in %d channels in %s", rows, hers.Load(), channels, time.Since(start).Round(time.Millisecond))
-	e, err := engine.New(engine.Config{
-		Journal: st, Boundary: bd, CardKey: cardKey, Clock: clk.Now,
-		Surfaces: map[string]core.Surface{platform: coretest.NewFakeSurface(platform, botID)},
-		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
+	e := eraseEngine(b, st, bd, clk)
 	b.ResetTimer()
 	for range b.N {
 		n, err := engine.ErasePerson(ctx, e, platform, alice.ID)
@@ -150,4 +142,20 @@ func benchForgetMe(b *testing.B, st core.Journal) {
 		}
 		b.ReportMetric(float64(n), "redacted")
 	}
+}
+
+// eraseEngine is an engine over j for the erasure tests and benchmarks:
+// no model, every message routed, closed on tb's cleanup.
+func eraseEngine(tb testing.TB, j core.Journal, b *core.Boundary, clk *clock) *engine.Engine {
+	tb.Helper()
+	e, err := engine.New(engine.Config{
+		Journal: j, Boundary: b, CardKey: cardKey, Clock: clk.Now,
+		Surfaces: map[string]core.Surface{platform: coretest.NewFakeSurface(platform, botID)},
+		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = e.Close() })
+	return e
 }
