@@ -69,11 +69,14 @@ func (s *Store) RedactBatch(ctx context.Context, reds []core.Redaction) ([]core.
 	return out, nil
 }
 
+// messagesBy is MessagesBy's selection (TestMessagesByUsesTheIndex).
+const messagesBy = `WHERE kind = 'message.received' AND actor_type = 'human' AND NOT redacted
+	AND actor_platform = $1 AND actor_id = $2 ORDER BY channel, seq`
+
 // MessagesBy implements core.AuthorIndex from the partial index of
 // migration 00014.
 func (s *Store) MessagesBy(ctx context.Context, platform, person string) ([]core.Command, error) {
-	rows, err := s.pool.Query(ctx, selectCommand+`WHERE kind = 'message.received' AND actor_type = 'human' AND NOT redacted
-		AND actor_platform = $1 AND actor_id = $2 ORDER BY channel, seq`, platform, person)
+	rows, err := s.pool.Query(ctx, selectCommand+messagesBy, platform, person)
 	if err != nil {
 		return nil, fmt.Errorf("messages by %s/%s: %w", platform, person, err)
 	}
