@@ -12,7 +12,7 @@ import (
 
 // TestMessagesByUsesTheIndex: in a journal of 4,000 messages, 40 of them
 // Ann's, her messages are found through the author index of migration
-// 00014, not by scanning the journal.
+// 00014, in its order: no scan of the journal, no sort.
 func TestMessagesByUsesTheIndex(t *testing.T) {
 	t.Parallel()
 	s := open(t, testpg.New(t), coretest.NewSigner(t))
@@ -43,7 +43,7 @@ func TestMessagesByUsesTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(plan, "commands_author_idx") || strings.Contains(plan, "Seq Scan") {
+	if !strings.Contains(plan, "commands_author_idx") || strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Sort") {
 		t.Fatalf("plan does not use the author index:\n%s", plan)
 	}
 }
