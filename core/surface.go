@@ -189,6 +189,15 @@ type Typing interface {
 	TypingEvery() time.Duration
 }
 
+// AnswersElsewhere is an optional Surface capability: a surface that puts
+// the answer to some messages somewhere other than the run's thread (see
+// Outbound.Answering: Discord's slash-command response) says which, so the
+// engine never folds such an answer into another message, such as an empty
+// checklist edited into the answer.
+type AnswersElsewhere interface {
+	AnswersElsewhere(ctx context.Context, msgID string) bool
+}
+
 // Streamer is an optional Surface capability: a run's progress message as
 // a stream (Slack's agent surface: chat.startStream / appendStream /
 // stopStream) instead of a checklist edited in place. Its plan and tasks

@@ -61,75 +61,88 @@ func (e *Engine) aboutMeText(ctx context.Context, platform string, p core.Person
 }
 
 // aboutMe gathers what `what do you know about me` lists, per channel,
-// sorted by channel.
+// sorted by channel. Each channel's view is borrowed for its part and
+// released (borrow.go).
 func (e *Engine) aboutMe(ctx context.Context, platform string, p core.Person) ([]*aboutChannel, error) {
-	var chans []*aboutChannel
-	byKey := map[core.ChannelKey]*aboutChannel{}
-	views := map[core.ChannelKey]*chanView{}
-	now := e.now()
-	err := e.eachChannel(ctx, platform, func(v *chanView) {
-		sc, _ := core.ParseChannelKey(string(v.key))
-		ac := &aboutChannel{sc: sc}
-		pol := e.policyLocked(v)
-		for _, g := range v.fold.Grants() {
-			if g.Owner == p.ID && !v.fold.Revoked(g.ID) {
-				ac.grants = append(ac.grants, fmt.Sprintf("`%s` %s", g.ID, toolDest(g.Tool, g.Destination)))
-				ac.exp.Consents = append(ac.exp.Consents, exportConsent{ID: g.ID, Tool: g.Tool, Destination: g.Destination})
-			}
-		}
-		for _, r := range v.fold.RoutinesByID() {
-			if r.Owner == p.ID && !r.Deleted {
-				ac.routines = append(ac.routines, fmt.Sprintf("`%s` %s", r.ID, core.Truncate(oneLine(r.Instruction), 120)))
-				ac.exp.Routines = append(ac.exp.Routines, exportRoutine{ID: r.ID, Instruction: r.Instruction})
-			}
-		}
-		for _, a := range v.fold.Approvals() {
-			if !a.Pending() || !now.Before(a.ExpiresAt) {
-				continue
-			}
-			switch {
-			case a.Requester == p.ID:
-				ac.approvals = append(ac.approvals, fmt.Sprintf("`%s` %s (you asked)", a.ID, a.Tool))
-				ac.exp.Approvals = append(ac.exp.Approvals, exportApproval{ID: a.ID, Tool: a.Tool, You: "asked"})
-			case e.waitsFor(a, pol, p.ID):
-				ac.approvals = append(ac.approvals, fmt.Sprintf("`%s` %s (you may decide)", a.ID, a.Tool))
-				ac.exp.Approvals = append(ac.exp.Approvals, exportApproval{ID: a.ID, Tool: a.Tool, You: "may decide"})
-			}
-		}
-		slices.Sort(ac.grants)
-		slices.Sort(ac.routines)
-		slices.Sort(ac.approvals)
-		chans = append(chans, ac)
-		byKey[v.key], views[v.key] = ac, v
-	})
+	chs, err := e.j.Channels(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list channels: %w", err)
 	}
-	for key, ac := range byKey {
-		if err := e.countMessages(ctx, key, p.ID, ac); err != nil {
+	var chans []*aboutChannel
+	now := e.now()
+	for _, ch := range platformChannels(chs, platform) {
+		ac := &aboutChannel{}
+		if err := e.borrowing(ctx, ch, func(v *chanView) error {
+			if err := v.caughtUp(ctx, func() { e.aboutFold(v, p, now, ac) }); err != nil {
+				return err
+			}
+			return e.aboutJournal(ctx, v, p, ac)
+		}); err != nil {
 			return nil, err
 		}
-		if e.cfg.Memory == nil {
-			continue
-		}
-		l, ok := e.cfg.Memory(key).(core.MemoryLister)
-		if !ok {
-			continue
-		}
-		got, err := l.ListMemories(ctx, 0, maxAboutMemories)
-		if err != nil {
-			return nil, fmt.Errorf("list memories of %s: %w", key, err)
-		}
-		v := views[key]
-		_ = v.with(ctx, func() {
-			for i := range got {
-				got[i].For = authorLocked(v, got[i].By)
-			}
-		})
-		e.keepVisibleNotes(ctx, ac, p.ID, got)
+		chans = append(chans, ac)
 	}
 	slices.SortFunc(chans, func(a, b *aboutChannel) int { return strings.Compare(a.sc.Channel, b.sc.Channel) })
 	return chans, nil
+}
+
+// aboutFold fills ac with what v's fold holds of p: grants, routines,
+// pending approvals. Callers hold v.mu.
+func (e *Engine) aboutFold(v *chanView, p core.Person, now time.Time, ac *aboutChannel) {
+	ac.sc, _ = core.ParseChannelKey(string(v.key))
+	pol := e.policyLocked(v)
+	for _, g := range v.fold.Grants() {
+		if g.Owner == p.ID && !v.fold.Revoked(g.ID) {
+			ac.grants = append(ac.grants, fmt.Sprintf("`%s` %s", g.ID, toolDest(g.Tool, g.Destination)))
+			ac.exp.Consents = append(ac.exp.Consents, exportConsent{ID: g.ID, Tool: g.Tool, Destination: g.Destination})
+		}
+	}
+	for _, r := range v.fold.RoutinesByID() {
+		if r.Owner == p.ID && !r.Deleted {
+			ac.routines = append(ac.routines, fmt.Sprintf("`%s` %s", r.ID, core.Truncate(oneLine(r.Instruction), 120)))
+			ac.exp.Routines = append(ac.exp.Routines, exportRoutine{ID: r.ID, Instruction: r.Instruction})
+		}
+	}
+	for _, a := range v.fold.Approvals() {
+		if !a.Pending() || !now.Before(a.ExpiresAt) {
+			continue
+		}
+		switch {
+		case a.Requester == p.ID:
+			ac.approvals = append(ac.approvals, fmt.Sprintf("`%s` %s (you asked)", a.ID, a.Tool))
+			ac.exp.Approvals = append(ac.exp.Approvals, exportApproval{ID: a.ID, Tool: a.Tool, You: "asked"})
+		case e.waitsFor(a, pol, p.ID):
+			ac.approvals = append(ac.approvals, fmt.Sprintf("`%s` %s (you may decide)", a.ID, a.Tool))
+			ac.exp.Approvals = append(ac.exp.Approvals, exportApproval{ID: a.ID, Tool: a.Tool, You: "may decide"})
+		}
+	}
+	slices.Sort(ac.grants)
+	slices.Sort(ac.routines)
+	slices.Sort(ac.approvals)
+}
+
+// aboutJournal fills ac with what v's channel keeps of p outside the fold:
+// their messages (from the journal) and the memories by or about them.
+func (e *Engine) aboutJournal(ctx context.Context, v *chanView, p core.Person, ac *aboutChannel) error {
+	if err := e.countMessages(ctx, v.key, p.ID, ac); err != nil {
+		return err
+	}
+	if e.cfg.Memory == nil {
+		return nil
+	}
+	l, ok := e.cfg.Memory(v.key).(core.MemoryLister)
+	if !ok {
+		return nil
+	}
+	got, err := l.ListMemories(ctx, 0, maxAboutMemories)
+	if err != nil {
+		return fmt.Errorf("list memories of %s: %w", v.key, err)
+	}
+	if err := fillFor(ctx, v, got); err != nil {
+		return err
+	}
+	e.keepVisibleNotes(ctx, ac, p.ID, got)
+	return nil
 }
 
 // countMessages counts person's routed messages kept (not redacted) in ch.

@@ -42,6 +42,9 @@ type chanView struct {
 	// touched is when the engine last handed the view out (guarded by
 	// Engine.chMu): eviction drops views untouched for a while (evict.go).
 	touched time.Time
+	// borrows counts the installation-wide jobs reading the view now
+	// (borrow.go; guarded by Engine.chMu): eviction leaves it to them.
+	borrows int
 
 	// tr makes journal append spans (trace.go); traced: spans go somewhere.
 	tr     trace.Tracer

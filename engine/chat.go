@@ -49,24 +49,14 @@ func (d *driver) chatCommand(ctx context.Context, cmd chatcommand.Command, h *hu
 	return chatcommand.NeedModelText()
 }
 
-// authorOf names the person behind a memory writer: the person, or the
-// requester of the run that wrote it, from the channel's journal.
+// authorOf names the person behind a memory writer (runread.go); "" when
+// it cannot be read.
 func (d *driver) authorOf(by core.Actor) string {
-	var who string
-	_ = d.v.with(context.Background(), func() { who = authorLocked(d.v, by) })
-	return who
-}
-
-func authorLocked(v *chanView, by core.Actor) string {
-	switch by.Type {
-	case core.ActorHuman:
-		return by.ID
-	case core.ActorAgent:
-		if r := v.fold.Run(by.ID); r != nil {
-			return r.Requester.ID
-		}
+	who, err := authorOf(context.Background(), d.v, by)
+	if err != nil {
+		d.e.log.Warn("name a memory's author", "error", err)
 	}
-	return ""
+	return who
 }
 
 func (d *driver) listMemories(ctx context.Context, page int) string {
@@ -95,11 +85,9 @@ func (d *driver) listMemories(ctx context.Context, page int) string {
 		}
 		return "This channel has no memories yet. Say `remember <something>` to add one."
 	}
-	_ = d.v.with(ctx, func() {
-		for i := range got {
-			got[i].For = authorLocked(d.v, got[i].By)
-		}
-	})
+	if err := fillFor(ctx, d.v, got); err != nil {
+		return "I could not read who these memories are for. Try again in a moment."
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "🧠 Memories of this channel, newest first (page %d):", page)
 	for _, m := range got {

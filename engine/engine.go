@@ -73,6 +73,9 @@ type Config struct {
 	// Blobs keeps the images shown to the model, by hash; nil: images are
 	// not shown (they could not be shown again after a restart).
 	Blobs core.BlobStore
+	// Exports keeps `export my data` archives until their link expires
+	// (exportfile.go); nil: GET /export builds the export anew each time.
+	Exports core.ExportStore
 
 	Logger *slog.Logger
 	// Clock is the time budgets and expiries are judged by (default: the
@@ -167,6 +170,7 @@ type Engine struct {
 	chMu     sync.Mutex
 	channels map[core.ChannelKey]*chanView
 	evicting bool // the eviction goroutine runs (guarded by mu)
+	sweeping bool // the export sweep runs (guarded by mu)
 
 	retainCursors                   // retention passes' per-channel cursors (retention.go)
 	ckpt          *checkpointConfig // shared by every chanView (checkpoint.go)
@@ -330,6 +334,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 	}
 	e.startEviction()
+	e.startExportSweep()
 	attrs := []any{"channels_with_work", len(chs), "owned", owned, "unfinished_runs", resumed}
 	if id := e.Replica(); id != "" {
 		attrs = append(attrs, "replica", id)
@@ -449,15 +454,22 @@ func (e *Engine) view(ch core.ChannelKey) *chanView {
 	defer e.chMu.Unlock()
 	v := e.channels[ch]
 	if v == nil {
-		v = newChanView(ch, e.j)
-		v.ck.cfg = e.ckpt
-		v.tr, v.traced = e.tr, e.traced
-		if m := e.ops(); m != nil {
-			v.appendFailed = m.JournalAppendFailed
-		}
-		e.channels[ch] = v
+		v = e.newViewLocked(ch)
 	}
 	v.touched = e.now()
+	return v
+}
+
+// newViewLocked makes ch's view and files it in e.channels. Callers hold
+// e.chMu.
+func (e *Engine) newViewLocked(ch core.ChannelKey) *chanView {
+	v := newChanView(ch, e.j)
+	v.ck.cfg = e.ckpt
+	v.tr, v.traced = e.tr, e.traced
+	if m := e.ops(); m != nil {
+		v.appendFailed = m.JournalAppendFailed
+	}
+	e.channels[ch] = v
 	return v
 }
 

@@ -145,7 +145,7 @@ func (e *Engine) evictIdle() int {
 	e.chMu.Lock()
 	var stale []*chanView
 	for _, v := range e.channels {
-		if now.Sub(v.touched) >= idle {
+		if now.Sub(v.touched) >= idle && v.borrows == 0 {
 			stale = append(stale, v)
 		}
 	}

@@ -139,44 +139,55 @@ func (d *driver) exportCommand(ctx context.Context, h *humanMsg) (core.Reply, er
 	if e.cfg.ExportURL == "" {
 		return reply("This platform does not take files from me and no download address is configured (the operator sets MARLOWE_PUBLIC_URL), so I can't export your data here. `what do you know about me` lists it."), nil
 	}
-	link := e.ExportLink(rs.Scope.Platform, h.author.ID, e.now().Add(exportLinkTTL))
+	link, err := e.StoreExport(ctx, rs.Scope.Platform, h.author.ID)
+	if err != nil {
+		return core.Reply{}, err
+	}
 	return reply("📦 Download everything I keep about you, as JSON, within 15 minutes (anyone with the link can open it until then): " + link), nil
 }
 
-// exportMAC signs (platform, user, expiry) with a key derived from the card
-// key for export links alone, so a card token and an export link can never
-// stand for each other.
-func (e *Engine) exportMAC(platform, user string, exp int64) string {
+// exportMAC signs (platform, user, archive id, expiry) with a key derived
+// from the card key for export links alone, so a card token and an export
+// link can never stand for each other.
+func (e *Engine) exportMAC(platform, user, id string, exp int64) string {
 	k := hmac.New(sha256.New, e.cfg.CardKey)
 	k.Write([]byte("marlowe-export-link-key"))
 	m := hmac.New(sha256.New, k.Sum(nil))
-	m.Write([]byte("marlowe-export\x00" + platform + "\x00" + user + "\x00" + strconv.FormatInt(exp, 10)))
+	m.Write([]byte("marlowe-export\x00" + platform + "\x00" + user + "\x00" + id + "\x00" + strconv.FormatInt(exp, 10)))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// ExportLink is a link to user's export on platform, valid until exp.
-func (e *Engine) ExportLink(platform, user string, exp time.Time) string {
+// ExportLink is a link to user's stored export id on platform ("" with no
+// export store: built when fetched), valid until exp.
+func (e *Engine) ExportLink(platform, user, id string, exp time.Time) string {
 	q := url.Values{"p": {platform}, "u": {user}, "exp": {strconv.FormatInt(exp.Unix(), 10)}}
-	q.Set("sig", e.exportMAC(platform, user, exp.Unix()))
+	if id != "" {
+		q.Set("id", id)
+	}
+	q.Set("sig", e.exportMAC(platform, user, id, exp.Unix()))
 	return strings.TrimRight(e.cfg.ExportURL, "/") + "/export?" + q.Encode()
 }
 
-// ErrBadExportLink is a link whose signature does not verify or that expired.
+// ErrBadExportLink is a link whose signature does not verify.
 var ErrBadExportLink = errors.New("export link is not valid")
 
+// ErrExportExpired is a genuine link past its expiry; errors.Is it
+// core.ErrExportGone too.
+var ErrExportExpired = fmt.Errorf("export link expired: %w", core.ErrExportGone)
+
 // VerifyExportLink checks an export link's query: its signature, then its
-// expiry; it returns the platform and user it is for.
-func (e *Engine) VerifyExportLink(q url.Values) (platform, user string, err error) {
-	platform, user = q.Get("p"), q.Get("u")
+// expiry; it returns the platform, user and stored archive id it is for.
+func (e *Engine) VerifyExportLink(q url.Values) (platform, user, id string, err error) {
+	platform, user, id = q.Get("p"), q.Get("u"), q.Get("id")
 	exp, perr := strconv.ParseInt(q.Get("exp"), 10, 64)
 	if perr != nil || platform == "" || user == "" {
-		return "", "", ErrBadExportLink
+		return "", "", "", ErrBadExportLink
 	}
-	if !hmac.Equal([]byte(q.Get("sig")), []byte(e.exportMAC(platform, user, exp))) {
-		return "", "", fmt.Errorf("%w: bad signature", ErrBadExportLink)
+	if !hmac.Equal([]byte(q.Get("sig")), []byte(e.exportMAC(platform, user, id, exp))) {
+		return "", "", "", fmt.Errorf("%w: bad signature", ErrBadExportLink)
 	}
 	if !e.now().Before(time.Unix(exp, 0)) {
-		return "", "", fmt.Errorf("%w: expired", ErrBadExportLink)
+		return platform, user, id, ErrExportExpired
 	}
-	return platform, user, nil
+	return platform, user, id, nil
 }

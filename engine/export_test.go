@@ -113,3 +113,25 @@ func LoadedViews(e *Engine) int {
 	}
 	return n
 }
+
+// HeldViews counts the views the engine keeps, folded or not.
+func HeldViews(e *Engine) int {
+	e.chMu.Lock()
+	defer e.chMu.Unlock()
+	return len(e.channels)
+}
+
+// AboutMe is the `what do you know about me` text.
+func (e *Engine) AboutMe(ctx context.Context, platform string, p core.Person) (string, error) {
+	return e.aboutMeText(ctx, platform, p)
+}
+
+// SweepExports runs the expired-export sweep once.
+func (e *Engine) SweepExports(ctx context.Context) error { return e.sweepExports(ctx) }
+
+// FindApproval looks for approval id in every channel, as a click that
+// names no channel does.
+func FindApproval(ctx context.Context, e *Engine, id string) (bool, error) {
+	v, _, err := e.findApproval(ctx, core.Scope{}, id)
+	return v != nil, err
+}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -11,12 +12,22 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
 	"github.com/marlowe-bot/marlowe/core/fold"
+	"github.com/marlowe-bot/marlowe/engine"
 )
 
-// longChannel folds n messages of one channel, 250 a day, each with a
-// model step of a run, and, with retention on (keep 30 days), each day the
-// redaction of what turned 30 days old. It returns the fold.
+// longChannel folds n messages of one channel, 250 a day, each the
+// trigger of a run in its own thread (started, one model step, every
+// eighth asking for and getting an approval, completed), and, with
+// retention on (keep 30 days), each day the redaction of what turned 30
+// days old. It returns the fold.
 func longChannel(tb testing.TB, n int) (*fold.Channel, uint64) {
+	tb.Helper()
+	return longHistory(tb, n, nil)
+}
+
+// longHistory is longChannel that also hands each command, in journal
+// order, to each (nil: none).
+func longHistory(tb testing.TB, n int, each func(core.Command)) (*fold.Channel, uint64) {
 	tb.Helper()
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2024, 1, 1, 9, 0, 0, 0, time.UTC)}
@@ -29,7 +40,16 @@ func longChannel(tb testing.TB, n int) (*fold.Channel, uint64) {
 			if err := f.Apply(c); err != nil {
 				tb.Fatal(err)
 			}
+			if each != nil {
+				each(c)
+			}
 		}
+	}
+	must := func(d core.Draft, err error) core.Draft {
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return d
 	}
 	var byDay [][]core.Command
 	var today []core.Command
@@ -39,10 +59,7 @@ func longChannel(tb testing.TB, n int) (*fold.Channel, uint64) {
 			byDay, today = append(byDay, today), nil
 			if d := len(byDay) - 30; d >= 0 { // retention: 30 days
 				for _, c := range byDay[d] {
-					rd, err := b.System("retention", sc, core.Meta{Cause: c.ID()}, &core.CommandRedacted{Seq: c.Seq(), ID: c.ID(), Reason: "retention", TargetKind: c.Kind().String()})
-					if err != nil {
-						tb.Fatal(err)
-					}
+					rd := must(b.System("retention", sc, core.Meta{Cause: c.ID()}, &core.CommandRedacted{Seq: c.Seq(), ID: c.ID(), Reason: "retention", TargetKind: c.Kind().String()}))
 					r, err := j.Redact(ctx, c.Seq(), rd)
 					if err != nil {
 						tb.Fatal(err)
@@ -52,15 +69,21 @@ func longChannel(tb testing.TB, n int) (*fold.Channel, uint64) {
 				byDay[d] = nil
 			}
 		}
-		m, err := b.Human(alice, sc, core.Meta{}, &core.MessageReceived{MessageID: "M" + strconv.Itoa(i), Author: alice, Visibility: core.Public, Text: fmt.Sprintf("message %d", i)})
-		if err != nil {
-			tb.Fatal(err)
+		id, msg := "R"+strconv.Itoa(i), "M"+strconv.Itoa(i)
+		th := sc
+		th.Thread = msg
+		drafts := []core.Draft{
+			must(b.Human(alice, sc, core.Meta{Run: id}, &core.MessageReceived{MessageID: msg, Author: alice, Visibility: core.Public, Text: fmt.Sprintf("message %d", i)})),
+			must(b.Agent(id, th, core.Meta{Run: id}, &core.RunStarted{Trigger: msg})),
+			must(b.Agent(id, th, core.Meta{Run: id}, &core.ModelStep{Usage: core.Usage{InputTokens: 10, OutputTokens: 2}})),
 		}
-		st, err := b.Agent("R"+strconv.Itoa(i%50), sc, core.Meta{}, &core.ModelStep{Usage: core.Usage{InputTokens: 10, OutputTokens: 2}})
-		if err != nil {
-			tb.Fatal(err)
+		if i%8 == 0 {
+			drafts = append(drafts,
+				must(b.Agent(id, th, core.Meta{Run: id}, &core.ApprovalRequested{ApprovalID: "A" + strconv.Itoa(i), Tool: "post", Requester: alice.ID, ExpiresAt: clk.Now().Add(time.Hour)})),
+				must(b.Human(alice, th, core.Meta{Run: id}, &core.ApprovalResolved{ApprovalID: "A" + strconv.Itoa(i), Decision: "approved", By: alice})))
 		}
-		cmds, err := j.Append(ctx, m, st)
+		drafts = append(drafts, must(b.Agent(id, th, core.Meta{Run: id}, &core.RunCompleted{})))
+		cmds, err := j.Append(ctx, drafts...)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -94,6 +117,28 @@ func TestFoldMapsStayBoundedInALongChannel(t *testing.T) {
 	if f.TokensOn(time.Date(2024, 1, 80, 12, 0, 0, 0, time.UTC)) == 0 {
 		t.Error("the newest day's tokens are not kept")
 	}
+	// Finished runs and their decided approvals leave the fold once 1,024
+	// to 2,048 newer runs have ended; the newest stay, as does the thread's
+	// pointer to its latest run.
+	if n := len(st.Runs); n > 2048 {
+		t.Errorf("%d runs kept of %d finished, want at most 2048", n, messages)
+	}
+	if n := len(st.Approvals); n > 2048/8+1 {
+		t.Errorf("%d approvals kept, want at most those of the kept runs", n)
+	}
+	if f.Run("R0") != nil || f.Approval("A0") != nil {
+		t.Error("the first run and its approval are still in the fold")
+	}
+	if _, ok := f.ThreadRun("M0"); ok {
+		t.Error("the first thread still points at its dropped run")
+	}
+	last := strconv.Itoa(messages - 8)
+	if f.Run("R"+last) == nil || f.Approval("A"+last) == nil {
+		t.Error("the newest runs and approvals are not kept")
+	}
+	if id, ok := f.ThreadRun("M" + last); !ok || id != "R"+last {
+		t.Errorf("the newest thread's run is %q, %v", id, ok)
+	}
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -101,15 +146,35 @@ func TestFoldMapsStayBoundedInALongChannel(t *testing.T) {
 	t.Logf("snapshot of a %d-command channel: %d bytes", f.Seq(), len(snap))
 }
 
-// BenchmarkFoldSizeWithRetention reports the snapshot size of a long
-// channel with retention on (MARLOWE_BENCH_FOLD_MESSAGES messages, default
-// 100,000: with their model steps and retention's redactions about 2.6
-// commands each).
+// Checkpoints stay exact while finished runs leave the fold: a snapshot
+// taken anywhere in a channel long enough to drop runs, restored and
+// folded on, dumps as the whole fold does (the order runs ended in is in
+// the snapshot, so the restored fold drops the same runs later).
+func TestCheckpointsStayExactWhileRunsLeaveTheFold(t *testing.T) {
+	var journal []core.Command
+	f, _ := longHistory(t, 3_000, func(c core.Command) { journal = append(journal, c) })
+	if f.Run("R0") != nil {
+		t.Fatal("the history is too short to drop a run")
+	}
+	st, internal, err := f.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshots(t, "long channel", rand.New(rand.NewPCG(1, 2)), f.Key(), journal, engine.FoldDump{State: st, Engine: internal})
+}
+
+// BenchmarkFoldSizeWithRetention reports the fold's size after a long
+// channel with retention on: MARLOWE_BENCH_FOLD_COMMANDS commands (default
+// a million; a message with its run and retention's redactions is about
+// seven), built through an in-memory journal straight into the fold.
+// snapshot-bytes is what every checkpoint of the channel carries; runs,
+// approvals and redacted are the entries of the maps that used to grow
+// with the channel's age.
 //
-//	MARLOWE_BENCH_FOLD_MESSAGES=400000 go test -run '^$' -bench FoldSizeWithRetention -benchtime 1x ./engine/
+//	go test -run '^$' -bench FoldSizeWithRetention -benchtime 1x ./engine/
 func BenchmarkFoldSizeWithRetention(b *testing.B) {
-	n := 100_000
-	if s := os.Getenv("MARLOWE_BENCH_FOLD_MESSAGES"); s != "" {
+	n := 1_000_000
+	if s := os.Getenv("MARLOWE_BENCH_FOLD_COMMANDS"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil {
 			b.Fatal(err)
@@ -117,12 +182,16 @@ func BenchmarkFoldSizeWithRetention(b *testing.B) {
 		n = v
 	}
 	for range b.N {
-		f, seq := longChannel(b, n)
+		f, seq := longChannel(b, n/7)
 		snap, err := f.Snapshot()
 		if err != nil {
 			b.Fatal(err)
 		}
+		st := f.State()
 		b.ReportMetric(float64(len(snap)), "snapshot-bytes")
 		b.ReportMetric(float64(seq), "commands")
+		b.ReportMetric(float64(len(st.Runs)), "runs")
+		b.ReportMetric(float64(len(st.Approvals)), "approvals")
+		b.ReportMetric(float64(len(st.Redacted)), "redacted")
 	}
 }

@@ -334,6 +334,9 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 			return out, fmt.Errorf("disconnect %s's connections: %w", person, err)
 		}
 	}
+	if err := e.deleteExportsOf(ctx, platform, person); err != nil {
+		return out, err
+	}
 	all, err := e.j.Channels(ctx)
 	if err != nil {
 		return out, fmt.Errorf("list channels: %w", err)
@@ -386,15 +389,14 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 }
 
 // eraseOwnIn erases, in ch, person's memories and own messages (mine) and
-// revokes their consents. The channel's view is borrowed: one this process
-// had not loaded is released again, so an erasure does not leave every
-// channel of the installation folded in memory. A view that is not loaded
-// is not loaded at all when the channel has no memories and no consent
-// (grants false: not among the journal's item channels): its own messages
-// are redacted in the journal, and whoever loads it later folds that.
+// revokes their consents. The channel's view is borrowed and released
+// (borrow.go), so an erasure does not leave every channel of the
+// installation in memory. A view that is not loaded is not borrowed at all
+// when the channel has no memories and no consent (grants false: not among
+// the journal's item channels): its own messages are redacted in the
+// journal, and whoever folds the channel later folds that.
 func (e *Engine) eraseOwnIn(ctx context.Context, ch core.ChannelKey, mine []cmdRef, person string, actor core.Actor, by core.Person, reason string, pc *personChannel, grants bool) error {
-	borrowed := !e.viewLoaded(ch)
-	if borrowed && !grants {
+	if !grants && !e.viewLoaded(ch) {
 		has, err := e.hasMemories(ctx, ch)
 		if err != nil {
 			return err
@@ -403,13 +405,8 @@ func (e *Engine) eraseOwnIn(ctx context.Context, ch core.ChannelKey, mine []cmdR
 			return e.redactAll(ctx, pc.sc, mine, by, reason, pc)
 		}
 	}
-	v, err := e.channel(ctx, ch)
-	if err != nil {
-		return err
-	}
-	if borrowed {
-		defer e.evict(v, e.now(), 0)
-	}
+	v, release := e.borrow(ch)
+	defer release()
 	if err := e.eraseMemoriesOf(ctx, v, person, actor, reason, pc); err != nil {
 		return err
 	}
@@ -471,11 +468,9 @@ func (e *Engine) eraseMemoriesOf(ctx context.Context, v *chanView, person string
 		if err != nil {
 			return fmt.Errorf("list memories of %s: %w", v.key, err)
 		}
-		_ = v.with(ctx, func() {
-			for i := range got {
-				got[i].For = authorLocked(v, got[i].By)
-			}
-		})
+		if err := fillFor(ctx, v, got); err != nil {
+			return err
+		}
 		erased := 0
 		pc.mention = 0
 		for _, m := range got {

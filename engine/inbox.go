@@ -57,27 +57,31 @@ func platformChannels(chs []core.ChannelKey, platform string) []core.ChannelKey 
 	return out
 }
 
-// foldEach calls fn on each of chs, under its lock, caught up.
+// foldEach calls fn on each of chs, under its lock, caught up. Each view
+// is borrowed (borrow.go): the ones this process did not hold before are
+// handed back after fn.
 func (e *Engine) foldEach(ctx context.Context, chs []core.ChannelKey, fn func(v *chanView)) error {
 	for _, ch := range chs {
-		v, err := e.channel(ctx, ch)
-		if err != nil {
-			return err
-		}
-		v.mu.Lock()
-		err = v.load(ctx)
-		if err == nil {
-			err = v.catchUp(ctx)
-		}
-		if err == nil {
-			fn(v)
-		}
-		v.mu.Unlock()
-		if err != nil {
+		if err := e.borrowing(ctx, ch, func(v *chanView) error { return v.caughtUp(ctx, func() { fn(v) }) }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// caughtUp calls fn under v's lock with everything the journal holds
+// folded.
+func (v *chanView) caughtUp(ctx context.Context, fn func()) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	err := v.load(ctx)
+	if err == nil {
+		err = v.catchUp(ctx)
+	}
+	if err == nil {
+		fn()
+	}
+	return err
 }
 
 // adminsOf lists the admins that can be enumerated for a channel: the

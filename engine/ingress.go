@@ -462,6 +462,13 @@ func (e *Engine) findApproval(ctx context.Context, sc core.Scope, id string) (*c
 		if v != nil && v.isLoaded() {
 			continue
 		}
+		// Borrowed (borrow.go): a click on an unknown id must not leave
+		// every channel of the installation folded.
+		var found bool
+		_ = e.borrowing(ctx, ch, func(v *chanView) error { found = look(v) != nil; return nil })
+		if !found {
+			continue
+		}
 		v, err := e.channel(ctx, ch)
 		if err != nil {
 			return nil, nil, err

@@ -168,11 +168,16 @@ const maxAnswerInChecklist = 1800
 // emptyChecklist returns the run's plain (not streamed) checklist when it
 // lists nothing, neither plan items nor steps, and text fits in its one
 // message: the answer then takes its place.
-func (d *driver) emptyChecklist(text string) (core.MessageRef, bool) {
+func (d *driver) emptyChecklist(ctx context.Context, text string) (core.MessageRef, bool) {
 	rs := d.rs
 	ref, ok := rs.Effects[rs.checklistEffect()]
 	if !ok || rs.streamed || rs.answerInChecklist || len(rs.plan) > 0 || len(rs.trail) > 0 || utf8.RuneCountInString(text) > maxAnswerInChecklist {
 		return core.MessageRef{}, false
+	}
+	if ae, ok := d.s.(core.AnswersElsewhere); ok {
+		if h := rs.latestHuman(); h != nil && ae.AnswersElsewhere(ctx, h.msgID) {
+			return core.MessageRef{}, false // the answer has a place of its own
+		}
 	}
 	return ref, true
 }
@@ -203,7 +208,7 @@ func (d *driver) finish(ctx context.Context) (bool, error) {
 		if _, shown := rs.Effects[rs.checklistEffect()]; !shown {
 			sr = d.wantsStream(ctx) // no checklist: the answer streams on its own
 		}
-		switch ref, ok := d.emptyChecklist(text); {
+		switch ref, ok := d.emptyChecklist(ctx, text); {
 		case sr != nil && !rs.streamDone:
 			err = d.streamAnswer(ctx, sr, out, rec)
 		case ok:

@@ -27,6 +27,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/dedupe"
+	"github.com/marlowe-bot/marlowe/internal/delivery"
 	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
@@ -47,7 +49,8 @@ type Adapter struct {
 	cfg    Config
 	log    *slog.Logger
 	sess   *discordgo.Session
-	dedupe Deduper
+	dedupe dedupe.Deduper
+	claims *delivery.Claimer // over dedupe
 	now    func() time.Time
 
 	client *http.Client
@@ -120,7 +123,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithDeduper replaces the in-process deduper, e.g. with store/redis's when
 // several replicas hold gateway sessions for one bot.
-func WithDeduper(d Deduper) Option {
+func WithDeduper(d dedupe.Deduper) Option {
 	return func(a *Adapter) {
 		if d != nil {
 			a.dedupe = d
@@ -183,8 +186,11 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 	rb.onGlobal = a.pacer.blockAll
 	a.client.Transport = rb
 	if a.dedupe == nil {
-		a.dedupe = NewMemoryDeduper(a.now)
+		a.dedupe = dedupe.NewMemory(a.now)
 	}
+	a.claims = delivery.New(a.dedupe, delivery.Policy{
+		Lease: a.cfg.ClaimTTL, TTL: a.cfg.DedupeTTL, Attempts: 3, FailOpen: true,
+	}, delivery.WithLogger(a.log))
 	if a.slashes == nil {
 		a.slashes = newMemInteractions(a.now)
 	}

@@ -239,6 +239,12 @@ func (a *Adapter) fillChannel(ctx context.Context, c GapChannel, floor string, n
 		return 0, 0
 	}
 	if err != nil {
+		if isCode(err, discordgo.ErrCodeUnknownChannel) {
+			// A thread the bot answered under was never opened (a slash
+			// command's response), or the channel is gone: nothing to read.
+			a.log.Debug("discord: gap fill: no such channel", "channel", c.Channel)
+			return 0, 0
+		}
 		a.log.Warn("discord: gap fill: reading a channel failed", "channel", c.Channel, "err", err)
 	}
 	for _, m := range msgs {

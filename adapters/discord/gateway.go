@@ -220,17 +220,9 @@ func (a *Adapter) enqueue(channel string, it inbound) {
 // what they hold, then ends their context (a lane still waiting drops its
 // items) and waits for them.
 func (a *Adapter) drainQueue(queue *lanes.Lanes[inbound], cancel context.CancelFunc) {
-	done := make(chan struct{})
-	go func() { queue.Wait(); close(done) }()
-	t := time.NewTimer(a.cfg.DrainTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
+	if !queue.Drain(a.cfg.DrainTimeout, cancel) {
 		a.log.Warn("discord: drain timed out; messages still queued are not delivered", "timeout", a.cfg.DrainTimeout)
 	}
-	cancel()
-	<-done
 }
 
 // receiveMessage normalises one MESSAGE_CREATE and delivers it once.
@@ -248,78 +240,38 @@ func (a *Adapter) receiveMessage(ctx context.Context, m *discordgo.Message) {
 }
 
 // deliverOnce hands in to deliver unless key was delivered before (a
-// replayed event after RESUME, or another replica's session). Discord never
-// redelivers a gateway event, so a failed deliver is retried here a few
-// times; a message that still fails goes to the delivery queue
-// (receiveMessage, retry.go).
+// replayed event after RESUME, or another replica's session): the delivery
+// contract (internal/delivery). Discord never redelivers a gateway event,
+// so the contract's policy here retries a failed deliver a few times and
+// delivers unclaimed when the deduper is down; a message that still fails
+// goes to the delivery queue (receiveMessage, retry.go).
 func (a *Adapter) deliverOnce(ctx context.Context, key string, in core.Inbound) error {
-	var last error
-	for attempt := 1; attempt <= 3; attempt++ {
-		last = a.deliverAttempt(ctx, key, in)
-		if last == nil || ctx.Err() != nil {
-			return last
-		}
-		if sleep(ctx, time.Duration(attempt)*200*time.Millisecond) != nil {
-			break
-		}
+	deliver, err := a.deliverFunc()
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("discord: deliver: %w", last)
+	if _, err := a.claims.Deliver(ctx, key, func(ctx context.Context) error { return deliver(ctx, in) }); err != nil {
+		return fmt.Errorf("discord: %w", err)
+	}
+	return nil
 }
 
-// deliverAttempt is one try: claim key in the deduper, deliver, then commit
-// it (delivered: never again) or release it. A key already committed is
-// success without a delivery.
+// deliverAttempt is one try of deliverOnce, for the delivery queue's own
+// schedule.
 func (a *Adapter) deliverAttempt(ctx context.Context, key string, in core.Inbound) error {
-	a.runMu.RLock()
-	deliver := a.deliver
-	a.runMu.RUnlock()
-	if deliver == nil {
-		return errors.New("discord: adapter is not running")
+	deliver, err := a.deliverFunc()
+	if err != nil {
+		return err
 	}
-	token, done, err := a.claim(ctx, key)
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case err != nil:
-		// Without the dedupe store a duplicate is possible; the engine
-		// also drops a message id it has journaled.
-		a.log.Warn("discord: dedupe claim failed; delivering anyway", "err", err)
-	case done:
-		a.log.Debug("discord: duplicate delivery dropped", "key", key)
-		return nil
-	}
-	err = deliver(ctx, in)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if token != "" {
-		if err == nil {
-			if cerr := a.dedupe.Commit(sctx, key, token, a.cfg.DedupeTTL); cerr != nil {
-				a.log.Warn("discord: dedupe commit failed", "err", cerr)
-			}
-		} else {
-			_ = a.dedupe.Release(sctx, key, token)
-		}
-	}
+	_, err = a.claims.Once(ctx, key, func(ctx context.Context) error { return deliver(ctx, in) })
 	return err
 }
 
-// claim claims key for delivery. While another delivery of it is in flight
-// (another replica's session got the same event) it waits for that one to
-// commit (done) or to give the claim up, by a release or a lapse: Discord
-// never redelivers, so dropping the event here would lose it when the
-// holder dies between its claim and its delivery. The wait holds up this
-// shard's later items, which keeps them in order.
-func (a *Adapter) claim(ctx context.Context, key string) (token string, done bool, err error) {
-	pause := 10 * time.Millisecond
-	for {
-		token, done, err = a.dedupe.Claim(ctx, key, a.cfg.ClaimTTL)
-		if err != nil || done || token != "" {
-			return token, done, err
-		}
-		a.log.Debug("discord: delivery in flight elsewhere; waiting", "key", key)
-		if err := sleep(ctx, pause); err != nil {
-			return "", false, err
-		}
-		pause = min(2*pause, 250*time.Millisecond)
+func (a *Adapter) deliverFunc() (func(context.Context, core.Inbound) error, error) {
+	a.runMu.RLock()
+	defer a.runMu.RUnlock()
+	if a.deliver == nil {
+		return nil, errors.New("discord: adapter is not running")
 	}
+	return a.deliver, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/adapters/discord/discordfake"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/dedupe"
 )
 
 // Two replicas' adapters, each with its own gateway session of one bot, so
@@ -22,7 +23,7 @@ import (
 // acknowledgement is refused by Discord).
 func TestTwoSessionsDeliverEachMessageOnce(t *testing.T) {
 	f := newFake(t, discordfake.Config{MultiSession: true})
-	d := NewMemoryDeduper(nil)
+	d := dedupe.NewMemory(nil)
 	rec := newRecorder() // the engines' shared journal, in effect
 	startAdapter(t, f, rec.deliver, WithDeduper(d))
 	startAdapter(t, f, rec.deliver, WithDeduper(d))
@@ -85,7 +86,7 @@ func TestTwoSessionsDeliverEachMessageOnce(t *testing.T) {
 // gatedDeduper holds its Claims until open is closed, so the other replica
 // is sure to claim first.
 type gatedDeduper struct {
-	Deduper
+	dedupe.Deduper
 	open chan struct{}
 }
 
@@ -105,7 +106,7 @@ func (g gatedDeduper) Claim(ctx context.Context, key string, lease time.Duration
 // as "in flight elsewhere" lost it.
 func TestMessageClaimedByADeadReplicaIsDeliveredByTheOther(t *testing.T) {
 	f := newFake(t, discordfake.Config{MultiSession: true})
-	d := NewMemoryDeduper(nil)
+	d := dedupe.NewMemory(nil)
 	claimed := make(chan struct{})
 	var once sync.Once
 	dead := func(ctx context.Context, _ core.Inbound) error {

@@ -78,6 +78,13 @@ func (a *Adapter) slashOfMessage(ctx context.Context, msg string) (slashRecord, 
 	return r, true
 }
 
+// AnswersElsewhere implements core.AnswersElsewhere: a slash command's
+// answer goes in its interaction's response.
+func (a *Adapter) AnswersElsewhere(ctx context.Context, msgID string) bool {
+	_, ok := a.slashOfMessage(ctx, msgID)
+	return ok
+}
+
 // answerSlash puts out in the response of the slash command it answers,
 // when it is an answer (or a final notice: a high-priority text) and the
 // first post with its key to claim that response; otherwise ok is false

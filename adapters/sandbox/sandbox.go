@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/dedupe"
+	"github.com/marlowe-bot/marlowe/internal/delivery"
 )
 
 // DefaultAddr is where the sandbox listens when Config.Addr is empty.
@@ -83,9 +85,11 @@ type Sandbox struct {
 	msgs      map[string]*message
 	keys      map[string]string // idempotency key -> message id
 	queue     []inbound
-	appended  int           // bytes appended to the data file since it was compacted
-	compacted int           // bytes of the data file when it was last compacted
-	wake      chan struct{} // worker wake-up
+	clicks    uint64            // numbers click delivery keys
+	claims    *delivery.Claimer // the delivery contract, in memory
+	appended  int               // bytes appended to the data file since it was compacted
+	compacted int               // bytes of the data file when it was last compacted
+	wake      chan struct{}     // worker wake-up
 	subs      map[chan struct{}]struct{}
 	typing    map[typingKey]time.Time // conversation -> indicator shown until
 	typingRev int64                   // bumped at every change of typing
@@ -145,6 +149,7 @@ const (
 type inbound struct {
 	msgID string
 	click *core.CardClick
+	key   string // a click's delivery key: each press is its own
 }
 
 // New returns a sandbox; with cfg.DataFile it loads (and compacts) the
@@ -171,6 +176,10 @@ func New(cfg Config) (*Sandbox, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	// Like a platform that redelivers an unacknowledged event a few times;
+	// the memory deduper keeps a message id delivered once per process (the
+	// engine drops one it has journaled across restarts).
+	s.claims = delivery.New(dedupe.NewMemory(s.now), delivery.Policy{Attempts: 3}, delivery.WithLogger(s.log))
 	var err error
 	if s.addr, s.loopback, err = resolveAddr(cfg.Addr); err != nil {
 		return nil, err
@@ -377,7 +386,7 @@ func (s *Sandbox) work(ctx context.Context, deliver func(context.Context, core.I
 			}
 		}
 		if item.click != nil {
-			s.deliverClick(ctx, deliver, item.msgID, *item.click)
+			s.deliverClick(ctx, deliver, item.msgID, item.key, *item.click)
 		} else {
 			s.deliverMessage(ctx, deliver, item.msgID)
 		}
@@ -418,7 +427,7 @@ func (s *Sandbox) deliverMessage(ctx context.Context, deliver func(context.Conte
 	if !ok {
 		return
 	}
-	err := deliverRetry(ctx, func(ctx context.Context) error { return deliver(ctx, core.Inbound{Event: &ev}) })
+	_, err := s.claims.Deliver(ctx, "msg:"+id, func(ctx context.Context) error { return deliver(ctx, core.Inbound{Event: &ev}) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return // stays pending: delivered again by the next Run
@@ -433,35 +442,14 @@ func (s *Sandbox) deliverMessage(ctx context.Context, deliver func(context.Conte
 // deliverClick hands a click on the card message id to deliver; then the
 // clicker's buttons on it are theirs again, and a failed delivery is told
 // to them alone.
-func (s *Sandbox) deliverClick(ctx context.Context, deliver func(context.Context, core.Inbound) error, id string, c core.CardClick) {
-	err := deliverRetry(ctx, func(ctx context.Context) error { return deliver(ctx, core.Inbound{Click: &c}) })
+func (s *Sandbox) deliverClick(ctx context.Context, deliver func(context.Context, core.Inbound) error, id, key string, c core.CardClick) {
+	_, err := s.claims.Deliver(ctx, key, func(ctx context.Context) error { return deliver(ctx, core.Inbound{Click: &c}) })
 	if err != nil && ctx.Err() == nil {
 		s.log.Error("sandbox: deliver card click failed", "channel", c.Scope.Channel, "card", c.Card, "action", c.Action, "err", err)
 	} else {
 		err = nil // stopping: the click is dropped, as a platform's would be unacknowledged
 	}
 	s.clickDone(id, c.By.ID, err)
-}
-
-// deliverRetry tries three times, backing off briefly (100 ms, then
-// 400 ms), like a platform that redelivers an unacknowledged event.
-func deliverRetry(ctx context.Context, f func(context.Context) error) error {
-	var err error
-	for _, wait := range []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond} {
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return errors.Join(err, ctx.Err())
-			case <-t.C:
-			}
-		}
-		if err = f(ctx); err == nil {
-			return nil
-		}
-	}
-	return err
 }
 
 // Decided shows the intent filter's decision on a person's message: the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -280,7 +281,8 @@ func (s *Sandbox) click(personID, msgID, actionID string) (core.CardClick, error
 	if err := s.commitLocked(&nm); err != nil {
 		return core.CardClick{}, err
 	}
-	s.enqueueLocked(inbound{msgID: m.ID, click: &c})
+	s.clicks++
+	s.enqueueLocked(inbound{msgID: m.ID, click: &c, key: "click:" + m.ID + ":" + p.ID + ":" + strconv.FormatUint(s.clicks, 10)})
 	return c, nil
 }
 

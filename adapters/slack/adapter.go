@@ -20,6 +20,9 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/dedupe"
+	"github.com/marlowe-bot/marlowe/internal/delivery"
+	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
 // Adapter is the Slack core.Surface.
@@ -29,8 +32,11 @@ type Adapter struct {
 	cfg    Config
 	log    *slog.Logger
 	api    *slack.Client
-	dedupe Deduper
+	dedupe dedupe.Deduper
+	claims *delivery.Claimer // over dedupe
 	now    func() time.Time
+	// socketJobs is the running Socket Mode lanes, for their length.
+	socketJobs atomic.Pointer[lanes.Lanes[socketJob]]
 
 	// httpClient is a plain client, never slack-go's retrying one: a lost
 	// chat.postMessage response must not become a second post (Post does
@@ -99,7 +105,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithDeduper replaces the in-process deduper, e.g. with store/redis's
 // when several replicas share one app.
-func WithDeduper(d Deduper) Option {
+func WithDeduper(d dedupe.Deduper) Option {
 	return func(a *Adapter) {
 		if d != nil {
 			a.dedupe = d
@@ -157,8 +163,9 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		o(a)
 	}
 	if a.dedupe == nil {
-		a.dedupe = NewMemoryDeduper(a.now)
+		a.dedupe = dedupe.NewMemory(a.now)
 	}
+	a.claims = delivery.New(a.dedupe, delivery.Policy{Lease: a.cfg.ClaimTTL, TTL: a.cfg.DedupeTTL}, delivery.WithLogger(a.log))
 	clientOpts := []slack.Option{
 		slack.OptionAPIURL(cfg.APIURL),
 		slack.OptionHTTPClient(a.httpClient), // plain client: no slack.OptionRetry

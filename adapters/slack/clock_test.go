@@ -8,6 +8,8 @@ import (
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+
+	"github.com/marlowe-bot/marlowe/internal/dedupe"
 )
 
 // The receive deadline is on the adapter's clock: a clock an hour behind
@@ -17,7 +19,7 @@ import (
 // every event was refused.
 func TestReceiveDeadlineOnTheInjectedClock(t *testing.T) {
 	f := newFake(t)
-	a, _ := newAdapter(t, testConfig(f, ModeHTTP), WithDeduper(NewMemoryDeduper(nil)))
+	a, _ := newAdapter(t, testConfig(f, ModeHTTP), WithDeduper(dedupe.NewMemory(nil)))
 	a.now = func() time.Time { return time.Now().Add(-time.Hour) }
 	rec := newRecorder()
 	run(t, a, rec.deliver)

@@ -28,6 +28,7 @@ const (
 	DefaultAckTimeout      = 2500 * time.Millisecond
 	DefaultDedupeTTL       = 15 * time.Minute
 	DefaultClaimTTL        = 30 * time.Second
+	DefaultDrainTimeout    = 10 * time.Second
 	DefaultMaxMessageChars = 3500
 	minDedupeTTL           = 10 * time.Minute
 )
@@ -60,6 +61,11 @@ type Config struct {
 	// ClaimTTL is how long an in-flight delivery claim holds before another
 	// delivery of the same message may take over (a crashed replica).
 	ClaimTTL time.Duration
+	// DrainTimeout is how long Run, told to stop, still delivers and
+	// acknowledges the Socket Mode envelopes queued in its lanes (as
+	// Discord's does); what is left then stays unacknowledged and Slack
+	// redelivers it, deduplicated. Default 10 s.
+	DrainTimeout time.Duration
 	// MaxMessageChars is the longest text sent in one message; longer answers
 	// are split into several posts. Slack truncates at 40,000 and renders best
 	// under 4,000.
@@ -162,6 +168,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ClaimTTL <= 0 {
 		c.ClaimTTL = DefaultClaimTTL
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = DefaultDrainTimeout
 	}
 	if c.MaxMessageChars <= 0 {
 		c.MaxMessageChars = DefaultMaxMessageChars

@@ -17,6 +17,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/dedupe"
 )
 
 type httpEnv struct {
@@ -24,14 +25,14 @@ type httpEnv struct {
 	a    *Adapter
 	logs *logBuffer
 	rec  *recorder
-	dd   *MemoryDeduper
+	dd   *dedupe.Memory
 	srv  *httptest.Server
 }
 
 func newHTTPEnv(t *testing.T) *httpEnv {
 	t.Helper()
 	f := newFake(t)
-	dd := NewMemoryDeduper(nil)
+	dd := dedupe.NewMemory(nil)
 	a, logs := newAdapter(t, testConfig(f, ModeHTTP), WithDeduper(dd))
 	rec := newRecorder()
 	run(t, a, rec.deliver)

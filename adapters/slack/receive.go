@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack/slackevents"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/delivery"
 )
 
 // errAckTimeout means deliver did not return within Config.AckTimeout; the
@@ -189,10 +190,12 @@ func (a *Adapter) deliverAll(ctx context.Context, items []inbound, deliver func(
 	return nil
 }
 
-// deliverOnce hands one item to deliver unless it was delivered before. It
-// returns nil when the item may be acknowledged: deliver returned nil (now or
-// in an earlier delivery). The wait is bounded by deadline; a deliver that
-// finishes later still records its outcome, so the redelivery is deduped.
+// deliverOnce hands one item to deliver unless it was delivered before:
+// the delivery contract (internal/delivery). It returns nil when the item
+// may be acknowledged: deliver returned nil (now or in an earlier
+// delivery). The wait is bounded by deadline, Slack's ack deadline; a
+// deliver that finishes later still settles its claim, so the redelivery
+// is deduped. Slack redelivers, so nothing is retried here.
 func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(context.Context, core.Inbound) error, deadline time.Time) error {
 	// deadline is on the injected clock: the wait is measured there, not
 	// against the wall clock (which a test's clock, or a skew, would make
@@ -201,38 +204,15 @@ func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(cont
 	dctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
 
-	token, err := a.claim(dctx, it.key)
-	if err != nil {
-		return err
-	}
-	if token == "" { // delivered before
-		if !it.replay {
-			a.log.Debug("slack: duplicate delivery dropped", "channel", it.channel)
-			return nil
-		}
-		// The same click again, and not as Slack's retry: let the engine
-		// see it, so the person is told it was already decided (it never
-		// executes anything twice).
-		a.log.Debug("slack: replayed click delivered for a visible refusal", "channel", it.channel)
-	}
-
 	done := make(chan error, 1)
 	a.bg.Go(func() {
-		err := deliver(dctx, it.in)
-		if token == "" {
-			done <- err
-			return
-		}
-		// Settle the claim even when the waiter gave up: a late success must
-		// still dedupe the redelivery Slack is about to send.
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer scancel()
-		if err == nil {
-			if cerr := a.dedupe.Commit(sctx, it.key, token, a.cfg.DedupeTTL); cerr != nil {
-				a.log.Warn("slack: dedupe commit failed; a redelivery may reach the engine again", "channel", it.channel, "err", cerr)
-			}
-		} else if rerr := a.dedupe.Release(sctx, it.key, token); rerr != nil {
-			a.log.Warn("slack: dedupe release failed", "channel", it.channel, "err", rerr)
+		res, err := a.claims.Deliver(dctx, it.key, func(ctx context.Context) error { return deliver(ctx, it.in) })
+		if err == nil && res == delivery.Duplicate && it.replay {
+			// The same click again, and not as Slack's retry: let the
+			// engine see it, so the person is told it was already decided
+			// (it never executes anything twice).
+			a.log.Debug("slack: replayed click delivered for a visible refusal", "channel", it.channel)
+			err = deliver(dctx, it.in)
 		}
 		done <- err
 	})
@@ -241,34 +221,15 @@ func (a *Adapter) deliverOnce(ctx context.Context, it inbound, deliver func(cont
 	defer timer.Stop()
 	select {
 	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("slack: deliver: %w", err)
+		switch {
+		case errors.Is(err, delivery.ErrInFlight):
+			return errInFlight
+		case err != nil:
+			return fmt.Errorf("slack: %w", err)
 		}
 		return nil
 	case <-timer.C:
 		return errAckTimeout
-	}
-}
-
-// claim takes key, waiting while another delivery holds it. It returns ""
-// when the key is done.
-func (a *Adapter) claim(ctx context.Context, key string) (string, error) {
-	wait := 5 * time.Millisecond
-	for {
-		token, done, err := a.dedupe.Claim(ctx, key, a.cfg.ClaimTTL)
-		if err != nil {
-			return "", fmt.Errorf("slack: dedupe claim: %w", err)
-		}
-		if done {
-			return "", nil
-		}
-		if token != "" {
-			return token, nil
-		}
-		if sleep(ctx, wait) != nil {
-			return "", errInFlight
-		}
-		wait = min(wait*2, 100*time.Millisecond)
 	}
 }
 

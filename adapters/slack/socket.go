@@ -37,10 +37,18 @@ type socketJob struct {
 // runSocket receives over Socket Mode until ctx ends. Envelopes wait in
 // one lane per channel (one channel's messages stay in order; a slow
 // delivery holds back no other channel) and each is acknowledged only
-// after deliver returned nil for all its items.
+// after deliver returned nil for all its items. Told to stop, it reads no
+// more envelopes but still delivers and acknowledges those queued, over
+// the socket it keeps open, for up to Config.DrainTimeout (drainJobs).
 func (a *Adapter) runSocket(parent context.Context, deliver func(context.Context, core.Inbound) error) error {
+	// ctx ends the reading; sctx the socket and qctx the lanes, both only
+	// after the drain.
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	sctx, scancel := context.WithCancel(context.WithoutCancel(parent))
+	defer scancel()
+	qctx, qcancel := context.WithCancel(context.WithoutCancel(parent))
+	defer qcancel()
 
 	smc := socketmode.New(a.api,
 		socketmode.OptionLog(slogBridge{l: a.log}),
@@ -50,22 +58,35 @@ func (a *Adapter) runSocket(parent context.Context, deliver func(context.Context
 	var wg sync.WaitGroup
 	runErr := make(chan error, 1)
 	wg.Go(func() {
-		err := smc.RunContext(ctx)
+		err := smc.RunContext(sctx)
 		runErr <- err
 		cancel()
 	})
 
-	jobs := lanes.New(socketQueued, lanes.Deliveries, func(job socketJob) { a.handleSocketJob(ctx, smc, job, deliver) })
+	jobs := lanes.New(socketQueued, lanes.Deliveries, func(job socketJob) { a.handleSocketJob(qctx, smc, job, deliver) })
+	a.socketJobs.Store(jobs)
+	defer a.socketJobs.Store(nil)
 
 	a.dispatchSocket(ctx, smc, jobs)
 
-	jobs.Wait()
+	a.drainJobs(jobs, qcancel)
+	scancel()
 	wg.Wait()
 	err := <-runErr
 	if err == nil || parent.Err() != nil {
 		return nil // stopped by the caller
 	}
 	return fmt.Errorf("slack: socket mode: %w", err)
+}
+
+// drainJobs waits, at most Config.DrainTimeout, for the lanes to deliver
+// and acknowledge what they hold, then ends their context (what is still
+// queued is left unacknowledged: Slack redelivers it) and waits for them.
+func (a *Adapter) drainJobs(jobs *lanes.Lanes[socketJob], cancel context.CancelFunc) {
+	left := jobs.Len()
+	if !jobs.Drain(a.cfg.DrainTimeout, cancel) {
+		a.log.Warn("slack: drain timed out; envelopes still queued are left for Slack to redeliver", "timeout", a.cfg.DrainTimeout, "queued_at_stop", left)
+	}
 }
 
 // dispatchSocket reads the socketmode client's events until ctx ends.

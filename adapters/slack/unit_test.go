@@ -229,5 +229,3 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Fatalf("http mode without app token: %v", err)
 	}
 }
-
-var _ Deduper = (*MemoryDeduper)(nil)

@@ -31,6 +31,8 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/dedupe"
+	"github.com/marlowe-bot/marlowe/internal/delivery"
 )
 
 // Adapter is the Telegram core.Surface.
@@ -46,7 +48,8 @@ type Adapter struct {
 	httpClient *http.Client
 	bot        *tgbotapi.BotAPI
 
-	dedupe  Deduper
+	dedupe  dedupe.Deduper
+	claims  *delivery.Claimer // over dedupe
 	lease   Lease
 	private map[int64]bool
 	pace    paceConfig
@@ -105,7 +108,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithDeduper replaces the in-process deduper (e.g. store/redis's, shared
 // by replicas that receive one webhook).
-func WithDeduper(d Deduper) Option {
+func WithDeduper(d dedupe.Deduper) Option {
 	return func(a *Adapter) {
 		if d != nil {
 			a.dedupe = d
@@ -186,8 +189,11 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		a.httpClient = &http.Client{Timeout: cfg.PollTimeout + 30*time.Second}
 	}
 	if a.dedupe == nil {
-		a.dedupe = NewMemoryDeduper(a.now)
+		a.dedupe = dedupe.NewMemory(a.now)
 	}
+	a.claims = delivery.New(a.dedupe, delivery.Policy{
+		Lease: a.cfg.ClaimTTL, TTL: a.cfg.DedupeTTL, Deadline: a.cfg.DeliverTimeout,
+	}, delivery.WithLogger(a.log))
 	if a.lease == nil {
 		a.lease = LocalLease{}
 	}

@@ -132,54 +132,13 @@ func (a *Adapter) clickOf(cb *callbackQuery) (core.CardClick, bool) {
 	}, true
 }
 
-// deliverOnce hands in to deliver unless key was delivered before; see
-// Deduper for the claim → commit/release protocol.
+// deliverOnce hands in to deliver unless key was delivered before: the
+// delivery contract (internal/delivery), each attempt bounded by
+// Config.DeliverTimeout. Telegram redelivers what is not confirmed, so a
+// failure is returned, not retried here.
 func (a *Adapter) deliverOnce(ctx context.Context, key string, in core.Inbound, deliver func(context.Context, core.Inbound) error) error {
-	dctx, cancel := context.WithTimeout(ctx, a.cfg.DeliverTimeout)
-	defer cancel()
-	token, err := a.claim(dctx, key)
-	if err != nil {
-		return err
+	if _, err := a.claims.Deliver(ctx, key, func(ctx context.Context) error { return deliver(ctx, in) }); err != nil {
+		return fmt.Errorf("telegram: %w", err)
 	}
-	if token == "" {
-		a.log.Debug("telegram: duplicate update dropped", "key", key)
-		return nil
-	}
-	err = deliver(dctx, in)
-	// Settle the claim even when ctx ended: a late success must still
-	// dedupe the redelivery.
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer scancel()
-	if err == nil {
-		if cerr := a.dedupe.Commit(sctx, key, token, a.cfg.DedupeTTL); cerr != nil {
-			a.log.Warn("telegram: dedupe commit failed; a redelivery may reach the engine again", "err", cerr)
-		}
-		return nil
-	}
-	if rerr := a.dedupe.Release(sctx, key, token); rerr != nil {
-		a.log.Warn("telegram: dedupe release failed", "err", rerr)
-	}
-	return fmt.Errorf("telegram: deliver: %w", err)
-}
-
-// claim takes key, waiting while another delivery holds it. It returns ""
-// when the key is done.
-func (a *Adapter) claim(ctx context.Context, key string) (string, error) {
-	wait := 5 * time.Millisecond
-	for {
-		token, done, err := a.dedupe.Claim(ctx, key, a.cfg.ClaimTTL)
-		if err != nil {
-			return "", fmt.Errorf("telegram: dedupe claim: %w", err)
-		}
-		if done {
-			return "", nil
-		}
-		if token != "" {
-			return token, nil
-		}
-		if err := sleep(ctx, wait); err != nil {
-			return "", errors.New("telegram: another delivery of this update is in flight")
-		}
-		wait = min(wait*2, 100*time.Millisecond)
-	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/adapters/telegram/telegramfake"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/dedupe"
 )
 
 // An update is confirmed (dropped by Telegram) only after deliver returned
@@ -86,7 +87,7 @@ func TestCrashBeforeJournalRedelivers(t *testing.T) {
 // production) drops it: delivered once.
 func TestDedupeOnUpdateIDAcrossRestart(t *testing.T) {
 	f := newFake(t)
-	dd := NewMemoryDeduper(nil)
+	dd := dedupe.NewMemory(nil)
 	a1, _ := newAdapter(t, testConfig(f, ModePolling), WithDeduper(dd))
 	ctx, crash := context.WithCancel(context.Background())
 	defer crash()

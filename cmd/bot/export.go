@@ -2,29 +2,35 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
+
+	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/engine"
 )
 
 // exporter is the engine's side of `export my data` links.
 type exporter interface {
-	VerifyExportLink(q url.Values) (platform, user string, err error)
-	ExportData(ctx context.Context, platform, user string) ([]byte, error)
+	ExportFile(ctx context.Context, q url.Values) ([]byte, error)
 }
 
-// exportHandler serves GET /export: the JSON export of the person an
-// HMAC-signed, expiring link names (engine.ExportLink). A link whose
-// signature does not verify, or that expired, is refused (403) before
-// anything is read.
+// exportHandler serves GET /export: the stored export archive an
+// HMAC-signed, expiring link names (engine.ExportLink), as built when the
+// person asked; no journal is read. A link whose signature does not verify
+// is refused (403) before anything is read; an expired link, or one whose
+// archive was deleted (`forget me`), is gone (410).
 func exportHandler(ex exporter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		platform, user, err := ex.VerifyExportLink(r.URL.Query())
-		if err != nil {
-			http.Error(w, "this export link is not valid (bad signature, or expired): ask for a new one with `export my data`", http.StatusForbidden)
+		data, err := ex.ExportFile(r.Context(), r.URL.Query())
+		switch {
+		case errors.Is(err, engine.ErrBadExportLink):
+			http.Error(w, "this export link is not valid: ask for a new one with `export my data`", http.StatusForbidden)
 			return
-		}
-		data, err := ex.ExportData(r.Context(), platform, user)
-		if err != nil {
+		case errors.Is(err, core.ErrExportGone):
+			http.Error(w, "this export expired and was deleted: ask for a new one with `export my data`", http.StatusGone)
+			return
+		case err != nil:
 			http.Error(w, "export failed; try again", http.StatusInternalServerError)
 			return
 		}

@@ -163,6 +163,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	eng, err := engine.New(engine.Config{
 		Attachments:  reader,
 		Blobs:        st.Blobs,
+		Exports:      st.Exports,
 		Connections:  si.connections(),
 		ExportURL:    cfg.PublicURL,
 		Journal:      st.Journal,
@@ -413,6 +414,9 @@ func newPlatforms(cfg config, rdb *goredis.Client, elect elector, queue core.Del
 		if err != nil {
 			return set, fmt.Errorf("slack configuration: %w", err)
 		}
+		// Told to stop, Socket Mode delivers what it had queued within half
+		// the drain, as Discord does; the engine drains its runs in the rest.
+		scfg.DrainTimeout = cfg.DrainTimeout / 2
 		opts := []slack.Option{slack.WithLogger(log)}
 		if rdb != nil {
 			opts = append(opts, slack.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:slack:")))

@@ -37,10 +37,12 @@ type stores struct {
 	Listen func(ctx context.Context, fn func(core.ChannelKey, uint64), onErr func(error))
 	// Blobs keeps the images a model was shown (attachments): the blobs
 	// table on Postgres, files under the data directory's blobs/ otherwise.
-	Blobs  core.BlobStore
-	Desc   string // for the start-up log, without secrets
-	KeySrc string
-	close  func()
+	Blobs core.BlobStore
+	// Exports keeps `export my data` archives until their link expires.
+	Exports core.ExportStore
+	Desc    string // for the start-up log, without secrets
+	KeySrc  string
+	close   func()
 }
 
 func (s *stores) Close() {
@@ -71,7 +73,7 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 			pg.Close()
 			return nil, fmt.Errorf("open postgres memory index: %w", err)
 		}
-		return &stores{Journal: pg, Memory: mix, Signer: signer, Leases: pg, Elect: pg, Deliveries: pg, Credentials: pg, Blobs: pg, Listen: pg.Listen, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
+		return &stores{Journal: pg, Memory: mix, Signer: signer, Leases: pg, Elect: pg, Deliveries: pg, Credentials: pg, Blobs: pg, Exports: pg, Listen: pg.Listen, Desc: "postgres " + redactDSN(cfg.DatabaseURL), KeySrc: keySrc,
 			close: func() { mix.Close(); pg.Close() }}, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -82,7 +84,7 @@ func openStores(ctx context.Context, cfg config) (*stores, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return &stores{Journal: lite, Memory: sqlite.NewMemoryIndex(lite), Signer: signer, Elect: lite, Deliveries: lite, Credentials: lite, Blobs: attachments.DirBlobs{Dir: filepath.Join(cfg.DataDir, "blobs")}, Desc: "sqlite " + path, KeySrc: keySrc,
+	return &stores{Journal: lite, Memory: sqlite.NewMemoryIndex(lite), Signer: signer, Elect: lite, Deliveries: lite, Credentials: lite, Blobs: attachments.DirBlobs{Dir: filepath.Join(cfg.DataDir, "blobs")}, Exports: lite, Desc: "sqlite " + path, KeySrc: keySrc,
 		close: func() { lite.Close() }}, nil
 }
 

@@ -28,7 +28,11 @@ type Channel struct {
 	// revokedConsents are the ids of revoked grants (a repeated revoke says so).
 	revokedConsents map[string]bool
 	approvals       map[string]*Approval
+	runApprovals    map[string][]string // run id → its approvals' ids (dropRun)
 	runs            map[string]*Run
+	// ended lists finished runs in the order they ended, to bound runs
+	// (bound.go).
+	ended []string
 	// live holds the runs not yet ended, so the owner finds what to drive
 	// without walking every run the channel ever had.
 	live      map[string]struct{}
@@ -62,7 +66,7 @@ type Channel struct {
 func NewChannel(ch core.ChannelKey) Channel {
 	return Channel{
 		ch: ch, counts: map[string]int{}, consents: map[string]*Grant{}, approvals: map[string]*Approval{},
-		runs: map[string]*Run{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: newFIFOMap(seenMessages),
+		runApprovals: map[string][]string{}, runs: map[string]*Run{}, live: map[string]struct{}{}, threads: map[string]string{}, seen: newFIFOMap(seenMessages),
 		dayTokens: map[string]int{}, dayUsage: map[string]map[string]core.Usage{}, history: map[string][]turn{}, turnConv: map[uint64]string{},
 		threadConv: newFIFOMap(conversationThreads), msgConv: newFIFOMap(conversationMessages),
 		memories: map[string]*MemoryState{}, routines: map[string]*Routine{}, firings: map[string]*Firing{},
@@ -228,6 +232,9 @@ func (f *Channel) Apply(c core.Command) error {
 		}
 	case *core.ApprovalRequested:
 		f.touch(c).Status = core.RunWaitingApproval
+		if f.approvals[p.ApprovalID] == nil {
+			f.runApprovals[c.Run()] = append(f.runApprovals[c.Run()], p.ApprovalID)
+		}
 		f.approvals[p.ApprovalID] = &Approval{
 			ID: p.ApprovalID, Run: c.Run(), Scope: c.Scope(), CallID: p.CallID, Tool: p.Tool,
 			Consequence: core.Consequence(p.Consequence), Requester: p.Requester, Question: p.Question,
@@ -255,6 +262,7 @@ func (f *Channel) Apply(c core.Command) error {
 		r := f.touch(c)
 		r.Status, r.Steer = core.RunDone, nil
 		delete(f.live, r.ID)
+		f.runEnded(r.ID)
 	case *core.RunFailed:
 		r := f.touch(c)
 		r.Status, r.reason, r.Steer = p.Status, p.Cause, nil
@@ -262,12 +270,14 @@ func (f *Channel) Apply(c core.Command) error {
 		if p.Status == core.RunBroken || p.Status == core.RunCancelled && p.Cause != CauseSuperseded {
 			r.EndNotice = core.EffectID(f.ch, c.Seq(), 0)
 		}
+		f.runEnded(r.ID)
 	case *core.PolicyChanged:
 		f.policy, f.policySet = p.Policy, true
 	case *core.MessagePosted:
 		f.posted++
 		if r := f.runs[c.Run()]; r != nil && r.EndNotice == p.EffectID {
 			r.EndNotice = ""
+			f.runEnded(r.ID)
 		}
 		f.answered(c, p)
 		f.routinePosted(c, p)
@@ -280,9 +290,9 @@ func (f *Channel) Apply(c core.Command) error {
 			m.Forgotten = true
 		}
 	case *core.MemoryRedacted:
-		if m := f.memories[p.MemoryID]; m != nil {
-			m.Deleted, m.Forgotten, m.Text = true, true, ""
-		}
+		// Deleted for good: nothing of it is left to show, so it leaves
+		// the fold rather than staying as a marker.
+		delete(f.memories, p.MemoryID)
 	case *core.RoutineCreated:
 		f.createRoutine(c, p)
 	case *core.RoutineChanged:

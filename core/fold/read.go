@@ -150,6 +150,7 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		Revoked      map[string]bool
 		Approvals    map[string]*Approval
 		Runs         map[string]runDump
+		Ended        []string
 		Threads      map[string]string
 		Seen         []string
 		DayTokens    map[string]int
@@ -161,7 +162,7 @@ func (f *Channel) Dump() (state, internal string, err error) {
 		Top          topExchange
 		Routines     map[string]*Routine
 		Attempted    fifoMap
-	}{f.policySet, f.consents, f.revokedConsents, f.approvals, runs, f.threads, seen, f.dayTokens, f.dayUsage, f.history, f.historyOrder,
+	}{f.policySet, f.consents, f.revokedConsents, f.approvals, runs, f.ended, f.threads, seen, f.dayTokens, f.dayUsage, f.history, f.historyOrder,
 		f.threadConv, f.msgConv, f.top, f.routines, f.attempted})
 	if err != nil {
 		return "", "", fmt.Errorf("dump internal fields: %w", err)

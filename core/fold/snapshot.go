@@ -21,7 +21,7 @@ import (
 // SnapshotFormat is the snapshot encoding version. A loader given another
 // format ignores the checkpoint and folds the whole channel; raising it
 // needs no upcaster, old checkpoints just stop being used.
-const SnapshotFormat = 3
+const SnapshotFormat = 4
 
 type snapshot struct {
 	Format       int                              `json:"format"`
@@ -35,6 +35,7 @@ type snapshot struct {
 	Revoked      map[string]bool                  `json:"revoked,omitempty"`
 	Approvals    map[string]*Approval             `json:"approvals"`
 	Runs         map[string]runSnap               `json:"runs"`
+	Ended        []string                         `json:"ended,omitempty"`
 	Live         []string                         `json:"live"`
 	Threads      map[string]string                `json:"threads"`
 	Seen         fifoSnap                         `json:"seen"`
@@ -97,7 +98,7 @@ type reportSnap struct {
 func (f *Channel) Snapshot() ([]byte, error) {
 	s := snapshot{
 		Format: SnapshotFormat, Channel: f.ch, Last: f.last, Counts: f.counts, Policy: f.policy, PolicySet: f.policySet,
-		Consents: f.consents, Revoked: f.revokedConsents, Approvals: f.approvals, Runs: make(map[string]runSnap, len(f.runs)),
+		Consents: f.consents, Revoked: f.revokedConsents, Approvals: f.approvals, Runs: make(map[string]runSnap, len(f.runs)), Ended: f.ended,
 		Live: slices.Sorted(maps.Keys(f.live)), Threads: f.threads, Seen: fifoSnap{f.seen.M, f.seen.Order}, DayTokens: f.dayTokens, DayUsage: f.dayUsage,
 		History: f.history, HistoryOrder: f.historyOrder,
 		ThreadConv: fifoSnap{f.threadConv.M, f.threadConv.Order}, MsgConv: fifoSnap{f.msgConv.M, f.msgConv.Order},
@@ -180,6 +181,8 @@ func RestoreChannel(ch core.ChannelKey, data []byte, steer map[uint64]core.Comma
 	fill(f.counts, s.Counts)
 	fill(f.consents, s.Consents)
 	fill(f.approvals, s.Approvals)
+	f.indexApprovals()
+	f.ended = s.Ended
 	fill(f.threads, s.Threads)
 	fill(f.dayTokens, s.DayTokens)
 	fill(f.dayUsage, s.DayUsage)

@@ -9,6 +9,7 @@ package lanes
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Deliveries is how many inbound deliveries an adapter runs at once: enough
@@ -64,6 +65,26 @@ func (l *Lanes[T]) Len() int { return len(l.slots) }
 
 // Wait waits until every item added has run.
 func (l *Lanes[T]) Wait() { l.wg.Wait() }
+
+// Drain is how a receiver told to stop delivers what it still holds: it
+// waits at most timeout for every item added to run, then calls cancel
+// (which should make the rest return at once) and waits for them. It
+// reports whether everything ran within timeout.
+func (l *Lanes[T]) Drain(timeout time.Duration, cancel func()) bool {
+	done := make(chan struct{})
+	go func() { l.Wait(); close(done) }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	drained := true
+	select {
+	case <-done:
+	case <-t.C:
+		drained = false
+	}
+	cancel()
+	<-done
+	return drained
+}
 
 func (l *Lanes[T]) drain(key string) {
 	defer l.wg.Done()

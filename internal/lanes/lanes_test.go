@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,5 +130,48 @@ func TestRunningIsBounded(t *testing.T) {
 	l.Wait()
 	if peak != 3 {
 		t.Fatalf("at most %d ran at once, want 3", peak)
+	}
+}
+
+// Drain runs what was queued when it is called, and past its timeout ends
+// the rest through cancel instead of waiting on them.
+func TestDrain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stuck   bool
+		timeout time.Duration
+		want    bool
+	}{
+		{"everything runs", false, 10 * time.Second, true},
+		{"a stuck item is cancelled", true, 50 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			gate := make(chan struct{})
+			var ran atomic.Int32
+			l := lanes.New(16, 4, func(stuck bool) {
+				<-gate
+				if stuck {
+					<-ctx.Done()
+					return
+				}
+				ran.Add(1)
+			})
+			for i := range 5 {
+				if err := l.Add(t.Context(), "k", tc.stuck && i == 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(gate) // queued before the stop, released after it
+			if got := l.Drain(tc.timeout, cancel); got != tc.want {
+				t.Fatalf("Drain = %v, want %v", got, tc.want)
+			}
+			if ctx.Err() == nil {
+				t.Fatal("Drain did not call cancel")
+			}
+			if want := map[bool]int32{false: 5, true: 4}[tc.stuck]; ran.Load() != want {
+				t.Fatalf("%d items ran, want %d", ran.Load(), want)
+			}
+		})
 	}
 }

@@ -10,9 +10,10 @@ import (
 
 // Clock is a fake clock. Now and After are what a pacer is given.
 type Clock struct {
-	mu     sync.Mutex
-	t      time.Time
-	timers []timer
+	mu      sync.Mutex
+	t       time.Time
+	timers  []timer
+	waiting chan struct{}
 }
 
 type timer struct {
@@ -21,7 +22,13 @@ type timer struct {
 }
 
 // New returns a clock stopped at 2026-01-01 00:00 UTC.
-func New() *Clock { return &Clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func New() *Clock {
+	return &Clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), waiting: make(chan struct{}, 1)}
+}
+
+// Waiting receives once After set a timer (at least once since the last
+// receive), so a test advances when something waits, never by sleeping.
+func (c *Clock) Waiting() <-chan struct{} { return c.waiting }
 
 // Now is the clock's time.
 func (c *Clock) Now() time.Time {
@@ -40,6 +47,10 @@ func (c *Clock) After(d time.Duration) <-chan time.Time {
 		return ch
 	}
 	c.timers = append(c.timers, timer{at: c.t.Add(d), c: ch})
+	select {
+	case c.waiting <- struct{}{}:
+	default:
+	}
 	return ch
 }
 
