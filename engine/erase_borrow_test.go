@@ -30,15 +30,7 @@ func TestErasureReleasesTheViewsItBorrows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e, err := engine.New(engine.Config{
-		Journal: j, Boundary: b, CardKey: cardKey, Clock: clk.Now,
-		Surfaces: map[string]core.Surface{platform: coretest.NewFakeSurface(platform, botID)},
-		Router:   core.RouterFunc(func(context.Context, core.Event) (bool, string, error) { return true, "mention", nil }),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	e := eraseEngine(t, j, b, clk)
 	n, err := engine.ErasePerson(ctx, e, platform, alice.ID)
 	if err != nil || n != 30 {
 		t.Fatalf("erased %d, %v; want her 30 messages", n, err)

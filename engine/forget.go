@@ -349,15 +349,17 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 	}
 	actor := core.Actor{Type: core.ActorHuman, ID: by.ID, Platform: platform}
 	// Their texts, from every channel (a copy may be anywhere), indexed once
-	// (core.TextMatcher), and where their own messages are.
+	// (core.TextMatcher), and where their own messages are: from the
+	// journal's author index, not by reading every channel.
 	texts := core.NewTextMatcher()
-	own := map[core.ChannelKey][]cmdRef{}
-	for _, ch := range chs {
-		mine, err := e.textsOf(ctx, ch, person, texts)
-		if err != nil {
-			return out, err
-		}
-		own[ch] = mine
+	own, err := e.messagesOf(ctx, platform, person, texts)
+	if err != nil {
+		return out, err
+	}
+	// Where consents may be (their grants are revoked on a fresh fold).
+	items, err := e.j.ItemChannels(ctx, platform)
+	if err != nil {
+		return out, fmt.Errorf("list item channels: %w", err)
 	}
 	pcs := make(map[core.ChannelKey]*personChannel, len(chs))
 	total := 2 * len(chs)
@@ -368,13 +370,13 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 		}
 		pc := &personChannel{sc: sc}
 		pcs[ch] = pc
-		if err := e.eraseCopiesOf(ctx, sc, person, texts, by, reason, pc); err != nil {
+		if err := e.eraseCopiesOf(ctx, sc, own[ch], texts, by, reason, pc); err != nil {
 			return out, err
 		}
 		progress(i+1, total)
 	}
 	for i, ch := range chs {
-		if err := e.eraseOwnIn(ctx, ch, own[ch], person, actor, by, reason, pcs[ch]); err != nil {
+		if err := e.eraseOwnIn(ctx, ch, own[ch].messages(), person, actor, by, reason, pcs[ch], slices.Contains(items, ch)); err != nil {
 			return out, err
 		}
 		if pc := pcs[ch]; pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || pc.consents > 0 || pc.others > 0 || pc.mention > 0 || len(pc.erasure.Kept) > 0 || len(pc.erasure.Restated) > 0 {
@@ -389,17 +391,27 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 // eraseOwnIn erases, in ch, person's memories and own messages (mine) and
 // revokes their consents. The channel's view is borrowed and released
 // (borrow.go), so an erasure does not leave every channel of the
-// installation in memory.
-func (e *Engine) eraseOwnIn(ctx context.Context, ch core.ChannelKey, mine []cmdRef, person string, actor core.Actor, by core.Person, reason string, pc *personChannel) error {
+// installation in memory. A view that is not loaded is not borrowed at all
+// when the channel has no memories and no consent (grants false: not among
+// the journal's item channels): its own messages are redacted in the
+// journal, and whoever folds the channel later folds that.
+func (e *Engine) eraseOwnIn(ctx context.Context, ch core.ChannelKey, mine []cmdRef, person string, actor core.Actor, by core.Person, reason string, pc *personChannel, grants bool) error {
+	if !grants && !e.viewLoaded(ch) {
+		has, err := e.hasMemories(ctx, ch)
+		if err != nil {
+			return err
+		}
+		if !has {
+			return e.redactAll(ctx, pc.sc, mine, by, reason, pc)
+		}
+	}
 	v, release := e.borrow(ch)
 	defer release()
 	if err := e.eraseMemoriesOf(ctx, v, person, actor, reason, pc); err != nil {
 		return err
 	}
-	for _, c := range mine {
-		if err := e.redactFor(ctx, pc.sc, c, by, reason, pc); err != nil {
-			return err
-		}
+	if err := e.redactAll(ctx, pc.sc, mine, by, reason, pc); err != nil {
+		return err
 	}
 	// The fold drops the turns it copied from what was erased as it folds
 	// the redactions (every replica's does, at its next catch-up): catch
@@ -408,6 +420,35 @@ func (e *Engine) eraseOwnIn(ctx context.Context, ch core.ChannelKey, mine []cmdR
 		return fmt.Errorf("catch up %s: %w", ch, err)
 	}
 	return e.revokeConsentsOf(ctx, v, pc.sc, person, by, pc)
+}
+
+// redactAll redacts targets of sc's channel eraseBatch at a time.
+func (e *Engine) redactAll(ctx context.Context, sc core.Scope, targets []cmdRef, by core.Person, reason string, pc *personChannel) error {
+	for len(targets) > 0 {
+		n := min(len(targets), eraseBatch)
+		if err := e.redactFor(ctx, sc, targets[:n], by, reason, pc); err != nil {
+			return err
+		}
+		targets = targets[n:]
+	}
+	return nil
+}
+
+// hasMemories reports whether ch's memory may hold a note (one that cannot
+// be listed is assumed to).
+func (e *Engine) hasMemories(ctx context.Context, ch core.ChannelKey) (bool, error) {
+	if e.cfg.Memory == nil {
+		return false, nil
+	}
+	l, ok := e.cfg.Memory(ch).(core.MemoryLister)
+	if !ok {
+		return true, nil
+	}
+	got, err := l.ListMemories(ctx, 0, 1)
+	if err != nil {
+		return false, fmt.Errorf("list memories of %s: %w", ch, err)
+	}
+	return len(got) > 0, nil
 }
 
 // eraseMemoriesOf erases the live memories person added (or a run added
@@ -475,30 +516,51 @@ func mergeErasure(dst *core.Erasure, src core.Erasure) {
 	}
 }
 
-// textsOf adds to texts the texts of the messages person wrote in ch that
-// are long enough to look for elsewhere (mention stripped), and returns
-// those messages (to be erased once their copies are).
-func (e *Engine) textsOf(ctx context.Context, ch core.ChannelKey, person string, texts *core.TextMatcher) ([]cmdRef, error) {
-	head, _, err := e.j.Head(ctx, ch)
-	if err != nil {
-		return nil, err
-	}
-	var mine []cmdRef
-	files := newFilesOfErased() // attachments_erase.go: their messages' files records are theirs too
-	err = readAll(ctx, e.j, ch, head, func(c core.Command) error {
-		if files.belongs(c) {
-			mine = append(mine, refOf(c))
-		}
-		if p := ownMessage(c, person); p != nil {
-			files.erased(c)
-			mine = append(mine, refOf(c))
-			if t := chatcommand.StripLeadingMention(p.Text, p.Mentions); len(strings.Join(strings.Fields(t), " ")) >= minDerivedText {
-				texts.Add(t)
-			}
-		}
+// ownIn is what a person's erasure knows of their messages in one channel
+// before it reads that channel: the messages themselves (erased once
+// their copies are), and their ids (their files records are theirs too).
+type ownIn struct {
+	refs  []cmdRef
+	seqs  map[uint64]bool
+	files *filesOfErased // attachments_erase.go
+}
+
+// messages returns the messages (none for a nil o: no message there).
+func (o *ownIn) messages() []cmdRef {
+	if o == nil {
 		return nil
-	})
-	return mine, err
+	}
+	return o.refs
+}
+
+// messagesOf finds the messages person wrote in platform through the
+// journal's author index (core.MessagesBy), adds to texts those long
+// enough to look for elsewhere (mention stripped), and returns them by
+// channel.
+func (e *Engine) messagesOf(ctx context.Context, platform, person string, texts *core.TextMatcher) (map[core.ChannelKey]*ownIn, error) {
+	msgs, err := core.MessagesBy(ctx, e.j, platform, person)
+	if err != nil {
+		return nil, fmt.Errorf("find %s's messages: %w", person, err)
+	}
+	own := map[core.ChannelKey]*ownIn{}
+	for _, c := range msgs {
+		p := ownMessage(c, person)
+		if p == nil {
+			continue
+		}
+		o := own[c.Channel()]
+		if o == nil {
+			o = &ownIn{seqs: map[uint64]bool{}, files: newFilesOfErased()}
+			own[c.Channel()] = o
+		}
+		o.refs = append(o.refs, refOf(c))
+		o.seqs[c.Seq()] = true
+		o.files.erased(c)
+		if t := chatcommand.StripLeadingMention(p.Text, p.Mentions); len(strings.Join(strings.Fields(t), " ")) >= minDerivedText {
+			texts.Add(t)
+		}
+	}
+	return own, nil
 }
 
 // ownMessage is c's message when c is a kept message.received by person.
@@ -513,24 +575,39 @@ func ownMessage(c core.Command, person string) *core.MessageReceived {
 	return p
 }
 
-// redactFor redacts target in by's name, counting it in pc; one redacted
-// already (an earlier run of the job) is skipped.
-func (e *Engine) redactFor(ctx context.Context, sc core.Scope, target cmdRef, by core.Person, reason string, pc *personChannel) error {
-	rd, err := e.b.Human(by, sc, core.Meta{Cause: target.id},
-		&core.CommandRedacted{Seq: target.seq, ID: target.id, Reason: reason, TargetKind: target.kind.String()})
-	if err != nil {
-		return err
+// eraseBatch is how many redactions an erasure writes in one durable
+// write (core.RedactAll): a batch costs about one commit, and a job
+// stopped between two batches resumes after the last one.
+const eraseBatch = 500
+
+// redactFor redacts targets (of sc's channel) in by's name, in one write,
+// counting them in pc; those redacted already (an earlier run of the job,
+// or retention) are skipped.
+func (e *Engine) redactFor(ctx context.Context, sc core.Scope, targets []cmdRef, by core.Person, reason string, pc *personChannel) error {
+	if len(targets) == 0 {
+		return nil
 	}
-	if err := e.dropFilesAt(ctx, sc.Key(), target.seq, target.kind); err != nil { // attachments_erase.go
-		return err
-	}
-	if _, err := e.j.Redact(ctx, target.seq, rd); err != nil {
-		if cur, rerr := e.j.Read(ctx, sc.Key(), target.seq, 1); rerr == nil && len(cur) == 1 && cur[0].Redacted() {
-			return nil
+	reds := make([]core.Redaction, len(targets))
+	kinds := make(map[string]core.Kind, len(targets))
+	for i, t := range targets {
+		rd, err := e.b.Human(by, sc, core.Meta{Cause: t.id},
+			&core.CommandRedacted{Seq: t.seq, ID: t.id, Reason: reason, TargetKind: t.kind.String()})
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("redact %s seq %d: %w", sc.Key(), target.seq, err)
+		if err := e.dropFilesAt(ctx, sc.Key(), t.seq, t.kind); err != nil { // attachments_erase.go
+			return err
+		}
+		reds[i] = core.Redaction{Seq: t.seq, Record: rd}
+		kinds[rd.ID()] = t.kind
 	}
-	pc.erasure.Add(target.kind)
+	done, err := core.RedactAll(ctx, e.j, reds)
+	for _, c := range done {
+		pc.erasure.Add(kinds[c.ID()])
+	}
+	if err != nil {
+		return fmt.Errorf("redact %d in %s: %w", len(reds), sc.Key(), err)
+	}
 	return nil
 }
 
@@ -544,28 +621,42 @@ type cmdRef struct {
 func refOf(c core.Command) cmdRef { return cmdRef{seq: c.Seq(), id: c.ID(), kind: c.Kind()} }
 
 // eraseCopiesOf redacts, in sc's channel, every erasable command other
-// than person's own messages that carries one of texts (theirs, from every
-// channel) or a piece of one; other people's messages that quote one are
-// kept (counted), decision records restated, the rest kept (Kept).
-func (e *Engine) eraseCopiesOf(ctx context.Context, sc core.Scope, person string, texts *core.TextMatcher, by core.Person, reason string, pc *personChannel) error {
+// than person's own messages (own) that carries one of texts (theirs, from
+// every channel) or a piece of one, and the files records of their
+// messages; other people's messages that quote one are kept (counted),
+// decision records restated, the rest kept (Kept). Redactions are written
+// eraseBatch at a time.
+func (e *Engine) eraseCopiesOf(ctx context.Context, sc core.Scope, own *ownIn, texts *core.TextMatcher, by core.Person, reason string, pc *personChannel) error {
 	ch := sc.Key()
 	head, _, err := e.j.Head(ctx, ch)
 	if err != nil {
 		return err
 	}
-	if texts.Empty() {
+	if texts.Empty() && own == nil {
 		return nil
 	}
-	return readAll(ctx, e.j, ch, head, func(c core.Command) error {
-		if c.Redacted() || ownMessage(c, person) != nil {
+	files := newFilesOfErased()
+	if own != nil {
+		files = own.files
+	}
+	var batch []cmdRef
+	flush := func() error {
+		err := e.redactFor(ctx, sc, batch, by, reason, pc)
+		batch = batch[:0]
+		return err
+	}
+	err = readAll(ctx, e.j, ch, head, func(c core.Command) error {
+		if c.Redacted() || (own != nil && own.seqs[c.Seq()]) {
 			return nil
 		}
 		switch {
+		case files.belongs(c):
+			batch = append(batch, refOf(c))
 		case !texts.Carries(c):
 		case c.Kind() == core.KindMessageReceived:
 			pc.others++ // someone else's message quoting them: theirs to erase
 		case core.Erasable(c.Kind()):
-			return e.redactFor(ctx, sc, refOf(c), by, reason, pc)
+			batch = append(batch, refOf(c))
 		default:
 			// decision records lose the text (restated); routines, policy
 			// and other people's memories carrying their words are kept
@@ -579,8 +670,15 @@ func (e *Engine) eraseCopiesOf(ctx context.Context, sc core.Scope, person string
 				pc.erasure.Keep(c.Kind())
 			}
 		}
+		if len(batch) >= eraseBatch {
+			return flush()
+		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
 // restate replaces c, a decision record carrying one of texts, with its

@@ -11,9 +11,10 @@ import (
 	"github.com/marlowe-bot/marlowe/store/sqlite"
 )
 
-// gatedStore is the rig's SQLite store whose redactions wait, after the
-// first `pass` of them, until the test opens the gate (or the caller's
-// context ends): the erasure job caught in the middle.
+// gatedStore is the rig's SQLite store whose redacting writes (a Redact,
+// or a RedactBatch of many) wait, after the first `pass` of them, until
+// the test opens the gate (or the caller's context ends): the erasure job
+// caught in the middle.
 type gatedStore struct {
 	*sqlite.Store
 	mu      sync.Mutex
@@ -34,11 +35,26 @@ func newGatedStore(st *sqlite.Store, pass int) *gatedStore {
 }
 
 func (g *gatedStore) Redact(ctx context.Context, seq uint64, record core.Draft) (core.Command, error) {
+	if err := g.gate(ctx); err != nil {
+		return core.Command{}, fmt.Errorf("redact seq %d: %w", seq, err)
+	}
+	return g.Store.Redact(ctx, seq, record)
+}
+
+func (g *gatedStore) RedactBatch(ctx context.Context, reds []core.Redaction) ([]core.Command, error) {
+	if err := g.gate(ctx); err != nil {
+		return nil, fmt.Errorf("redact %d: %w", len(reds), err)
+	}
+	return g.Store.RedactBatch(ctx, reds)
+}
+
+// gate lets one redacting write through, or holds it.
+func (g *gatedStore) gate(ctx context.Context) error {
 	g.mu.Lock()
 	if ctx.Value(deliveryKey{}) != nil {
 		g.inDelivery++
 		g.mu.Unlock()
-		return core.Command{}, fmt.Errorf("redact seq %d: refused inside the click's delivery", seq)
+		return fmt.Errorf("refused inside the click's delivery")
 	}
 	wait := g.pass <= 0
 	g.pass--
@@ -48,10 +64,10 @@ func (g *gatedStore) Redact(ctx context.Context, seq uint64, record core.Draft) 
 		select {
 		case <-g.open:
 		case <-ctx.Done():
-			return core.Command{}, fmt.Errorf("redact seq %d: %w", seq, ctx.Err())
+			return ctx.Err()
 		}
 	}
-	return g.Store.Redact(ctx, seq, record)
+	return nil
 }
 
 // rigOn replaces the rig's engine with one over j (same store, memory
@@ -117,15 +133,16 @@ func TestForgetMeAnswersAtOnceAndErasesInTheBackground(t *testing.T) {
 }
 
 // The job survives a restart: the engine stops while the job waits in the
-// middle of its work (some records erased, most not); a new engine on the
-// same journal resumes it from the journal, finishes it, and reports once.
+// middle of its work (two redacting writes made, some records erased, not
+// all); a new engine on the same journal resumes it from the journal,
+// finishes it, and reports once.
 func TestForgetMeJobResumesAfterARestart(t *testing.T) {
 	r := newForgetRig(t)
 	secret := longText(5, 300)
 	for i := range 20 {
 		r.say(fmt.Sprintf("C%d", i%4), "UALICE", fmt.Sprintf("%d %s", i, secret))
 	}
-	g := newGatedStore(r.store, 7)
+	g := newGatedStore(r.store, 2)
 	r.rigOn(g)
 	r.say("DALICE", "UALICE", "forget me")
 	card := r.card("DALICE")
@@ -147,7 +164,7 @@ func TestForgetMeJobResumesAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := r.count(core.KindCommandRedacted, "")
-	if done != 7 || len(r.piecesHeld(secret)) == 0 {
+	if done == 0 || len(r.piecesHeld(secret)) == 0 {
 		t.Fatalf("the test needs the job stopped partway: %d redactions", done)
 	}
 	r.rigOn(r.store) // restart: Start resumes the unfinished job

@@ -93,6 +93,8 @@ func Run(t *testing.T, open func(t *testing.T, signer *core.Signer) Harness) {
 		{"Redact", testRedact},
 		{"Restate", testRestate},
 		{"RedactRejects", testRedactRejects},
+		{"RedactBatch", testRedactBatch},
+		{"MessagesBy", testMessagesBy},
 		{"ReadRun", testReadRun},
 		{"Channels", testChannels},
 		{"Head", testHead},

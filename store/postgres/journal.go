@@ -73,15 +73,13 @@ func (s *Store) append(ctx context.Context, exp *core.Expect, drafts []core.Draf
 		}
 		// Another writer appended since: take the lock and read the head.
 	}
-	out, err := s.appendTx(ctx, ch, 0, exp, noBefore, drafts)
+	out, err := s.appendTx(ctx, ch, nil, exp, func([]core.Command) (*pgx.Batch, []core.Draft, error) { return &pgx.Batch{}, drafts, nil })
 	if err != nil {
 		return nil, fmt.Errorf("append %d command(s) to %s: %w", len(drafts), ch, err)
 	}
 	h.set(out[len(out)-1])
 	return out, nil
 }
-
-func noBefore([]core.Command) (*pgx.Batch, error) { return &pgx.Batch{}, nil }
 
 // NotifyChannel is the LISTEN/NOTIFY channel every unfenced append
 // notifies, with "<seq> <channel key>" as payload, when it commits: how the
@@ -200,12 +198,12 @@ func (h *cachedHead) set(last core.Command) {
 // the cost of an append:
 //
 //  1. BEGIN, create the channel's head row if new, lock it (FOR UPDATE) and
-//     read it, and, when target > 0, read the command at that seq;
+//     read it, and read the commands at targets (if any);
 //  2. what before returns (given the target read in 1), the sealed inserts,
 //     the head update and COMMIT.
 //
 // A failure anywhere leaves the transaction open and it is rolled back.
-func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64, exp *core.Expect, before func(target []core.Command) (*pgx.Batch, error), drafts []core.Draft) (_ []core.Command, err error) {
+func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, targets []int64, exp *core.Expect, before func(targets []core.Command) (*pgx.Batch, []core.Draft, error)) (_ []core.Command, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("acquire connection: %w", err)
@@ -217,8 +215,8 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 	b.Queue(`BEGIN`)
 	b.Queue(`INSERT INTO channel_heads (channel, seq, hash) VALUES ($1, 0, $2) ON CONFLICT (channel) DO NOTHING`, string(ch), zero[:])
 	b.Queue(`SELECT seq, hash FROM channel_heads WHERE channel = $1 FOR UPDATE`, string(ch))
-	if target > 0 {
-		b.Queue(selectCommand+`WHERE channel = $1 AND seq = $2`, string(ch), clampSeq(target))
+	if len(targets) > 0 {
+		b.Queue(selectCommand+`WHERE channel = $1 AND seq = ANY($2) ORDER BY seq`, string(ch), targets)
 	}
 	fenced := exp != nil && exp.Fence != nil
 	if fenced {
@@ -226,7 +224,7 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 		// so the new holder's first read sees it.
 		b.Queue(`SELECT coalesce((SELECT token FROM leases WHERE name = $1 FOR SHARE), 0)`, exp.Fence.Name)
 	}
-	head, prev, targets, token, err := readLocked(conn.SendBatch(ctx, b), target > 0, fenced)
+	head, prev, read, token, err := readLocked(conn.SendBatch(ctx, b), len(targets) > 0, fenced)
 	if err != nil {
 		return nil, err
 	}
@@ -237,9 +235,13 @@ func (s *Store) appendTx(ctx context.Context, ch core.ChannelKey, target uint64,
 		return nil, fmt.Errorf("lease %s: fence %d, current %d: %w", exp.Fence.Name, exp.Fence.Token, token, core.ErrFenced)
 	}
 
-	b, err = before(targets)
+	b, drafts, err := before(read)
 	if err != nil {
 		return nil, err
+	}
+	if len(drafts) == 0 { // a batched redaction that found every target redacted
+		b.Queue(`COMMIT`)
+		return nil, execAll(conn.SendBatch(ctx, b), b.Len())
 	}
 	out := make([]core.Command, 0, len(drafts))
 	seq := head

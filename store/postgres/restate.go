@@ -39,27 +39,27 @@ func (s *Store) redact(ctx context.Context, seq uint64, restated []byte, record 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.known = false // the redaction record moves the head; re-read it next time
-	out, err := s.appendTx(ctx, ch, seq, nil, func(targets []core.Command) (*pgx.Batch, error) {
+	out, err := s.appendTx(ctx, ch, []int64{clampSeq(seq)}, nil, func(targets []core.Command) (*pgx.Batch, []core.Draft, error) {
 		if len(targets) == 0 {
-			return nil, fmt.Errorf("target seq %d: %w", seq, core.ErrNotFound)
+			return nil, nil, fmt.Errorf("target seq %d: %w", seq, core.ErrNotFound)
 		}
 		if targets[0].Redacted() {
-			return nil, fmt.Errorf("target seq %d is already redacted", seq)
+			return nil, nil, fmt.Errorf("target seq %d is already redacted", seq)
 		}
 		check := core.CheckRedaction(targets[0], record)
 		if restated != nil {
 			check = core.CheckRestatement(targets[0], restated, record)
 		}
 		if check != nil {
-			return nil, check
+			return nil, nil, check
 		}
 		b := &pgx.Batch{}
 		b.Queue(`UPDATE commands SET payload = NULL, redacted = true WHERE channel = $1 AND seq = $2`, string(ch), int64(seq))
 		if restated != nil {
 			b.Queue(`INSERT INTO restated (channel, seq, payload) VALUES ($1, $2, $3)`, string(ch), int64(seq), restated)
 		}
-		return b, nil
-	}, []core.Draft{record})
+		return b, []core.Draft{record}, nil
+	})
 	if err != nil {
 		return core.Command{}, fmt.Errorf("redact %s seq %d: %w", ch, seq, err)
 	}
