@@ -29,12 +29,21 @@ func longChannel(tb testing.TB, n int) (*fold.Channel, uint64) {
 // order, to each (nil: none).
 func longHistory(tb testing.TB, n int, each func(core.Command)) (*fold.Channel, uint64) {
 	tb.Helper()
+	return longHistoryBounded(tb, n, 250, fold.DefaultBounds(), each)
+}
+
+// longHistoryBounded is longHistory with perDay messages a day, folded
+// with bounds: a tenth of the default caps reach every bound in a tenth of
+// the history (signing each command is most of the cost, many times more
+// under -race).
+func longHistoryBounded(tb testing.TB, n, perDay int, bounds fold.Bounds, each func(core.Command)) (*fold.Channel, uint64) {
+	tb.Helper()
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2024, 1, 1, 9, 0, 0, 0, time.UTC)}
 	b := core.NewBoundary(clk.Now)
 	j := coretest.NewMemJournal(coretest.NewSigner(tb))
 	sc := chanScope("LONG")
-	f := fold.NewChannel(sc.Key())
+	f := fold.NewChannelBounded(sc.Key(), bounds)
 	apply := func(cmds []core.Command) {
 		for _, c := range cmds {
 			if err := f.Apply(c); err != nil {
@@ -54,7 +63,7 @@ func longHistory(tb testing.TB, n int, each func(core.Command)) (*fold.Channel, 
 	var byDay [][]core.Command
 	var today []core.Command
 	for i := range n {
-		if i > 0 && i%250 == 0 {
+		if i > 0 && i%perDay == 0 {
 			clk.Advance(24 * time.Hour)
 			byDay, today = append(byDay, today), nil
 			if d := len(byDay) - 30; d >= 0 { // retention: 30 days
@@ -97,16 +106,19 @@ func longHistory(tb testing.TB, n int, each func(core.Command)) (*fold.Channel, 
 // retention on: delivered ids (seen), days of token use and listed
 // redactions no longer grow with the channel's age.
 func TestFoldMapsStayBoundedInALongChannel(t *testing.T) {
-	const messages = 20_000 // 80 days
-	f, _ := longChannel(t, messages)
+	// A tenth of the default caps, and of the messages a day: 80 days,
+	// past every cap, as the default caps are past in 20,000 messages.
+	const messages, perDay = 2_000, 25
+	bounds := fold.Bounds{FinishedRuns: 102, SeenMessages: 1640, TokenDays: 62, RedactedListed: 410}
+	f, _ := longHistoryBounded(t, messages, perDay, bounds, nil)
 	st := f.State()
-	if n := len(st.Redacted); n > 4096 {
-		t.Errorf("%d redacted seqs listed, want at most 4096", n)
+	if n := len(st.Redacted); n > bounds.RedactedListed {
+		t.Errorf("%d redacted seqs listed, want at most %d", n, bounds.RedactedListed)
 	}
 	if f.Delivered("M0") {
 		t.Errorf("the first message id of %d is still kept for redelivery dedupe", messages)
 	}
-	if !f.Delivered(fmt.Sprintf("M%d", messages-1)) || !f.Delivered(fmt.Sprintf("M%d", messages-16_000)) {
+	if !f.Delivered(fmt.Sprintf("M%d", messages-1)) || !f.Delivered(fmt.Sprintf("M%d", messages-1_600)) {
 		t.Error("the newest message ids are not kept")
 	}
 	for d := range 80 - 62 {
@@ -117,13 +129,13 @@ func TestFoldMapsStayBoundedInALongChannel(t *testing.T) {
 	if f.TokensOn(time.Date(2024, 1, 80, 12, 0, 0, 0, time.UTC)) == 0 {
 		t.Error("the newest day's tokens are not kept")
 	}
-	// Finished runs and their decided approvals leave the fold once 1,024
-	// to 2,048 newer runs have ended; the newest stay, as does the thread's
-	// pointer to its latest run.
-	if n := len(st.Runs); n > 2048 {
-		t.Errorf("%d runs kept of %d finished, want at most 2048", n, messages)
+	// Finished runs and their decided approvals leave the fold once
+	// FinishedRuns to twice that many newer runs have ended; the newest
+	// stay, as does the thread's pointer to its latest run.
+	if n := len(st.Runs); n > 2*bounds.FinishedRuns {
+		t.Errorf("%d runs kept of %d finished, want at most %d", n, messages, 2*bounds.FinishedRuns)
 	}
-	if n := len(st.Approvals); n > 2048/8+1 {
+	if n := len(st.Approvals); n > 2*bounds.FinishedRuns/8+1 {
 		t.Errorf("%d approvals kept, want at most those of the kept runs", n)
 	}
 	if f.Run("R0") != nil || f.Approval("A0") != nil {

@@ -7,26 +7,47 @@ import (
 )
 
 // Finished runs leave the fold. A run that ended (with its end notice, if
-// any, posted) is kept until finishedRuns newer runs have ended; then it,
+// any, posted) is kept until Bounds.FinishedRuns newer runs have ended; then it,
 // its thread's pointer to it and its decided approvals are dropped. What
 // they said stays in the journal: `bot replay` and the exports read it
 // there. Live runs, runs owing an end notice and pending approvals are
 // never dropped, so the engine's drive, cancel and card paths (which only
 // act on those) see no difference.
-const finishedRuns = 1024
+//
+// Bounds holds these caps and the others a channel's fold keeps to
+// (channel.go): production folds with DefaultBounds; a test folds with
+// smaller ones to reach every cap in a short history.
+type Bounds struct {
+	FinishedRuns   int // ended runs kept (they are dropped in batches, at twice this)
+	SeenMessages   int // delivered message ids kept for redelivery dedupe
+	TokenDays      int // days of token use kept
+	RedactedListed int // redacted seqs listed (the count stays exact)
+}
+
+// DefaultBounds are the caps every production fold keeps to.
+func DefaultBounds() Bounds {
+	return Bounds{FinishedRuns: 1024, SeenMessages: seenMessages, TokenDays: tokenDays, RedactedListed: redactedListed}
+}
+
+// NewChannelBounded is NewChannel with caps b.
+func NewChannelBounded(ch core.ChannelKey, b Bounds) Channel {
+	f := NewChannel(ch)
+	f.bounds, f.seen = b, newFIFOMap(b.SeenMessages)
+	return f
+}
 
 // runEnded records that run id has ended and owes nothing more, and drops
-// the oldest ended runs past finishedRuns.
+// the oldest ended runs past the bound.
 func (f *Channel) runEnded(id string) {
 	r := f.runs[id]
 	if r == nil || !finished(r.Status) || r.EndNotice != "" {
 		return
 	}
 	f.ended = append(f.ended, id)
-	if len(f.ended) <= 2*finishedRuns {
+	if len(f.ended) <= 2*f.bounds.FinishedRuns {
 		return
 	}
-	drop := f.ended[:len(f.ended)-finishedRuns]
+	drop := f.ended[:len(f.ended)-f.bounds.FinishedRuns]
 	for _, old := range drop {
 		f.dropRun(old)
 	}

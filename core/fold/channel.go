@@ -36,8 +36,9 @@ type Channel struct {
 	// live holds the runs not yet ended, so the owner finds what to drive
 	// without walking every run the channel ever had.
 	live      map[string]struct{}
-	threads   map[string]string                // thread root → latest run id
-	seen      fifoMap                          // delivered message ids (redelivery dedupe), the latest seenMessages
+	threads   map[string]string // thread root → latest run id
+	bounds    Bounds
+	seen      fifoMap                          // delivered message ids (redelivery dedupe), the latest bounds.SeenMessages
 	dayTokens map[string]int                   // UTC date → tokens spent, the latest tokenDays days
 	dayUsage  map[string]map[string]core.Usage // UTC date → model → tokens (spend estimates), the days of dayTokens
 	// history keeps each conversation's recent turns (routed messages and
@@ -74,6 +75,7 @@ func NewChannel(ch core.ChannelKey) Channel {
 		reports:    newReportFold(),
 		erasures:   map[string]*Erasure{},
 		attempted:  newFIFOMap(attemptedKeys),
+		bounds:     DefaultBounds(),
 	}
 }
 
@@ -220,7 +222,7 @@ func (f *Channel) Apply(c core.Command) error {
 			u.OutputTokens += p.Usage.OutputTokens
 			f.dayUsage[day][p.Model] = u
 		}
-		if len(f.dayTokens) > tokenDays {
+		if len(f.dayTokens) > f.bounds.TokenDays {
 			oldest := slices.Min(slices.Collect(maps.Keys(f.dayTokens)))
 			delete(f.dayTokens, oldest)
 			delete(f.dayUsage, oldest)
@@ -301,8 +303,8 @@ func (f *Channel) Apply(c core.Command) error {
 		f.fireRoutine(c, p)
 	case *core.CommandRedacted:
 		f.redacted = append(f.redacted, p.Seq)
-		if len(f.redacted) > 2*redactedListed {
-			f.redacted = slices.Clone(f.redacted[len(f.redacted)-redactedListed:])
+		if len(f.redacted) > 2*f.bounds.RedactedListed {
+			f.redacted = slices.Clone(f.redacted[len(f.redacted)-f.bounds.RedactedListed:])
 		}
 		f.forgetSeq(p.Seq)
 	case *core.ReportFiled:
@@ -424,7 +426,7 @@ func (f *Channel) State() *ChannelState {
 		Channel: f.ch, Seq: f.last, Counts: make(map[string]int, len(f.counts)), Policy: f.policy,
 		Runs: make(map[string]*RunState, len(f.runs)), Approvals: make(map[string]*ApprovalState, len(f.approvals)),
 		Memories: make(map[string]*MemoryState, len(f.memories)), Routines: make(map[string]*RoutineState, len(f.routines)),
-		Consents: make([]ConsentState, 0, len(f.consents)), Posted: f.posted, Redacted: slices.Clone(f.redacted[max(0, len(f.redacted)-redactedListed):]),
+		Consents: make([]ConsentState, 0, len(f.consents)), Posted: f.posted, Redacted: slices.Clone(f.redacted[max(0, len(f.redacted)-f.bounds.RedactedListed):]),
 	}
 	if f.last > 0 {
 		s.Head = f.head.String()
