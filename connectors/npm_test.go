@@ -212,7 +212,10 @@ func TestFilesystemServer(t *testing.T) {
 }
 
 // The reference server's long operation reports progress on the token a
-// watched call carries, and the call's Progress gets each step. Marlowe
+// watched call carries, and the call's Progress gets each step before the
+// last in order (the server sends the last report just before its result,
+// so the two race, and a report after the call returned is dropped by
+// design: progressRoutes). Marlowe
 // advertises neither elicitation nor sampling, so the reference server does
 // not offer its tools that need them (it registers them only for clients
 // that do).
@@ -228,14 +231,14 @@ func TestEverythingServerProgressAndNoElicitationOrSampling(t *testing.T) {
 	if err != nil {
 		t.Fatalf("long operation: %v", err)
 	}
-	for last := (core.Progress{}); last.Done != 3; {
+	for want := 1.0; want <= 2; want++ {
 		select {
-		case last = <-got:
-			if last.Total != 3 {
-				t.Fatalf("progress %+v", last)
+		case p := <-got:
+			if p.Total != 3 || p.Done != want {
+				t.Fatalf("progress %+v, want %v of 3", p, want)
 			}
 		case <-time.After(20 * time.Second): // awaiting an event
-			t.Fatalf("no progress 3 of 3 (result %q)", obs.Text)
+			t.Fatalf("no progress %v of 3 (result %q)", want, obs.Text)
 		}
 	}
 	for _, name := range []string{"everything__trigger-elicitation-request", "everything__trigger-sampling-request"} {
