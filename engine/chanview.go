@@ -177,6 +177,25 @@ func (v *chanView) with(ctx context.Context, fn func()) error {
 	return nil
 }
 
+// caughtUp calls fn under v's lock with everything the journal holds
+// folded: a view not loaded yet is loaded (which catches up), a loaded one
+// catches up, so a borrowed view costs one read of its journal, not two.
+func (v *chanView) caughtUp(ctx context.Context, fn func()) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var err error
+	if v.loaded {
+		err = v.catchUp(ctx)
+	} else {
+		err = v.load(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	fn()
+	return nil
+}
+
 // apply folds one command into the cache, once: a command already folded
 // (an append's own commands after a catch-up read them) is skipped. It is
 // the cache's one entry to the fold. Callers hold v.mu.

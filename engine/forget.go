@@ -357,9 +357,13 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 		return out, err
 	}
 	// Where consents may be (their grants are revoked on a fresh fold).
-	items, err := e.j.ItemChannels(ctx, platform)
+	itemList, err := e.j.ItemChannels(ctx, platform)
 	if err != nil {
 		return out, fmt.Errorf("list item channels: %w", err)
+	}
+	items := make(map[core.ChannelKey]bool, len(itemList))
+	for _, ch := range itemList {
+		items[ch] = true
 	}
 	pcs := make(map[core.ChannelKey]*personChannel, len(chs))
 	total := 2 * len(chs)
@@ -376,7 +380,7 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 		progress(i+1, total)
 	}
 	for i, ch := range chs {
-		if err := e.eraseOwnIn(ctx, ch, own[ch].messages(), person, actor, by, reason, pcs[ch], slices.Contains(items, ch)); err != nil {
+		if err := e.eraseOwnIn(ctx, ch, own[ch].messages(), person, actor, by, reason, pcs[ch], items[ch]); err != nil {
 			return out, err
 		}
 		if pc := pcs[ch]; pc.erasure.RemovedTotal() > 0 || pc.memories > 0 || pc.consents > 0 || pc.others > 0 || pc.mention > 0 || len(pc.erasure.Kept) > 0 || len(pc.erasure.Restated) > 0 {

@@ -69,21 +69,6 @@ func (e *Engine) foldEach(ctx context.Context, chs []core.ChannelKey, fn func(v 
 	return nil
 }
 
-// caughtUp calls fn under v's lock with everything the journal holds
-// folded.
-func (v *chanView) caughtUp(ctx context.Context, fn func()) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	err := v.load(ctx)
-	if err == nil {
-		err = v.catchUp(ctx)
-	}
-	if err == nil {
-		fn()
-	}
-	return err
-}
-
 // adminsOf lists the admins that can be enumerated for a channel: the
 // operators of its platform (MARLOWE_ADMINS) and the channel's admins set by
 // policy. Platform administrators (workspace admins, guild administrators)

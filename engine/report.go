@@ -139,7 +139,7 @@ func (e *Engine) fileReport(ctx context.Context, n core.OwnerNotice) (*fold.Repo
 		// Another replica journaled the same keyed id first (the journal's
 		// UNIQUE (id) refused this one): that is the one report.
 		known := false
-		_ = v.with(ctx, func() { known = v.catchUp(ctx) == nil && v.fold.ReportKnown(n.Key) })
+		_ = v.caughtUp(ctx, func() { known = v.fold.ReportKnown(n.Key) })
 		if !known {
 			return nil, false, fmt.Errorf("file report %s: %w", n.Key, err)
 		}
