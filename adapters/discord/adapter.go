@@ -29,6 +29,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/internal/dedupe"
 	"github.com/marlowe-bot/marlowe/internal/delivery"
+	"github.com/marlowe-bot/marlowe/internal/filefetch"
 	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
@@ -55,6 +56,9 @@ type Adapter struct {
 
 	client *http.Client
 	rt     http.RoundTripper // under the rebase; nil = http.DefaultTransport
+	// files downloads attachments from Discord's CDN: the vetted egress
+	// transport (internal/filefetch).
+	files http.RoundTripper
 
 	idMu sync.RWMutex
 	id   identity
@@ -165,6 +169,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		sess:   sess,
 		now:    time.Now,
 		client: &http.Client{Timeout: 30 * time.Second},
+		files:  filefetch.NewEgress(),
 		chans:  newChanCache(20000),
 		roles:  newManagedRoles(),
 		seen:   newLookalikes(),

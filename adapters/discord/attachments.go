@@ -39,17 +39,16 @@ func attachmentsOf(list []*discordgo.MessageAttachment) []core.Attachment {
 var _ core.AttachmentFetcher = (*Adapter)(nil)
 
 // FetchAttachment implements core.AttachmentFetcher: the attachment's
-// signed CDN URL, from Discord's CDN hosts only (or the configured API
-// URL's host, a local fake Discord). The CDN needs no token, and none is
+// signed CDN URL, from Discord's CDN hosts only, through the egress
+// transport (or the configured API URL's host, a local fake Discord). The CDN needs no token, and none is
 // sent: the bot token never leaves for a file host.
 func (a *Adapter) FetchAttachment(ctx context.Context, att core.Attachment, max int64) ([]byte, error) {
-	hosts := append([]string(nil), cdnHosts...)
+	f := filefetch.Fetcher{Hosts: cdnHosts, Egress: a.files, Client: a.client}
 	if a.cfg.APIURL != "" && a.cfg.APIURL != DefaultAPIURL {
 		if u, err := url.Parse(a.cfg.APIURL); err == nil && u.Host != "" {
-			hosts = append(hosts, u.Host)
+			f.Local = []string{u.Host}
 		}
 	}
-	f := filefetch.Fetcher{Client: a.client, Hosts: hosts}
 	b, err := f.Get(ctx, att.Ref, nil, max)
 	if err != nil {
 		return nil, fmt.Errorf("discord: fetch attachment %s: %w", att.ID, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/internal/dedupe"
 	"github.com/marlowe-bot/marlowe/internal/delivery"
+	"github.com/marlowe-bot/marlowe/internal/filefetch"
 	"github.com/marlowe-bot/marlowe/internal/lanes"
 )
 
@@ -42,6 +43,9 @@ type Adapter struct {
 	// chat.postMessage response must not become a second post (Post does
 	// its own, key-checked retries).
 	httpClient *http.Client
+	// files downloads shared files from Slack's own file host: the vetted
+	// egress transport (internal/filefetch).
+	files http.RoundTripper
 
 	lookalike  bool
 	pace       paceConfig
@@ -153,6 +157,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		log:        slog.Default(),
 		now:        time.Now,
 		httpClient: &http.Client{Timeout: 30 * time.Second},
+		files:      filefetch.NewEgress(),
 		lookalike:  true,
 		pace:       paceConfig{interval: time.Second, burst: 4},
 		historyGap: time.Second,

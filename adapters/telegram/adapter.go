@@ -33,6 +33,7 @@ import (
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/internal/dedupe"
 	"github.com/marlowe-bot/marlowe/internal/delivery"
+	"github.com/marlowe-bot/marlowe/internal/filefetch"
 )
 
 // Adapter is the Telegram core.Surface.
@@ -46,7 +47,11 @@ type Adapter struct {
 	// httpClient has no retries of its own: a lost sendMessage response
 	// must not become a second post.
 	httpClient *http.Client
-	bot        *tgbotapi.BotAPI
+	// files downloads files from api.telegram.org: the vetted egress
+	// transport (internal/filefetch). A configured API URL (a fake, a
+	// self-hosted Bot API server) is reached with httpClient instead.
+	files http.RoundTripper
+	bot   *tgbotapi.BotAPI
 
 	dedupe  dedupe.Deduper
 	claims  *delivery.Claimer // over dedupe
@@ -174,6 +179,7 @@ func New(cfg Config, opts ...Option) (*Adapter, error) {
 		log:     slog.Default(),
 		now:     time.Now,
 		private: map[int64]bool{},
+		files:   filefetch.NewEgress(),
 		pace:    paceConfig{chatInterval: time.Second, chatBurst: 3, groupPerMinute: 20, globalPerSecond: 30},
 
 		answerWait:     callbackAnswerWait,

@@ -110,6 +110,9 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
+// defaultAPIHost is the Bot API's public host, reached through egress.
+const defaultAPIHost = "api.telegram.org"
+
 var _ core.AttachmentFetcher = (*Adapter)(nil)
 
 // FetchAttachment implements core.AttachmentFetcher: getFile names the
@@ -139,7 +142,12 @@ func (a *Adapter) FetchAttachment(ctx context.Context, att core.Attachment, max 
 		return nil, fmt.Errorf("telegram: file %s: %w: bad file path", att.ID, core.ErrAttachmentHost)
 	}
 	ref := base.Scheme + "://" + base.Host + "/file/bot" + a.cfg.BotToken + "/" + path
-	f := filefetch.Fetcher{Client: a.httpClient, Hosts: []string{base.Host}}
+	f := filefetch.Fetcher{Egress: a.files, Client: a.httpClient}
+	if strings.EqualFold(base.Host, defaultAPIHost) {
+		f.Hosts = []string{base.Host}
+	} else {
+		f.Local = []string{base.Host}
+	}
 	b, err := f.Get(ctx, ref, nil, max)
 	if err != nil {
 		// The URL holds the token: say which file, never the URL.

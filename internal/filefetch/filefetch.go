@@ -1,7 +1,12 @@
 // Package filefetch downloads a platform-hosted file for an adapter:
 // only from the hosts the adapter names, streamed to a size cap, within a
-// timeout. It is plumbing shared by the adapters' core.AttachmentFetcher
-// implementations and imports nothing of the module but core.
+// timeout. The platform's own public hosts are reached through the vetted
+// egress client (internal/egress: public addresses only, checked at
+// connect time; no proxy from the environment); only a host the operator
+// configured (a local fake, a self-hosted Telegram Bot API server) goes
+// through the adapter's own client. It is plumbing shared by the adapters'
+// core.AttachmentFetcher implementations and imports nothing of the module
+// but core and internal/egress.
 package filefetch
 
 import (
@@ -15,6 +20,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/egress"
 )
 
 // DefaultTimeout bounds one download when the caller gives none.
@@ -22,13 +28,37 @@ const DefaultTimeout = 60 * time.Second
 
 // Fetcher downloads files from an allow-list of hosts.
 type Fetcher struct {
-	// Client does the requests; redirects are followed only to allowed
-	// hosts. nil: http.DefaultTransport.
-	Client *http.Client
-	// Hosts are the allowed host[:port]s, compared case-insensitively.
+	// Hosts are the platform's own public host[:port]s, compared
+	// case-insensitively: fetched through Egress.
 	Hosts []string
+	// Local are the host[:port]s the operator configured in place of the
+	// platform's (its API URL setting): fetched through Client, which may
+	// reach any address, as the adapter's API calls do.
+	Local []string
+	// Egress does the requests to Hosts. nil: a fresh egress.NewClient()'s
+	// transport (an adapter keeps one, so connections are reused).
+	Egress http.RoundTripper
+	// Client does the requests to Local hosts. nil: http.DefaultTransport.
+	Client *http.Client
 	// Timeout bounds one download (0: DefaultTimeout).
 	Timeout time.Duration
+}
+
+// NewEgress is the transport for Fetcher.Egress: egress.NewClient's.
+func NewEgress() http.RoundTripper { return egress.NewClient().Transport }
+
+// route sends each request (and each redirect hop) to the transport for
+// its host: Local hosts through the adapter's, every other through egress.
+type route struct {
+	f             *Fetcher
+	local, public http.RoundTripper
+}
+
+func (r route) RoundTrip(req *http.Request) (*http.Response, error) {
+	if inHosts(req.URL, r.f.Local) {
+		return r.local.RoundTrip(req)
+	}
+	return r.public.RoundTrip(req)
 }
 
 // Allowed parses ref and checks that it is an http(s) URL on one of the
@@ -45,7 +75,11 @@ func (f *Fetcher) Allowed(ref string) (*url.URL, error) {
 }
 
 func (f *Fetcher) hostOK(u *url.URL) bool {
-	for _, h := range f.Hosts {
+	return inHosts(u, f.Hosts) || inHosts(u, f.Local)
+}
+
+func inHosts(u *url.URL, hosts []string) bool {
+	for _, h := range hosts {
 		if h != "" && (strings.EqualFold(u.Host, h) || strings.EqualFold(u.Hostname(), h)) {
 			return true
 		}
@@ -75,13 +109,17 @@ func (f *Fetcher) Get(ctx context.Context, ref string, header http.Header, max i
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	client := http.Client{Transport: http.DefaultTransport}
-	if f.Client != nil {
-		client = *f.Client
+	local := http.DefaultTransport
+	if f.Client != nil && f.Client.Transport != nil {
+		local = f.Client.Transport
+	}
+	public := f.Egress
+	if public == nil {
+		public = NewEgress()
 	}
 	// The adapter's client may carry a short timeout meant for API calls;
 	// a download is bounded by Timeout above instead.
-	client.Timeout = 0
+	client := http.Client{Transport: route{f: f, local: local, public: public}}
 	client.CheckRedirect = func(r *http.Request, via []*http.Request) error {
 		if len(via) >= 5 {
 			return errors.New("too many redirects")
