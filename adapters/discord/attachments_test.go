@@ -3,12 +3,14 @@ package discord
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/marlowe-bot/marlowe/adapters/discord/discordfake"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/filefetch"
 )
 
 // A message with attachments and no text, through the real gateway path:
@@ -59,5 +61,76 @@ func TestDiscordAttachmentsArriveAndFetch(t *testing.T) {
 	}
 	if n := f.Downloads(got.ID); n != 2 {
 		t.Errorf("downloads %d, want 2 (the whole one, and the one refused from its Content-Length)", n)
+	}
+}
+
+// docsShapedAttachments is a MESSAGE_CREATE whose attachments follow the
+// attachment object documented by Discord
+// (https://discord.com/developers/docs/resources/message#attachment-object):
+// an image with its dimensions, alt text (description) and the original
+// name in title, a voice message (message flag IS_VOICE_MESSAGE 1<<13,
+// duration_secs a float, a base64 waveform) and a text file whose
+// width/height are null. It is WRITTEN for this test from that
+// documentation, not captured from Discord: no captured payload with
+// attachments was available (../shared/discord-payloads has none). The
+// ids, CDN signatures and timestamps are made up.
+const docsShapedAttachments = `{
+  "id": "1300000000000100001", "type": 0, "content": "", "channel_id": "` + general + `", "guild_id": "` + guildID + `",
+  "author": {"id": "` + "200000000000000001" + `", "username": "alice", "global_name": "Alice", "avatar": null, "discriminator": "0", "public_flags": 0},
+  "attachments": [
+    {"id": "1300000000000200001", "filename": "screenshot.png", "title": "скриншот.png", "description": "the error dialog",
+     "content_type": "image/png", "size": 48213,
+     "url": "https://cdn.discordapp.com/attachments/300000000000000010/1300000000000200001/screenshot.png?ex=67a1b2c3&is=67a06143&hm=3f1c0e9d2b7a4c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6&",
+     "proxy_url": "https://media.discordapp.net/attachments/300000000000000010/1300000000000200001/screenshot.png?ex=67a1b2c3&is=67a06143&hm=3f1c0e9d2b7a4c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6&",
+     "width": 1920, "height": 1080, "placeholder": "2AgGDwK3d4d4h3d3eHeIh4iGeHhIh4l4dw==", "placeholder_version": 1, "flags": 0},
+    {"id": "1300000000000200002", "filename": "voice-message.ogg", "content_type": "audio/ogg", "size": 21422,
+     "url": "https://cdn.discordapp.com/attachments/300000000000000010/1300000000000200002/voice-message.ogg?ex=67a1b2c3&is=67a06143&hm=aa&",
+     "proxy_url": "https://media.discordapp.net/attachments/300000000000000010/1300000000000200002/voice-message.ogg?ex=67a1b2c3&is=67a06143&hm=aa&",
+     "duration_secs": 3.48, "waveform": "AAAsHGqGcmOBgZGGfI6EmIqOho6PkJeVlpeam56enZ+goaKjpKWmp6ipqqusra6v", "flags": 0},
+    {"id": "1300000000000200003", "filename": "app.log", "content_type": "text/plain; charset=utf-8", "size": 3071,
+     "url": "https://cdn.discordapp.com/attachments/300000000000000010/1300000000000200003/app.log?ex=67a1b2c3&is=67a06143&hm=bb&",
+     "proxy_url": "https://media.discordapp.net/attachments/300000000000000010/1300000000000200003/app.log?ex=67a1b2c3&is=67a06143&hm=bb&",
+     "width": null, "height": null}
+  ],
+  "embeds": [], "mentions": [], "mention_roles": [], "pinned": false, "mention_everyone": false, "tts": false,
+  "timestamp": "2026-01-02T10:00:00.000000+00:00", "edited_timestamp": null, "flags": 8192, "components": []
+}`
+
+// A message shaped like Discord's documented attachment object (not a
+// capture: see docsShapedAttachments) normalises every attachment: id,
+// file name, declared type, size, the CDN URL as the reference (on a host
+// the fetcher accepts), an image's dimensions, and a voice message marked
+// as one; a message of files and no text is a person's post.
+func TestDocsShapedDiscordAttachmentsNormalise(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	startAdapter(t, f, rec.deliver)
+	f.Dispatch("MESSAGE_CREATE", json.RawMessage(docsShapedAttachments))
+	rec.waitFor(t, "the message", func() bool { return len(rec.events()) == 1 })
+	ev := rec.events()[0]
+	if ev.Subtype != "" || ev.Author.ID != alice.ID {
+		t.Errorf("subtype %q author %+v", ev.Subtype, ev.Author)
+	}
+	want := []core.Attachment{
+		{ID: "1300000000000200001", Name: "screenshot.png", Type: "image/png", Size: 48213, Width: 1920, Height: 1080},
+		{ID: "1300000000000200002", Name: "voice-message.ogg", Type: "audio/ogg", Kind: "voice", Size: 21422},
+		{ID: "1300000000000200003", Name: "app.log", Type: "text/plain; charset=utf-8", Size: 3071},
+	}
+	if len(ev.Attachments) != len(want) {
+		t.Fatalf("attachments %+v", ev.Attachments)
+	}
+	fetch := filefetch.Fetcher{Hosts: cdnHosts}
+	for i, w := range want {
+		got := ev.Attachments[i]
+		if !strings.HasPrefix(got.Ref, "https://cdn.discordapp.com/attachments/") {
+			t.Errorf("%s: ref %q, want the CDN url", w.Name, got.Ref)
+		}
+		if _, err := fetch.Allowed(got.Ref); err != nil {
+			t.Errorf("%s: the fetcher would refuse its ref: %v", w.Name, err)
+		}
+		got.Ref = ""
+		if got != w {
+			t.Errorf("attachment %d\n got %+v\nwant %+v", i, got, w)
+		}
 	}
 }
