@@ -11,6 +11,8 @@ import (
 	_ "image/gif" // decoders for image.DecodeConfig and image.Decode
 	"image/jpeg"
 	"image/png"
+	"runtime"
+	"sync"
 
 	_ "golang.org/x/image/bmp"
 	"golang.org/x/image/draw"
@@ -44,9 +46,7 @@ func prepareImage(b []byte, maxSide, maxPixels int) ([]byte, *core.ImageSeen, er
 	w, h := fit(cfg.Width, cfg.Height, maxSide)
 	var dst image.Image = src
 	if w != cfg.Width || h != cfg.Height {
-		rgba := image.NewRGBA(image.Rect(0, 0, w, h))
-		draw.ApproxBiLinear.Scale(rgba, rgba.Bounds(), src, src.Bounds(), draw.Over, nil)
-		dst = rgba
+		dst = scale(src, w, h, runtime.GOMAXPROCS(0))
 	}
 	var out bytes.Buffer
 	typ := "image/jpeg"
@@ -66,6 +66,29 @@ func prepareImage(b []byte, maxSide, maxPixels int) ([]byte, *core.ImageSeen, er
 		OrigWidth: cfg.Width, OrigHeight: cfg.Height,
 	}, nil
 }
+
+// scale draws src onto a new w×h RGBA, bilinearly, in up to strips
+// horizontal strips at once: each strip is the same mapping of the whole
+// source onto the whole destination, clipped to its rows, so the result
+// does not depend on strips. Src, not Over: the destination is new
+// (transparent), where both give the same pixels, and Src skips Over's
+// scan of the source for opacity.
+func scale(src image.Image, w, h, strips int) *image.RGBA {
+	dst := image.NewRGBA(image.Rect(0, 0, w, h))
+	strips = max(1, min(strips, maxStrips, h))
+	var wg sync.WaitGroup
+	for i := range strips {
+		rows := image.Rect(0, h*i/strips, w, h*(i+1)/strips)
+		wg.Go(func() {
+			draw.ApproxBiLinear.Scale(dst.SubImage(rows).(*image.RGBA), dst.Bounds(), src, src.Bounds(), draw.Src, nil)
+		})
+	}
+	wg.Wait()
+	return dst
+}
+
+// maxStrips bounds the goroutines one image is scaled with.
+const maxStrips = 4
 
 // fit scales w×h so that its long side is at most max, keeping the ratio.
 func fit(w, h, max int) (int, int) {
