@@ -64,7 +64,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if lost {
 		s.lose[method]--
 	}
+	held := !lost && s.hold[method] > 0 && e == nil
+	if held {
+		s.hold[method]--
+		s.calls = append(s.calls, Call{Method: method, Params: form, Status: 0, At: time.Now()})
+		s.notifyLocked()
+	}
 	s.mu.Unlock()
+	if held {
+		<-r.Context().Done() // the client went away, or Close cut it off
+		return
+	}
 	if lost {
 		s.mu.Lock()
 		s.calls = append(s.calls, Call{Method: method, Params: form, Status: 0, At: time.Now()})

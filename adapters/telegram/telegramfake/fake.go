@@ -166,6 +166,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	lose     map[string]int // method → responses still to lose
+	hold     map[string]int // method → responses still to hold back
 	changed  chan struct{}
 	closed   bool
 	nextUpd  int64
@@ -289,6 +290,18 @@ func (s *Server) LoseResponses(method string, n int) {
 		s.lose = map[string]int{}
 	}
 	s.lose[method] = n
+}
+
+// HoldResponses performs the next n calls of method but never answers
+// them: each waits until its client goes away (a process killed mid-call)
+// or the fake closes. n = 0 stops holding.
+func (s *Server) HoldResponses(method string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hold == nil {
+		s.hold = map[string]int{}
+	}
+	s.hold[method] = n
 }
 
 // ClearRateLimit drops the 429s still queued for method.
