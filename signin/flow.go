@@ -259,6 +259,12 @@ func (s *Service) prepare(ctx context.Context, srv Server) (*pending, error) {
 	case srv.ClientID != "":
 		p.ClientID, p.ClientSecret = srv.ClientID, srv.ClientSecret
 		p.AuthStyle = int(styleFor(asm.TokenEndpointAuthMethodsSupported, srv.ClientSecret != ""))
+	case asm.ClientIDMetadataDocumentSupported && s.cfg.Links.ClientMetadataURL() != "":
+		// A client ID metadata document: the client id is the URL of
+		// Marlowe's document (served by Handler), which the authorization
+		// server fetches and whose redirect URI it holds the request to.
+		// A public client: no secret, PKCE. Preferred to registering.
+		p.ClientID, p.AuthStyle = s.cfg.Links.ClientMetadataURL(), int(oauth2.AuthStyleInParams)
 	case asm.RegistrationEndpoint != "":
 		reg, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
 			RedirectURIs: []string{s.cfg.Links.RedirectURI()}, ClientName: "Marlowe",
@@ -271,9 +277,34 @@ func (s *Service) prepare(ctx context.Context, srv Server) (*pending, error) {
 		p.ClientID, p.ClientSecret = reg.ClientID, reg.ClientSecret
 		p.AuthStyle = int(styleFor([]string{reg.TokenEndpointAuthMethod}, reg.ClientSecret != ""))
 	default:
-		return nil, fmt.Errorf("%s: the authorization server offers no dynamic client registration; configure a client id for it", srv.Name)
+		return nil, fmt.Errorf("%s: %s", srv.Name, NoRegistration(asm, s.cfg.Links))
 	}
 	return p, nil
+}
+
+// NoRegistration says why no client can be settled with asm without a
+// configured client id (doctor shows it too).
+func NoRegistration(asm *oauthex.AuthServerMeta, l *Links) string {
+	if asm.ClientIDMetadataDocumentSupported {
+		return "the authorization server accepts only client ID metadata documents, which need an https MARLOWE_PUBLIC_URL (it is " +
+			l.base + "), or a configured client id"
+	}
+	return "the authorization server offers neither client ID metadata documents nor dynamic client registration; configure a client id for it"
+}
+
+// Registration names how a client is settled for srv at asm: the
+// configured client, a client ID metadata document or dynamic client
+// registration; "" when none can be (NoRegistration says why).
+func Registration(srv Server, asm *oauthex.AuthServerMeta, l *Links) string {
+	switch {
+	case srv.ClientID != "":
+		return "client " + srv.ClientID
+	case asm.ClientIDMetadataDocumentSupported && l.ClientMetadataURL() != "":
+		return "client ID metadata document " + l.ClientMetadataURL()
+	case asm.RegistrationEndpoint != "":
+		return "dynamic client registration"
+	}
+	return ""
 }
 
 func styleFor(methods []string, secret bool) oauth2.AuthStyle {

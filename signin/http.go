@@ -2,6 +2,7 @@ package signin
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"net/http"
@@ -41,7 +42,27 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET "+StartPath, s.landing)
 	mux.HandleFunc("POST "+StartPath, s.start)
 	mux.HandleFunc("GET "+CallbackPath, s.callback)
+	mux.HandleFunc("GET "+ClientMetadataPath, s.clientMetadata)
 	return mux
+}
+
+// clientMetadata serves Marlowe's client ID metadata document: an
+// authorization server that accepts them fetches it to learn the client
+// (its one exact redirect URI, a public client with PKCE). It holds no
+// secret. Without an https PUBLIC_URL there is none.
+func (s *Service) clientMetadata(w http.ResponseWriter, r *http.Request) {
+	id := s.cfg.Links.ClientMetadataURL()
+	if id == "" {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"client_id": id, "client_name": "Marlowe", "client_uri": s.cfg.Links.base,
+		"redirect_uris": []string{s.cfg.Links.RedirectURI()}, "grant_types": []string{"authorization_code", "refresh_token"},
+		"response_types": []string{"code"}, "token_endpoint_auth_method": "none",
+	})
 }
 
 func (s *Service) landing(w http.ResponseWriter, r *http.Request) {

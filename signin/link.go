@@ -53,15 +53,28 @@ func NewLinks(key []byte, base string) (*Links, error) {
 	return &Links{key: key, base: strings.TrimRight(base, "/")}, nil
 }
 
-// StartPath and CallbackPath are the handlers' paths under PUBLIC_URL.
+// StartPath and CallbackPath are the handlers' paths under PUBLIC_URL;
+// ClientMetadataPath serves Marlowe's client ID metadata document.
 const (
-	StartPath    = "/connect"
-	CallbackPath = "/connect/callback"
+	StartPath          = "/connect"
+	CallbackPath       = "/connect/callback"
+	ClientMetadataPath = "/connect/client-metadata.json"
 )
 
 // RedirectURI is the exact redirect URI registered with every
 // authorization server.
 func (l *Links) RedirectURI() string { return l.base + CallbackPath }
+
+// ClientMetadataURL is Marlowe's client id where an authorization server
+// accepts client ID metadata documents (draft-ietf-oauth-client-id-metadata-document,
+// MCP authorization 2025-11-25): the URL of the document itself. "" when
+// PUBLIC_URL is not https, since a client id URL must be https.
+func (l *Links) ClientMetadataURL() string {
+	if !strings.HasPrefix(l.base, "https://") {
+		return ""
+	}
+	return l.base + ClientMetadataPath
+}
 
 // Mint returns a link for person on platform to connect server, valid until
 // exp, and its id.

@@ -103,11 +103,15 @@ func (r *rig) advance(d time.Duration) {
 	r.mu.Unlock()
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigAt(t, httptest.NewServer) }
+
+// newRigAt is newRig with the bot's public URL served by start (an https
+// one with httptest.NewTLSServer).
+func newRigAt(t *testing.T, start func(http.Handler) *httptest.Server) *rig {
 	r := &rig{t: t, as: signintest.NewAS(t), logs: &syncBuf{}, ev: &events{}}
 	r.mcpURL = signintest.NewProtectedMCP(t, r.as)
 	var h http.Handler = http.NotFoundHandler()
-	r.bot = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h.ServeHTTP(w, req) }))
+	r.bot = start(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h.ServeHTTP(w, req) }))
 	t.Cleanup(r.bot.Close)
 	r.dbPath = filepath.Join(t.TempDir(), "marlowe.db")
 	st, err := sqlite.Open(t.Context(), r.dbPath, nil)
@@ -134,9 +138,13 @@ func newRig(t *testing.T) *rig {
 }
 
 // browser is one person's browser: its own cookies.
-func browser(stopAt string) *http.Client {
+func browser(stopAt string) *http.Client { return browserWith(http.DefaultTransport, stopAt) }
+
+// browserWith is browser over transport rt (the TLS bot's, to trust its
+// certificate).
+func browserWith(rt http.RoundTripper, stopAt string) *http.Client {
 	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	return &http.Client{Transport: rt, Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if stopAt != "" && strings.HasPrefix(req.URL.Path, stopAt) {
 			return http.ErrUseLastResponse
 		}

@@ -143,11 +143,9 @@ func doctorSignIn(ctx context.Context, d *doctor, cfg config, servers []signin.S
 			d.add(fail("sign-in "+sv.Name, err.Error(), "the server must publish OAuth protected-resource metadata (RFC 9728) naming an authorization server with metadata (RFC 8414) and PKCE; or use \"identity\": \"bot\" with headers"))
 			continue
 		}
-		reg := "dynamic client registration"
-		if sv.ClientID != "" {
-			reg = "client " + sv.ClientID
-		} else if asm.RegistrationEndpoint == "" {
-			d.add(fail("sign-in "+sv.Name, "the authorization server "+asm.Issuer+" offers no dynamic client registration",
+		reg := signin.Registration(sv, asm, links)
+		if reg == "" {
+			d.add(fail("sign-in "+sv.Name, asm.Issuer+": "+signin.NoRegistration(asm, links),
 				"register Marlowe there with redirect URI "+links.RedirectURI()+" and put its client id in the connector's config"))
 			continue
 		}
