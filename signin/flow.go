@@ -370,8 +370,12 @@ func (s *Service) Callback(ctx context.Context, q url.Values, browser string) (c
 	g.Account = accountOf(tok, p.Issuer, now)
 	// Whoever followed the link signed in: the grant waits, unusable, for
 	// its person to confirm it on a card in their own DM (pending.go).
-	if err := s.cfg.Vault.PurgePending(ctx, si.Platform, si.Person, now.Add(-ConfirmTTL)); err != nil {
+	stale, err := s.cfg.Vault.PurgePending(ctx, si.Platform, si.Person, now.Add(-ConfirmTTL))
+	if err != nil {
 		s.cfg.Log.Warn("could not purge expired pending sign-ins", "error", err)
+	}
+	for _, g := range stale {
+		s.revoke(ctx, g) // never confirmed: not left usable at the server
 	}
 	id := rand.Text()
 	if err := s.cfg.Vault.PutPending(ctx, conn, id, g); err != nil {
