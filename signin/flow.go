@@ -56,6 +56,9 @@ type Service struct {
 	// rotating refresh tokens, two at once would have one refused and the
 	// grant dropped. (Across replicas, the loser re-reads the winner's.)
 	refreshing sync.Map // platform/person/server → *sync.Mutex
+	// crossOrigin refuses a sign-in started by another site's form
+	// (http.go).
+	crossOrigin *http.CrossOriginProtection
 }
 
 // New returns a sign-in service.
@@ -72,7 +75,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, servers: map[string]Server{}}
+	s := &Service{cfg: cfg, servers: map[string]Server{}, crossOrigin: http.NewCrossOriginProtection()}
+	// The public URL's origin is ours even when a proxy rewrites Host.
+	if u, err := url.Parse(cfg.Links.base); err == nil && u.Scheme != "" && u.Host != "" {
+		_ = s.crossOrigin.AddTrustedOrigin(u.Scheme + "://" + u.Host)
+	}
 	for _, sv := range cfg.Servers {
 		if sv.Name == "" || sv.URL == "" {
 			return nil, fmt.Errorf("sign-in: server %q needs a name and a url", sv.Name)

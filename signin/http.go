@@ -11,7 +11,8 @@ import (
 
 // The browser side. GET /connect shows what the link is for and a button:
 // link unfurlers and preview fetchers only GET, so they never use a link
-// up. POST /connect marks the link used, binds the browser with a cookie
+// up. POST /connect, from that page only (a cross-site POST is refused),
+// marks the link used, binds the browser with a cookie
 // and redirects to the authorization server. GET /connect/callback needs
 // that same cookie: a callback completed in another browser is refused.
 
@@ -78,6 +79,17 @@ func (s *Service) landing(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) start(w http.ResponseWriter, r *http.Request) {
+	// Only the landing page's own form starts a sign-in: another site
+	// auto-submitting someone's link (its own person's) in a victim's
+	// browser would sign the victim in, at a server that skips consent
+	// for a known client, for the link's person, who then confirms the
+	// victim's account as theirs. Browsers say where a POST came from
+	// (Sec-Fetch-Site, Origin); the link is not used up.
+	if err := s.crossOrigin.Check(r); err != nil {
+		render(w, http.StatusForbidden, pageData{Title: "Sign-in refused",
+			Text: "This sign-in was sent from another web site. Open the link from your direct message with Marlowe and press Continue there."})
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	browser := rand.Text() + rand.Text()
 	authURL, c, err := s.Start(r.Context(), r.PostFormValue("t"), browser)
