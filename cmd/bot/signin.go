@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,7 +122,16 @@ func doctorSignIn(ctx context.Context, d *doctor, cfg config, servers []signin.S
 		}
 		return
 	}
-	d.add(ok("sign-in", fmt.Sprintf("secrets key %s; redirect URI %s%s (%s)", keys.CurrentID(), cfg.PublicURL, signin.CallbackPath, where)))
+	line := fmt.Sprintf("secrets key %s; redirect URI %s%s (%s)", keys.CurrentID(), cfg.PublicURL, signin.CallbackPath, where)
+	if len(servers) > 0 && !strings.HasPrefix(cfg.PublicURL, "https://") {
+		// Links, the browser's binding cookie and the code coming back
+		// would cross the network in clear, and servers that take client
+		// ID metadata documents need an https client id.
+		d.add(warn("sign-in", line+": not https",
+			"serve the bot behind https and set MARLOWE_PUBLIC_URL to that address (http is for a bot only this machine reaches)"))
+	} else {
+		d.add(ok("sign-in", line))
+	}
 	if len(servers) == 0 {
 		return
 	}

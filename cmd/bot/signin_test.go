@@ -84,4 +84,12 @@ func TestDoctorChecksPersonServers(t *testing.T) {
 			t.Fatalf("client ID metadata document, public URL %s: %q, want %q", tc.public, lines, tc.want)
 		}
 	}
+	// With a person server, an http public URL is a warning on the
+	// sign-in line: links, cookie and code would travel in clear.
+	for public, want := range map[string]string{"http://m.example": "! sign-in: secrets key", "https://m.example": "✓ sign-in: secrets key"} {
+		lines := doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": cimd, "MARLOWE_SECRETS_KEY": vault.NewKey(), "MARLOWE_PUBLIC_URL": public}, "sign-in")
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], want) || strings.Contains(lines[0], "not https") == strings.HasPrefix(public, "https") {
+			t.Fatalf("public URL %s: %q, want %q", public, lines, want)
+		}
+	}
 }
