@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -59,6 +60,74 @@ func TestDiscordAnswersTakeNoBudgetFromDecorations(t *testing.T) {
 		t.Errorf("%d reactions and %d typings sent, want %d of each (their budgets; the rest dropped)", n, m, decoBurst)
 	}
 	clock.Advance(time.Hour) // the queues run dry and exit
+}
+
+// Discord buckets a channel's message creates, edits and reads apart: a
+// checklist's edits and a history read take nothing from the answer's
+// budget. On a stopped clock at the default pace (1/s, burst 5), after
+// the run's other calls in the thread an answer in two parts goes at once.
+// The old pacer counted every route in the channel's one bucket: the
+// answer's second part waited for a token that, on a stopped clock, never
+// came.
+func TestDiscordAnswersTakeNoBudgetFromEditsOrReads(t *testing.T) {
+	sc := scopeOf(general, oldThread)
+	for _, tc := range []struct {
+		name   string
+		before func(ctx context.Context, a *Adapter) error
+	}{
+		{"checklist edits", func(ctx context.Context, a *Adapter) error {
+			check, err := a.Post(ctx, core.Outbound{Key: "checklist", Scope: sc, Text: "⏳ working"})
+			if err != nil {
+				return err
+			}
+			for i := range 3 {
+				if err := a.Update(ctx, check, core.Outbound{Text: fmt.Sprint("⏳ step ", i), Priority: core.PriorityEdit}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"history reads", func(ctx context.Context, a *Adapter) error {
+			for range 5 {
+				if _, err := a.History(ctx, sc, 10); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, discordfake.Config{})
+			clock := pacertest.New()
+			a := startAdapterSetup(t, f, Config{}, newRecorder().deliver, func(a *Adapter) {
+				a.pacer = newPacer(clock.Now, clock.After, paceConfig{interval: time.Second, burst: 5}, a.log)
+			})
+			ctx := t.Context()
+			done := make(chan error, 1)
+			go func() {
+				if err := tc.before(ctx, a); err != nil {
+					done <- err
+					return
+				}
+				for i := range 2 {
+					if _, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("answer-", i), Scope: sc, Text: fmt.Sprint("answer part ", i), Priority: core.PriorityHigh}); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the answer waited for pacing: %d posts, %d edits", len(f.Posts()), len(f.Edits()))
+			}
+			clock.Advance(time.Hour) // the queues run dry and exit
+		})
+	}
 }
 
 // With the fake keeping to Discord's per-route buckets (5 messages per
