@@ -29,7 +29,7 @@ func TestSignInWithClientIDMetadataDocument(t *testing.T) {
 		{"http public URL", httptest.NewServer, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRigAt(t, tc.start)
+			r := newRigAt(t, tc.start, "")
 			ctx := t.Context()
 			r.as.AcceptClientMetadataDocuments(r.bot.Client())
 			r.as.SetUser("alice")

@@ -75,7 +75,7 @@ func (s *Service) landing(w http.ResponseWriter, r *http.Request) {
 	}
 	render(w, http.StatusOK, pageData{Title: "Connect " + c.Server,
 		Text:  "Marlowe will act on " + c.Server + " as you (" + c.Person + ") when you ask it to. Continue only if this link came to you in your own direct message with Marlowe.",
-		Token: t, Action: StartPath, Server: c.Server})
+		Token: t, Action: s.cfg.Links.sitePath(StartPath), Server: c.Server})
 }
 
 func (s *Service) start(w http.ResponseWriter, r *http.Request) {
@@ -102,7 +102,7 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 		render(w, code, pageData{Title: "Sign-in refused", Text: err.Error()})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: browser, Path: StartPath, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: browser, Path: s.cfg.Links.sitePath(StartPath), HttpOnly: true,
 		Secure: strings.HasPrefix(s.cfg.Links.base, "https://"), SameSite: http.SameSiteLaxMode, MaxAge: int(flowTTL.Seconds())})
 	http.Redirect(w, r, authURL, http.StatusSeeOther)
 }
@@ -113,7 +113,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 		browser = ck.Value
 	}
 	conn, err := s.Callback(r.Context(), r.URL.Query(), browser)
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: StartPath, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: s.cfg.Links.sitePath(StartPath), MaxAge: -1})
 	if err != nil {
 		code := http.StatusBadRequest
 		if !isRefusal(err) {

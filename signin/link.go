@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -64,6 +65,16 @@ const (
 // RedirectURI is the exact redirect URI registered with every
 // authorization server.
 func (l *Links) RedirectURI() string { return l.base + CallbackPath }
+
+// sitePath is p under PUBLIC_URL's own path, as browsers see it: a bot
+// served under a path prefix (https://example.com/marlowe behind a proxy)
+// gets its form posted and its cookie sent there.
+func (l *Links) sitePath(p string) string {
+	if u, err := url.Parse(l.base); err == nil {
+		return strings.TrimRight(u.Path, "/") + p
+	}
+	return p
+}
 
 // ClientMetadataURL is Marlowe's client id where an authorization server
 // accepts client ID metadata documents (draft-ietf-oauth-client-id-metadata-document,

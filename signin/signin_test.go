@@ -103,11 +103,13 @@ func (r *rig) advance(d time.Duration) {
 	r.mu.Unlock()
 }
 
-func newRig(t *testing.T) *rig { return newRigAt(t, httptest.NewServer) }
+func newRig(t *testing.T) *rig { return newRigAt(t, httptest.NewServer, "") }
 
 // newRigAt is newRig with the bot's public URL served by start (an https
-// one with httptest.NewTLSServer).
-func newRigAt(t *testing.T, start func(http.Handler) *httptest.Server) *rig {
+// one with httptest.NewTLSServer), under the path prefix (as a reverse
+// proxy serving the bot at https://example.com/marlowe would: the prefix
+// is stripped before the bot's handler).
+func newRigAt(t *testing.T, start func(http.Handler) *httptest.Server, prefix string) *rig {
 	r := &rig{t: t, as: signintest.NewAS(t), logs: &syncBuf{}, ev: &events{}}
 	r.mcpURL = signintest.NewProtectedMCP(t, r.as)
 	var h http.Handler = http.NotFoundHandler()
@@ -124,7 +126,7 @@ func newRigAt(t *testing.T, start func(http.Handler) *httptest.Server) *rig {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	links, err := signin.NewLinks(bytes.Repeat([]byte{7}, 32), r.bot.URL)
+	links, err := signin.NewLinks(bytes.Repeat([]byte{7}, 32), r.bot.URL+prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +136,9 @@ func newRigAt(t *testing.T, start func(http.Handler) *httptest.Server) *rig {
 		t.Fatal(err)
 	}
 	h = r.svc.Handler()
+	if prefix != "" {
+		h = http.StripPrefix(prefix, h)
+	}
 	return r
 }
 
