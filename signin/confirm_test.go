@@ -84,8 +84,8 @@ func TestSignInByAnotherPersonWaitsForItsPersonToConfirm(t *testing.T) {
 
 // A pending sign-in not confirmed in time is refused and dropped, and its
 // tokens are revoked at the server (the old code left them live there):
-// when the late confirmation comes, or when the person's next sign-in
-// purges it.
+// when the late confirmation comes, or when the next sign-in on the
+// platform (theirs or anybody's) purges it.
 func TestPendingSignInExpires(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -104,6 +104,14 @@ func TestPendingSignInExpires(t *testing.T) {
 			if _, err := r.svc.Confirm(t.Context(), "slack", "U1", ev.Pending, true); !errors.Is(err, core.ErrNoPending) {
 				t.Fatalf("a purged sign-in confirmed: %v", err)
 			}
+		}},
+		{"purged by someone else's sign-in", func(r *rig, ev core.ConnectionChanged) {
+			r.as.SetUser("bob")
+			link, _ := r.svc.Link("slack", "U2", "github")
+			if code, page := follow(t, browser(""), link); code != 200 {
+				t.Fatalf("U2's sign-in: %d %s", code, page)
+			}
+			// No late click from U1: the purge alone revokes.
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -377,7 +377,9 @@ func (s *Service) Callback(ctx context.Context, q url.Values, browser string) (c
 	g.Account = accountOf(tok, p.Issuer, now)
 	// Whoever followed the link signed in: the grant waits, unusable, for
 	// its person to confirm it on a card in their own DM (pending.go).
-	stale, err := s.cfg.Vault.PurgePending(ctx, si.Platform, si.Person, now.Add(-ConfirmTTL))
+	// Everybody's on the platform, so that the sign-in of someone who
+	// never comes back does not stay live at the server.
+	stale, err := s.cfg.Vault.PurgePending(ctx, si.Platform, "", now.Add(-ConfirmTTL))
 	if err != nil {
 		s.cfg.Log.Warn("could not purge expired pending sign-ins", "error", err)
 	}

@@ -74,8 +74,9 @@ func (v *Vault) TakePending(ctx context.Context, platform, person, id string, no
 	return Grant{}, core.Connection{}, ErrNoPending
 }
 
-// PurgePending drops person's pending grants stored before before and
-// returns those it could open (to revoke them at their server).
+// PurgePending drops person's ("": everybody's on platform) pending grants
+// stored before before and returns those it could open (to revoke them at
+// their server).
 func (v *Vault) PurgePending(ctx context.Context, platform, person string, before time.Time) ([]Grant, error) {
 	gs, err := v.store.Grants(ctx, platform, person)
 	if err != nil {
@@ -84,8 +85,8 @@ func (v *Vault) PurgePending(ctx context.Context, platform, person string, befor
 	var out []Grant
 	for _, sg := range gs {
 		if strings.HasPrefix(sg.Server, pendingPrefix) && sg.ConnectedAt.Before(before) {
-			g, _, ok, gerr := v.Get(ctx, platform, person, sg.Server)
-			deleted, err := v.store.DeleteGrant(ctx, platform, person, sg.Server)
+			g, _, ok, gerr := v.Get(ctx, platform, sg.Person, sg.Server)
+			deleted, err := v.store.DeleteGrant(ctx, platform, sg.Person, sg.Server)
 			if err != nil {
 				return out, err
 			}
