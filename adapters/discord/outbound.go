@@ -16,6 +16,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/marlowe-bot/marlowe/core"
+	pq "github.com/marlowe-bot/marlowe/internal/pacer"
 )
 
 // createBody is POST channels/{id}/messages. discordgo's MessageSend has no
@@ -322,10 +323,16 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 	// "//reactions//", whose own 200 ms limit, counted from when an answer
 	// came back, replaces the bucket headers, so a reaction let through by
 	// the pacer's clock could reach Discord inside the 250 ms window. Under
-	// a bucket id of its own discordgo waits on Remaining/Reset-After.
+	// a bucket id of its own discordgo keeps to Remaining/Reset-After;
+	// when they say the bucket is spent, the reaction is dropped rather
+	// than left to sleep in discordgo (the engine's 👀 is synchronous).
 	endpoint := discordgo.EndpointMessageReaction(channel, ref.ID, strings.ReplaceAll(name, "#", "%23"), "@me")
+	bucket := discordgo.EndpointChannel(channel) + "/reactions"
 	err := a.pacer.decorate(ctx, "reactions", channel, func(ctx context.Context) error {
-		_, err := a.sess.RequestWithBucketID(http.MethodPut, endpoint, nil, discordgo.EndpointChannel(channel)+"/reactions", discordgo.WithContext(ctx))
+		if a.bucketSpent(bucket) {
+			return pq.ErrDropped
+		}
+		_, err := a.sess.RequestWithBucketID(http.MethodPut, endpoint, nil, bucket, discordgo.WithContext(ctx))
 		return err
 	})
 	if err != nil {

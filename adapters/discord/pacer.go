@@ -111,6 +111,22 @@ func (p *pacer) decorate(ctx context.Context, method, channel string, fn func(co
 
 func (p *pacer) waited(method string, d time.Duration) { p.waits.Waited(method, d) }
 
+// bucketSpent reports whether discordgo would make a call on bucketID
+// wait: the route's bucket has no call left before a reset still ahead
+// (X-RateLimit-Remaining 0, -Reset-After), a global limit holds, or a call
+// on that route is in flight (discordgo holds the bucket until its answer).
+// A decoration is then dropped: discordgo would sleep, and a 👀 that lands
+// late is pointless.
+func (a *Adapter) bucketSpent(bucketID string) bool {
+	rl := a.sess.Ratelimiter
+	b := rl.GetBucket(bucketID)
+	if !b.TryLock() {
+		return true
+	}
+	defer b.Unlock()
+	return rl.GetWaitTime(b, 1) > 0
+}
+
 // blockAll holds every queue for d: Discord answered a 429 with the global
 // flag (50 requests per second per bot).
 func (p *pacer) blockAll(d time.Duration) { p.q.BlockAll(d) }

@@ -136,28 +136,90 @@ func TestDiscordKeepsToRouteBuckets(t *testing.T) {
 // request arrived. Under load the first reaction arrives late and the next
 // one on time, so the pacer's 250 ms can be less at Discord: the stopped
 // clock here is advanced the whole window at once, as if the first request
-// had taken that long to arrive. The reaction must then wait on the bucket
+// had taken that long to arrive. The reaction must then keep to the bucket
 // headers Discord sent (discordgo's own 200 ms reaction limit, which it
-// used in their place, let it through into the spent bucket: a 429).
-func TestDiscordReactionWaitsOnItsBucketHeaders(t *testing.T) {
+// used in their place, let it through into the spent bucket: a 429): while
+// they say the bucket is spent it is dropped, and once it has reset, sent.
+func TestDiscordReactionKeepsToItsBucketHeaders(t *testing.T) {
 	f := newFake(t, discordfake.Config{RouteBuckets: true})
 	a, clock := stoppedPace(t, f)
 	ctx := t.Context()
 	sc := scopeOf(general, oldThread)
-	for i := range 2 {
+	deadline := time.After(10 * time.Second)
+	for i := 0; len(f.Reactions()) < 2; i++ {
 		id := f.Say(discordfake.Msg{Channel: oldThread, Author: alice, Content: fmt.Sprint("question ", i)})
 		if err := a.React(ctx, core.MessageRef{Scope: sc, ID: id}, "eyes"); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(decoInterval)
+		select {
+		case <-deadline:
+			t.Fatalf("%d reactions sent in 10 s, want 2", len(f.Reactions()))
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	for _, c := range f.Calls() {
 		if c.Status == 429 {
 			t.Errorf("429 on %s %s", c.Method, c.Path)
 		}
 	}
-	if n := len(f.Reactions()); n != 2 {
-		t.Fatalf("%d reactions sent, want 2", n)
+}
+
+// A decoration never waits inside discordgo: once a route's bucket says no
+// call remains until a reset still ahead (X-RateLimit-Remaining 0,
+// -Reset-After 5 s), the next reaction or typing on that route is dropped
+// at once. The engine's 👀 is synchronous before the model is called: the
+// old adapter left it to discordgo, which slept until the reset (5 s here)
+// and then sent it.
+func TestDiscordDecorationOnASpentBucketIsDropped(t *testing.T) {
+	cases := []struct {
+		name, method, prefix string
+		do                   func(ctx context.Context, a *Adapter, f *discordfake.Server) error
+		sent                 func(f *discordfake.Server) int
+	}{
+		{
+			name: "reaction", method: "PUT", prefix: "channels/" + general + "/messages/",
+			do: func(ctx context.Context, a *Adapter, f *discordfake.Server) error {
+				id := f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "question"})
+				return a.React(ctx, core.MessageRef{Scope: scopeOf(general, ""), ID: id}, "eyes")
+			},
+			sent: func(f *discordfake.Server) int { return len(f.Reactions()) },
+		},
+		{
+			name: "typing", method: "POST", prefix: "channels/" + general + "/typing",
+			do: func(ctx context.Context, a *Adapter, _ *discordfake.Server) error {
+				return a.Typing(ctx, scopeOf(general, ""))
+			},
+			sent: func(f *discordfake.Server) int { return len(f.Typings()) },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, discordfake.Config{})
+			a := startAdapter(t, f, newRecorder().deliver)
+			ctx := t.Context()
+			f.SpendBucket(tc.method, tc.prefix, 1, 5*time.Second)
+			if err := tc.do(ctx, a, f); err != nil {
+				t.Fatal(err)
+			}
+			if n := tc.sent(f); n != 1 {
+				t.Fatalf("%d sent, want the first", n)
+			}
+			t0 := time.Now()
+			if err := tc.do(ctx, a, f); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(t0); took > 2*time.Second {
+				t.Fatalf("the %s waited %v for the spent bucket, want dropped at once", tc.name, took)
+			}
+			if n := tc.sent(f); n != 1 {
+				t.Fatalf("%d sent, want the second dropped", n)
+			}
+			if st := a.OutboundStats(); st.Dropped != 1 {
+				t.Fatalf("stats %+v, want the drop counted", st)
+			}
+		})
 	}
 }
 
