@@ -154,7 +154,9 @@ type leavingSurface struct {
 	readers map[string][]string // channel → who can read it
 }
 
-func (s leavingSurface) ChannelWorkspace(_ context.Context, ch string) (string, error) { return "W1", nil }
+func (s leavingSurface) ChannelWorkspace(_ context.Context, ch string) (string, error) {
+	return "W1", nil
+}
 
 func (s leavingSurface) UserInWorkspace(_ context.Context, ws, user string) (bool, error) {
 	return ws == "W1", nil
