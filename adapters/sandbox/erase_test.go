@@ -182,12 +182,16 @@ func TestDeleteMemoryErasesTheSandboxsOwnCopies(t *testing.T) {
 		}
 	}
 	say(t, base, "alice", "general", "", "<@marlowe> remember "+note)
-	waitMessage(t, sb, "the answer quoting the note", func(m message) bool { return m.Bot && m.Channel == "general" && strings.Contains(m.Text, "Noted: "+note[:100]) })
+	waitMessage(t, sb, "the answer quoting the note", func(m message) bool {
+		return m.Bot && m.Channel == "general" && strings.Contains(m.Text, "Noted: "+note[:100])
+	})
 	idle()
 	say(t, base, "bob", "random", "", "I read somewhere: "+note)
 	idle()
 	say(t, base, "alice", "general", "", "<@marlowe> memories")
-	list := waitMessage(t, sb, "the memories list", func(m message) bool { return m.Bot && m.Channel == "general" && strings.Contains(m.Text, "delete memory <id>") })
+	list := waitMessage(t, sb, "the memories list", func(m message) bool {
+		return m.Bot && m.Channel == "general" && strings.Contains(m.Text, "delete memory <id>")
+	})
 	id := regexp.MustCompile("`(\\w+)` ").FindStringSubmatch(list.Text)
 	if id == nil {
 		t.Fatalf("no memory id in %q", list.Text)
