@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/core/coretest"
@@ -43,14 +42,8 @@ func TestAttackConnectorPostIntoARoomTheRequesterCannotReadIsRefused(t *testing.
 	if len(cfg.Warnings) != 0 {
 		t.Errorf("warnings: %v", cfg.Warnings)
 	}
-	m := New(cfg, Options{MinBackoff: 50 * time.Millisecond})
-	m.Start(context.Background())
-	t.Cleanup(func() { _ = m.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := m.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m, _ := startConfig(t, cfg, Options{})
+	ctx := t.Context()
 	tool, ok := m.Tool("chat__echo")
 	if !ok {
 		t.Fatal("no tool chat__echo")

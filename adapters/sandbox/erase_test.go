@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,32 +19,6 @@ import (
 	"github.com/marlowe-bot/marlowe/tools"
 )
 
-// randomWords is n characters of random words: no 40-character piece of
-// it turns up anywhere by chance.
-func randomWords(seed uint64, n int) string {
-	r := rand.New(rand.NewPCG(seed, 11))
-	var b strings.Builder
-	for b.Len() < n {
-		w := make([]byte, 3+r.IntN(6))
-		for i := range w {
-			w[i] = byte('a' + r.IntN(26))
-		}
-		b.Write(w)
-		b.WriteByte(' ')
-	}
-	return strings.TrimSpace(b.String()[:n])
-}
-
-// pieceIn returns a 40-character piece of text that data holds, or "".
-func pieceIn(data, text string) string {
-	for i := 0; i+40 <= len(text); i++ {
-		if strings.Contains(data, text[i:i+40]) {
-			return text[i : i+40]
-		}
-	}
-	return ""
-}
-
 // ATTACK (the sandbox's own copies): in the sandbox the platform is the
 // bot's own data file, so its copies are the bot's to erase. Alice writes
 // a long message with a file attached, the bot's answer quotes it, Bob
@@ -55,7 +28,7 @@ func pieceIn(data, text string) string {
 // stays. On the old code the data file kept her message and the answer
 // quoting it ("the sandbox page still shows the messages themselves").
 func TestForgetMeErasesTheSandboxsOwnCopies(t *testing.T) {
-	secret := randomWords(3, 1200)
+	secret := coretest.LongText(3, 1200)
 	dataFile := filepath.Join(t.TempDir(), "sandbox.jsonl")
 	sb := newSandbox(t, Config{Clock: time.Now, DataFile: dataFile, NoStream: true})
 	echo := scripted.New().Otherwise(func(v core.View) (core.Reply, error) {
@@ -93,7 +66,7 @@ func TestForgetMeErasesTheSandboxsOwnCopies(t *testing.T) {
 	say(t, base, "bob", "general", "", bobSays)
 	waitMessage(t, sb, "Bob's answer", func(m message) bool { return m.Bot && strings.Contains(m.Text, "lunch at noon") })
 	idle()
-	if raw, _ := os.ReadFile(dataFile); pieceIn(string(raw), secret) == "" {
+	if raw, _ := os.ReadFile(dataFile); coretest.PieceIn(string(raw), secret) == "" {
 		t.Fatal("the test needs Alice's text in the data file before the erasure")
 	}
 
@@ -113,19 +86,19 @@ func TestForgetMeErasesTheSandboxsOwnCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := pieceIn(string(raw), secret); p != "" {
+	if p := coretest.PieceIn(string(raw), secret); p != "" {
 		t.Errorf("sandbox.jsonl still holds a piece of Alice's message: %q", p)
 	}
 	if !strings.Contains(string(raw), "lunch at noon") {
 		t.Error("Bob's message was erased too")
 	}
-	if m, ok := findMessage(sb, func(m message) bool { return pieceIn(m.Text, secret) != "" }); ok {
+	if m, ok := findMessage(sb, func(m message) bool { return coretest.PieceIn(m.Text, secret) != "" }); ok {
 		t.Errorf("the page still shows a piece of Alice's message in %s: %q", m.ID, m.Text)
 	}
 	entries, _ := os.ReadDir(filesDir(dataFile))
 	for _, e := range entries {
 		b, _ := os.ReadFile(filepath.Join(filesDir(dataFile), e.Name()))
-		if pieceIn(string(b), secret) != "" {
+		if coretest.PieceIn(string(b), secret) != "" {
 			t.Errorf("the attached file %s survived", e.Name())
 		}
 	}
@@ -142,7 +115,7 @@ func TestForgetMeErasesTheSandboxsOwnCopies(t *testing.T) {
 // message in #random stays (a note is deleted from its channel). On the
 // old code the data file kept Alice's message and the answer.
 func TestDeleteMemoryErasesTheSandboxsOwnCopies(t *testing.T) {
-	note := randomWords(4, 600)
+	note := coretest.LongText(4, 600)
 	dir := t.TempDir()
 	dataFile := filepath.Join(dir, "sandbox.jsonl")
 	sb := newSandbox(t, Config{Clock: time.Now, DataFile: dataFile, NoStream: true})
@@ -206,11 +179,11 @@ func TestDeleteMemoryErasesTheSandboxsOwnCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if p := pieceIn(line, note); p != "" && !strings.Contains(line, `"channel":"random"`) {
+		if p := coretest.PieceIn(line, note); p != "" && !strings.Contains(line, `"channel":"random"`) {
 			t.Errorf("sandbox.jsonl still holds a piece of the note outside #random: %q in %s", p, core.Truncate(line, 200))
 		}
 	}
-	if m, ok := findMessage(sb, func(m message) bool { return m.Channel == "general" && pieceIn(m.Text, note) != "" }); ok {
+	if m, ok := findMessage(sb, func(m message) bool { return m.Channel == "general" && coretest.PieceIn(m.Text, note) != "" }); ok {
 		t.Errorf("#general still shows a piece of the note in %s", m.ID)
 	}
 	if _, ok := findMessage(sb, func(m message) bool { return m.Channel == "random" && strings.Contains(m.Text, note) }); !ok {
