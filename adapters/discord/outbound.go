@@ -137,7 +137,7 @@ func (a *Adapter) create(ctx context.Context, channel string, prio core.Priority
 	for attempt := 1; ; attempt++ {
 		var m discordgo.Message
 		var sent atomic.Bool
-		err := a.pacer.send(ctx, "create message", channel, prio, "", func(ctx context.Context) error {
+		err := a.pacer.send(ctx, routeCreate, channel, prio, "", func(ctx context.Context) error {
 			sent.Store(true)
 			res, err := a.sess.RequestWithBucketID(http.MethodPost, url, body, url, discordgo.WithContext(ctx))
 			if err != nil {
@@ -184,7 +184,7 @@ func (a *Adapter) target(ctx context.Context, s core.Scope, prio core.Priority) 
 	url := discordgo.EndpointChannelMessageThread(s.Channel, s.Thread)
 	body := map[string]any{"name": name, "auto_archive_duration": 1440}
 	var th discordgo.Channel
-	err := a.pacer.do(ctx, s.Channel, prio, "", func(ctx context.Context) error {
+	err := a.pacer.send(ctx, routeThread, s.Channel, prio, "", func(ctx context.Context) error {
 		res, err := a.sess.RequestWithBucketID(http.MethodPost, url, body, discordgo.EndpointChannelThreads(s.Channel), discordgo.WithContext(ctx))
 		if err != nil {
 			return err
@@ -272,7 +272,7 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 	bucket := discordgo.EndpointChannelMessages(channel) + "/"
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		err := a.pacer.send(ctx, "edit message", channel, out.Priority, coalesce, func(ctx context.Context) error {
+		err := a.pacer.send(ctx, routeEdit, channel, out.Priority, coalesce, func(ctx context.Context) error {
 			_, err := a.sess.RequestWithBucketID(http.MethodPatch, url, body, bucket, discordgo.WithContext(ctx))
 			return err
 		})
@@ -363,7 +363,7 @@ func (a *Adapter) History(ctx context.Context, thread core.Scope, limit int) ([]
 		channel = thread.Thread
 	}
 	var msgs []*discordgo.Message
-	err := a.pacer.do(ctx, channel, core.PriorityNormal, "", func(ctx context.Context) error {
+	err := a.pacer.send(ctx, routeRead, channel, core.PriorityNormal, "", func(ctx context.Context) error {
 		var err error
 		msgs, err = a.sess.ChannelMessages(channel, limit, "", "", "", discordgo.WithContext(ctx))
 		return err
