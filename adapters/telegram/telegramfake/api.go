@@ -76,7 +76,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if held {
-		<-r.Context().Done() // the client went away, or Close cut it off
+		s.holdUntilGone(r)
 		return
 	}
 	if lost {

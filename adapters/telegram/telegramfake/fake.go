@@ -18,6 +18,7 @@ package telegramfake
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -302,6 +303,27 @@ func (s *Server) HoldResponses(method string, n int) {
 		s.hold = map[string]int{}
 	}
 	s.hold[method] = n
+}
+
+// holdUntilGone keeps a held call unanswered until its client goes away
+// or the fake closes. The body is read to its end first: only then does
+// the HTTP server watch the connection and cancel the request's context
+// when the client dies (a multipart reader may stop short of the end).
+func (s *Server) holdUntilGone(r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	for {
+		s.mu.Lock()
+		ch, closed := s.changed, s.closed
+		s.mu.Unlock()
+		if closed {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ch:
+		}
+	}
 }
 
 // ClearRateLimit drops the 429s still queued for method.
