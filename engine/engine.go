@@ -166,6 +166,7 @@ type Engine struct {
 	budgets  Budgets
 	tr       trace.Tracer // spans (trace.go); traced: they go somewhere
 	traced   bool
+	so       spanOpts // what every span of a kind is started with, made once
 
 	chMu     sync.Mutex
 	channels map[core.ChannelKey]*chanView
@@ -240,6 +241,7 @@ func New(cfg Config) (*Engine, error) {
 		e.offline = true
 	}
 	e.tr, e.traced = newTracer(cfg.Tracing)
+	e.so = newSpanOpts(cfg.Tracing)
 	if e.tools == nil {
 		e.tools, _ = gate.NewRegistry()
 	}

@@ -43,7 +43,10 @@ type driver struct {
 // run after a crash.
 // outage, when not nil, is told where the run's checklist is.
 func (e *Engine) drive(ctx context.Context, runID string, resume bool, outage *outageView) (err error) {
-	ctx, span := e.runSpan(ctx, runID, spanDrive, trace.WithAttributes(attribute.Bool(attrResumed, resume)))
+	ctx, span := e.runSpan(ctx, runID, spanDrive, e.so.internal...)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool(attrResumed, resume))
+	}
 	defer func() { endSpan(span, err, e.cfg.Tracing.Content, "drive_error") }()
 	for attempt := 1; ; attempt++ {
 		err := e.driveOnce(ctx, runID, resume, outage)
