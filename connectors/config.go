@@ -103,7 +103,9 @@ func (e *ConfigError) Error() string {
 }
 
 type rawFile struct {
-	MCPServers    map[string]json.RawMessage `json:"mcpServers"`
+	MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	// Servers is VS Code's name for the same map (.vscode/mcp.json).
+	Servers       map[string]json.RawMessage `json:"servers"`
 	FindToolAfter *int                       `json:"findToolAfter"`
 }
 
@@ -133,7 +135,7 @@ type rawTools struct {
 }
 
 var (
-	knownTop    = []string{"mcpServers", "findToolAfter"}
+	knownTop    = []string{"mcpServers", "servers", "findToolAfter"}
 	knownServer = []string{"type", "disabled", "command", "args", "env", "cwd", "url", "headers", "tools", "consequences", "timeout", "channels", "identity", "oauth"}
 	knownTools  = []string{"include", "exclude"}
 	serverName  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
@@ -157,15 +159,18 @@ func Parse(file string, data []byte, getenv func(string) string) (*Config, error
 	if err := dec.Decode(&raw); err != nil {
 		return nil, &ConfigError{File: file, Problem: "not valid JSON: " + jsonProblem(data, err)}
 	}
-	if raw.MCPServers == nil {
-		return nil, &ConfigError{File: file, Field: "mcpServers", Problem: `missing: the file must be {"mcpServers": {"name": {...}}}`}
+	switch {
+	case raw.MCPServers != nil && raw.Servers != nil:
+		return nil, &ConfigError{File: file, Field: "servers", Problem: `both "mcpServers" and "servers" are set: keep one (they are the same map; "servers" is VS Code's name)`}
+	case raw.MCPServers == nil && raw.Servers != nil:
+		raw.MCPServers = raw.Servers
+	case raw.MCPServers == nil:
+		return nil, &ConfigError{File: file, Field: "mcpServers", Problem: `missing: the file must be {"mcpServers": {"name": {...}}} (or VS Code's {"servers": {...}})`}
 	}
 	cfg := &Config{File: file, FindToolAfter: DefaultFindToolAfter}
 	cfg.Warnings = append(cfg.Warnings, unknownFields(data, knownTop, file+": ")...)
 	if raw.FindToolAfter != nil {
-		if *raw.FindToolAfter < 0 {
-			return nil, &ConfigError{File: file, Field: "findToolAfter", Problem: "must be 0 or more"}
-		}
+		// 0 always offers find_tool, a negative number never does (gate.WithSource).
 		cfg.FindToolAfter = *raw.FindToolAfter
 	}
 	names := make([]string, 0, len(raw.MCPServers))
@@ -196,8 +201,10 @@ func parseServer(file, name string, data json.RawMessage, getenv func(string) st
 	if !serverName.MatchString(name) {
 		return Server{}, nil, cerr("", "name must be 1-32 letters, digits, _ or - (it prefixes the tool names the model sees)")
 	}
-	if strings.Contains(name, "__") {
-		return Server{}, nil, cerr("", `name must not contain "__" (it separates server and tool in tool names)`)
+	if strings.Contains(name, "__") || strings.HasSuffix(name, "_") {
+		// A trailing "_" would make server "a_" with tool "x" and server
+		// "a" with tool "_x" both "a___x".
+		return Server{}, nil, cerr("", `name must not contain "__" nor end in "_" (it separates server and tool in tool names)`)
 	}
 	var r rawServer
 	if err := json.Unmarshal(data, &r); err != nil {
@@ -347,7 +354,15 @@ func expandMap(m map[string]string, getenv func(string) string) (map[string]stri
 		var problem string
 		expanded := varRef.ReplaceAllStringFunc(v, func(ref string) string {
 			name := varRef.FindStringSubmatch(ref)[1]
-			if name == "" || strings.ContainsAny(name, " ${") {
+			// ${env:VAR} is how VS Code and Cursor write ${VAR}.
+			name = strings.TrimPrefix(name, "env:")
+			if strings.HasPrefix(name, "input:") {
+				if problem == "" {
+					problem = fmt.Sprintf("%s is a VS Code input (a prompt), which Marlowe cannot show: put the value in .env as VAR=… and write ${VAR}", ref)
+				}
+				return ""
+			}
+			if name == "" || strings.ContainsAny(name, " ${:") {
 				if problem == "" {
 					problem = fmt.Sprintf("%q is not a variable reference", ref)
 				}

@@ -19,7 +19,12 @@ func TestParseConfigErrorsNameFileServerAndField(t *testing.T) {
 		want       []string // substrings of the error
 	}{
 		{"unparseable", `{"mcpServers": {"a": {"command": "x",}}}`, []string{"mcp.json", "not valid JSON", "line 1"}},
-		{"no mcpServers", `{"servers": {}}`, []string{"mcp.json", "mcpServers", "missing"}},
+		{"no mcpServers", `{"tools": {}}`, []string{"mcp.json", "mcpServers", "missing"}},
+		{"mcpServers and VS Code's servers", `{"mcpServers": {}, "servers": {}}`, []string{"mcp.json", "servers", "both"}},
+		{"VS Code input variable", `{"servers": {"gh": {"url": "https://h/mcp", "headers": {"Authorization": "Bearer ${input:gh_token}"}}}}`, []string{"mcp.json", "server gh", "headers.Authorization", "${input:gh_token}", "VS Code input"}},
+		{"unset var in env: form", `{"mcpServers": {"gh": {"command": "x", "env": {"T": "${env:NOPE}"}}}}`, []string{"server gh", "env.T", "${NOPE} is not set"}},
+		// Server "a_" with tool "x" and server "a" with tool "_x" would both be "a___x".
+		{"name ending in _", `{"mcpServers": {"a_": {"command": "x"}}}`, []string{"server a_", "end in"}},
 		{"neither command nor url", `{"mcpServers": {"gh": {"args": ["x"]}}}`, []string{"mcp.json", "server gh", "command", "neither"}},
 		{"both", `{"mcpServers": {"gh": {"command": "x", "url": "http://h"}}}`, []string{"server gh", "both"}},
 		{"unset var in env", `{"mcpServers": {"gh": {"command": "x", "env": {"GITHUB_TOKEN": "${NOPE}"}}}}`, []string{"mcp.json", "server gh", "env.GITHUB_TOKEN", "${NOPE} is not set"}},
@@ -186,5 +191,33 @@ func TestDefinitionChangesWithNameAnnotationsAndSchemaOnly(t *testing.T) {
 		if Definition(&x) == d {
 			t.Errorf("a changed %s kept the definition", name)
 		}
+	}
+}
+
+// Configurations pasted from VS Code (.vscode/mcp.json: "servers", an
+// "inputs" list, ${env:VAR}) and Cursor (${env:VAR}) work as they are.
+func TestParseConfigPastedFromVSCodeAndCursor(t *testing.T) {
+	cases := []struct {
+		name, json string
+		findAfter  int
+	}{
+		{"vs code", `{"inputs": [], "servers": {"gh": {"type": "http", "url": "https://api.githubcopilot.com/mcp/",
+			"headers": {"Authorization": "Bearer ${env:GH_TOKEN}"}}}}`, DefaultFindToolAfter},
+		{"cursor", `{"mcpServers": {"gh": {"url": "https://api.githubcopilot.com/mcp/",
+			"headers": {"Authorization": "Bearer ${env:GH_TOKEN}"}}}, "findToolAfter": -1}`, -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse("mcp.json", []byte(c.json), env(map[string]string{"GH_TOKEN": "ghp_1"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Servers) != 1 || cfg.Servers[0].Type != HTTP || cfg.Servers[0].Headers["Authorization"] != "Bearer ghp_1" {
+				t.Errorf("servers = %+v", cfg.Servers)
+			}
+			if cfg.FindToolAfter != c.findAfter { // negative: never find_tool (gate.WithSource)
+				t.Errorf("findToolAfter = %d, want %d", cfg.FindToolAfter, c.findAfter)
+			}
+		})
 	}
 }

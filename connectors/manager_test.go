@@ -370,3 +370,41 @@ func awaitFile(t *testing.T, path string) {
 	}
 	t.Fatalf("%s never appeared", path)
 }
+
+// Every call reaches Options.Observe (the metrics hook) with its server,
+// the server's own tool name and its outcome.
+func TestObserveReportsEachCallsOutcome(t *testing.T) {
+	type seen struct{ server, tool, outcome string }
+	got := make(chan seen, 16)
+	// No restart within the test: the call after the crash finds the server down.
+	opts := Options{MinBackoff: time.Hour, Observe: func(server, tool string, _ time.Duration, outcome string) { got <- seen{server, tool, outcome} }}
+	marks := t.TempDir()
+	m, st := start(t, map[string]map[string]string{"t": {"TESTSERVER_MARKS": marks}}, opts)
+	expect := func(want seen) {
+		t.Helper()
+		select {
+		case s := <-got:
+			if s != want {
+				t.Errorf("observed %+v, want %+v", s, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("nothing observed, want %+v", want)
+		}
+	}
+	_, _ = call(t, context.Background(), m, "t__echo", `{"text":"x"}`)
+	expect(seen{"t", "echo", "ok"})
+	_, _ = call(t, context.Background(), m, "t__fail", `{}`)
+	expect(seen{"t", "fail", "tool-error"})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := call(t, ctx, m, "t__hang", `{"text":"observe"}`); errc <- err }()
+	awaitFile(t, filepath.Join(marks, "hang-started"))
+	cancel()
+	<-errc
+	expect(seen{"t", "hang", "cancelled"})
+	_, _ = call(t, context.Background(), m, "t__crash", `{}`)
+	expect(seen{"t", "crash", "error"})
+	st.await(t, "down", func(s State) bool { return s.Status == "down" })
+	_, _ = call(t, context.Background(), m, "t__echo", `{"text":"x"}`)
+	expect(seen{"t", "echo", "down"})
+}

@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -105,19 +106,33 @@ func TestEverythingServerOverStdio(t *testing.T) {
 	if obs := mustCall(t, m, "everything__get-structured-content", `{"location":"New York"}`); !strings.Contains(obs.Text, "structuredContent: {") {
 		t.Errorf("structured content: %q", obs.Text)
 	}
-	// A long operation cancelled by the run stops at once.
+	// A long operation cancelled by the run, once the server reports it is
+	// running (its first progress), stops at once.
 	ctx, cancel := context.WithCancel(context.Background())
 	tool, _ := m.Tool("everything__trigger-long-running-operation")
 	errc := make(chan error, 1)
+	running := make(chan struct{}, 1)
 	go func() {
-		_, err := tool.Run(ctx, core.ToolContext{}, []byte(`{"duration":600,"steps":5}`))
+		_, err := tool.Run(ctx, core.ToolContext{Progress: func(core.Progress) {
+			select {
+			case running <- struct{}{}:
+			default:
+			}
+		}}, []byte(`{"duration":600,"steps":600}`))
 		errc <- err
 	}()
+	select {
+	case <-running:
+	case err := <-errc:
+		t.Fatalf("the long operation ended before it ran: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the long operation never reported progress")
+	}
 	cancel()
 	select {
 	case err := <-errc:
-		if err == nil {
-			t.Error("a cancelled call succeeded")
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("a cancelled call: %v, want context.Canceled", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("cancellation did not end the call")

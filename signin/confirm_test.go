@@ -82,21 +82,72 @@ func TestSignInByAnotherPersonWaitsForItsPersonToConfirm(t *testing.T) {
 	r.noSecrets()
 }
 
-// A pending sign-in not confirmed in time is refused and dropped.
+// A pending sign-in not confirmed in time is refused and dropped, and its
+// tokens are revoked at the server (the old code left them live there):
+// when the late confirmation comes, or when the next sign-in on the
+// platform (theirs or anybody's) purges it.
 func TestPendingSignInExpires(t *testing.T) {
-	r := newRig(t)
-	link, _ := r.svc.Link("slack", "U1", "github")
-	r.as.SetUser("alice")
-	if code, page := follow(t, browser(""), link); code != 200 {
-		t.Fatalf("sign-in: %d %s", code, page)
-	}
-	ev, _ := r.ev.pending("U1")
-	r.advance(signin.ConfirmTTL + time.Second)
-	if _, err := r.svc.Confirm(t.Context(), "slack", "U1", ev.Pending, true); !errors.Is(err, core.ErrNoPending) {
-		t.Fatalf("a stale sign-in confirmed: %v", err)
-	}
-	if _, err := r.svc.Token(t.Context(), "slack", "U1", "github"); !errors.Is(err, signin.ErrNotConnected) {
-		t.Fatalf("after expiry: %v", err)
+	for _, tc := range []struct {
+		name   string
+		settle func(r *rig, ev core.ConnectionChanged)
+	}{
+		{"confirmed too late", func(r *rig, ev core.ConnectionChanged) {
+			if _, err := r.svc.Confirm(t.Context(), "slack", "U1", ev.Pending, true); !errors.Is(err, core.ErrNoPending) {
+				t.Fatalf("a stale sign-in confirmed: %v", err)
+			}
+		}},
+		{"purged by the next sign-in", func(r *rig, ev core.ConnectionChanged) {
+			link, _ := r.svc.Link("slack", "U1", "github")
+			if code, page := follow(t, browser(""), link); code != 200 {
+				t.Fatalf("second sign-in: %d %s", code, page)
+			}
+			if _, err := r.svc.Confirm(t.Context(), "slack", "U1", ev.Pending, true); !errors.Is(err, core.ErrNoPending) {
+				t.Fatalf("a purged sign-in confirmed: %v", err)
+			}
+		}},
+		{"purged by someone else's sign-in", func(r *rig, ev core.ConnectionChanged) {
+			r.as.SetUser("bob")
+			link, _ := r.svc.Link("slack", "U2", "github")
+			if code, page := follow(t, browser(""), link); code != 200 {
+				t.Fatalf("U2's sign-in: %d %s", code, page)
+			}
+			// No late click from U1: the purge alone revokes.
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			link, _ := r.svc.Link("slack", "U1", "github")
+			r.as.SetUser("alice")
+			if code, page := follow(t, browser(""), link); code != 200 {
+				t.Fatalf("sign-in: %d %s", code, page)
+			}
+			var stale []string // the access tokens of the pending grant
+			for _, s := range r.as.Secrets() {
+				if strings.HasPrefix(s, "at_") {
+					stale = append(stale, s)
+				}
+			}
+			for _, tok := range stale {
+				if _, err := signintest.Whoami(t.Context(), r.mcpURL, tok); err != nil {
+					t.Fatalf("the pending grant's token does not work before: %v", err)
+				}
+			}
+			ev, _ := r.ev.pending("U1")
+			r.advance(signin.ConfirmTTL + time.Second)
+			tc.settle(r, ev)
+			if _, err := r.svc.Token(t.Context(), "slack", "U1", "github"); !errors.Is(err, signin.ErrNotConnected) {
+				t.Fatalf("after expiry: %v", err)
+			}
+			if len(stale) == 0 {
+				t.Fatal("no access token was issued")
+			}
+			for _, tok := range stale {
+				if _, err := signintest.Whoami(t.Context(), r.mcpURL, tok); err == nil {
+					t.Error("an expired pending sign-in's token still works at the server")
+				}
+			}
+			r.noSecrets()
+		})
 	}
 }
 

@@ -3,7 +3,8 @@
 // private sign-in link (link.go), the OAuth 2.1 authorization-code flow with
 // PKCE against the server's authorization server, discovered from its
 // protected-resource metadata with go-sdk's auth and oauthex packages and
-// registered dynamically or with a preregistered client (flow.go), the
+// with a preregistered client, a client ID metadata document (Marlowe's,
+// served under MARLOWE_PUBLIC_URL) or dynamic registration (flow.go), the
 // HTTP handlers under MARLOWE_PUBLIC_URL (http.go), a finished sign-in kept
 // pending until its person confirms it on a card in their own DM, since
 // whoever followed the link may have used another account (pending.go),

@@ -56,6 +56,9 @@ type Service struct {
 	// rotating refresh tokens, two at once would have one refused and the
 	// grant dropped. (Across replicas, the loser re-reads the winner's.)
 	refreshing sync.Map // platform/person/server → *sync.Mutex
+	// crossOrigin refuses a sign-in started by another site's form
+	// (http.go).
+	crossOrigin *http.CrossOriginProtection
 }
 
 // New returns a sign-in service.
@@ -72,7 +75,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, servers: map[string]Server{}}
+	s := &Service{cfg: cfg, servers: map[string]Server{}, crossOrigin: http.NewCrossOriginProtection()}
+	// The public URL's origin is ours even when a proxy rewrites Host.
+	if u, err := url.Parse(cfg.Links.base); err == nil && u.Scheme != "" && u.Host != "" {
+		_ = s.crossOrigin.AddTrustedOrigin(u.Scheme + "://" + u.Host)
+	}
 	for _, sv := range cfg.Servers {
 		if sv.Name == "" || sv.URL == "" {
 			return nil, fmt.Errorf("sign-in: server %q needs a name and a url", sv.Name)
@@ -259,6 +266,12 @@ func (s *Service) prepare(ctx context.Context, srv Server) (*pending, error) {
 	case srv.ClientID != "":
 		p.ClientID, p.ClientSecret = srv.ClientID, srv.ClientSecret
 		p.AuthStyle = int(styleFor(asm.TokenEndpointAuthMethodsSupported, srv.ClientSecret != ""))
+	case asm.ClientIDMetadataDocumentSupported && s.cfg.Links.ClientMetadataURL() != "":
+		// A client ID metadata document: the client id is the URL of
+		// Marlowe's document (served by Handler), which the authorization
+		// server fetches and whose redirect URI it holds the request to.
+		// A public client: no secret, PKCE. Preferred to registering.
+		p.ClientID, p.AuthStyle = s.cfg.Links.ClientMetadataURL(), int(oauth2.AuthStyleInParams)
 	case asm.RegistrationEndpoint != "":
 		reg, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
 			RedirectURIs: []string{s.cfg.Links.RedirectURI()}, ClientName: "Marlowe",
@@ -271,9 +284,34 @@ func (s *Service) prepare(ctx context.Context, srv Server) (*pending, error) {
 		p.ClientID, p.ClientSecret = reg.ClientID, reg.ClientSecret
 		p.AuthStyle = int(styleFor([]string{reg.TokenEndpointAuthMethod}, reg.ClientSecret != ""))
 	default:
-		return nil, fmt.Errorf("%s: the authorization server offers no dynamic client registration; configure a client id for it", srv.Name)
+		return nil, fmt.Errorf("%s: %s", srv.Name, NoRegistration(asm, s.cfg.Links))
 	}
 	return p, nil
+}
+
+// NoRegistration says why no client can be settled with asm without a
+// configured client id (doctor shows it too).
+func NoRegistration(asm *oauthex.AuthServerMeta, l *Links) string {
+	if asm.ClientIDMetadataDocumentSupported {
+		return "the authorization server accepts only client ID metadata documents, which need an https MARLOWE_PUBLIC_URL (it is " +
+			l.base + "), or a configured client id"
+	}
+	return "the authorization server offers neither client ID metadata documents nor dynamic client registration; configure a client id for it"
+}
+
+// Registration names how a client is settled for srv at asm: the
+// configured client, a client ID metadata document or dynamic client
+// registration; "" when none can be (NoRegistration says why).
+func Registration(srv Server, asm *oauthex.AuthServerMeta, l *Links) string {
+	switch {
+	case srv.ClientID != "":
+		return "client " + srv.ClientID
+	case asm.ClientIDMetadataDocumentSupported && l.ClientMetadataURL() != "":
+		return "client ID metadata document " + l.ClientMetadataURL()
+	case asm.RegistrationEndpoint != "":
+		return "dynamic client registration"
+	}
+	return ""
 }
 
 func styleFor(methods []string, secret bool) oauth2.AuthStyle {
@@ -339,8 +377,14 @@ func (s *Service) Callback(ctx context.Context, q url.Values, browser string) (c
 	g.Account = accountOf(tok, p.Issuer, now)
 	// Whoever followed the link signed in: the grant waits, unusable, for
 	// its person to confirm it on a card in their own DM (pending.go).
-	if err := s.cfg.Vault.PurgePending(ctx, si.Platform, si.Person, now.Add(-ConfirmTTL)); err != nil {
+	// Everybody's on the platform, so that the sign-in of someone who
+	// never comes back does not stay live at the server.
+	stale, err := s.cfg.Vault.PurgePending(ctx, si.Platform, "", now.Add(-ConfirmTTL))
+	if err != nil {
 		s.cfg.Log.Warn("could not purge expired pending sign-ins", "error", err)
+	}
+	for _, g := range stale {
+		s.revoke(ctx, g) // never confirmed: not left usable at the server
 	}
 	id := rand.Text()
 	if err := s.cfg.Vault.PutPending(ctx, conn, id, g); err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -53,15 +54,38 @@ func NewLinks(key []byte, base string) (*Links, error) {
 	return &Links{key: key, base: strings.TrimRight(base, "/")}, nil
 }
 
-// StartPath and CallbackPath are the handlers' paths under PUBLIC_URL.
+// StartPath and CallbackPath are the handlers' paths under PUBLIC_URL;
+// ClientMetadataPath serves Marlowe's client ID metadata document.
 const (
-	StartPath    = "/connect"
-	CallbackPath = "/connect/callback"
+	StartPath          = "/connect"
+	CallbackPath       = "/connect/callback"
+	ClientMetadataPath = "/connect/client-metadata.json"
 )
 
 // RedirectURI is the exact redirect URI registered with every
 // authorization server.
 func (l *Links) RedirectURI() string { return l.base + CallbackPath }
+
+// sitePath is p under PUBLIC_URL's own path, as browsers see it: a bot
+// served under a path prefix (https://example.com/marlowe behind a proxy)
+// gets its form posted and its cookie sent there.
+func (l *Links) sitePath(p string) string {
+	if u, err := url.Parse(l.base); err == nil {
+		return strings.TrimRight(u.Path, "/") + p
+	}
+	return p
+}
+
+// ClientMetadataURL is Marlowe's client id where an authorization server
+// accepts client ID metadata documents (draft-ietf-oauth-client-id-metadata-document,
+// MCP authorization 2025-11-25): the URL of the document itself. "" when
+// PUBLIC_URL is not https, since a client id URL must be https.
+func (l *Links) ClientMetadataURL() string {
+	if !strings.HasPrefix(l.base, "https://") {
+		return ""
+	}
+	return l.base + ClientMetadataPath
+}
 
 // Mint returns a link for person on platform to connect server, valid until
 // exp, and its id.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/vault"
 )
 
 // Confirmation: a link can reach someone other than its person (forwarded,
@@ -26,6 +28,12 @@ const ConfirmTTL = 30 * time.Minute
 func (s *Service) Confirm(ctx context.Context, platform, person, id string, accept bool) (string, error) {
 	now := s.cfg.Now()
 	g, c, err := s.cfg.Vault.TakePending(ctx, platform, person, id, now.Add(-ConfirmTTL))
+	if errors.Is(err, vault.ErrPendingStale) {
+		// Not confirmed in time: nobody may use it, so it should not stay
+		// usable at the server either.
+		s.revoke(ctx, g)
+		return "", err
+	}
 	if err != nil {
 		return "", err
 	}

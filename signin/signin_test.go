@@ -103,11 +103,17 @@ func (r *rig) advance(d time.Duration) {
 	r.mu.Unlock()
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigAt(t, httptest.NewServer, "") }
+
+// newRigAt is newRig with the bot's public URL served by start (an https
+// one with httptest.NewTLSServer), under the path prefix (as a reverse
+// proxy serving the bot at https://example.com/marlowe would: the prefix
+// is stripped before the bot's handler).
+func newRigAt(t *testing.T, start func(http.Handler) *httptest.Server, prefix string) *rig {
 	r := &rig{t: t, as: signintest.NewAS(t), logs: &syncBuf{}, ev: &events{}}
 	r.mcpURL = signintest.NewProtectedMCP(t, r.as)
 	var h http.Handler = http.NotFoundHandler()
-	r.bot = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h.ServeHTTP(w, req) }))
+	r.bot = start(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h.ServeHTTP(w, req) }))
 	t.Cleanup(r.bot.Close)
 	r.dbPath = filepath.Join(t.TempDir(), "marlowe.db")
 	st, err := sqlite.Open(t.Context(), r.dbPath, nil)
@@ -120,7 +126,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	links, err := signin.NewLinks(bytes.Repeat([]byte{7}, 32), r.bot.URL)
+	links, err := signin.NewLinks(bytes.Repeat([]byte{7}, 32), r.bot.URL+prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +136,20 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	h = r.svc.Handler()
+	if prefix != "" {
+		h = http.StripPrefix(prefix, h)
+	}
 	return r
 }
 
 // browser is one person's browser: its own cookies.
-func browser(stopAt string) *http.Client {
+func browser(stopAt string) *http.Client { return browserWith(http.DefaultTransport, stopAt) }
+
+// browserWith is browser over transport rt (the TLS bot's, to trust its
+// certificate).
+func browserWith(rt http.RoundTripper, stopAt string) *http.Client {
 	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	return &http.Client{Transport: rt, Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if stopAt != "" && strings.HasPrefix(req.URL.Path, stopAt) {
 			return http.ErrUseLastResponse
 		}

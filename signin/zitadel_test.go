@@ -32,7 +32,9 @@ import (
 // in-memory storage and login page. It has no dynamic client registration,
 // so Marlowe uses a preregistered confidential client (the config's
 // client id and secret); discovery is OpenID's, PKCE is S256, refresh
-// tokens come with offline_access, and it has a revocation endpoint.
+// tokens come with offline_access, and it has a revocation endpoint. A
+// refresh token revoked at the provider makes the next refresh fail: the
+// person is asked to connect again.
 func TestSignInAgainstZitadel(t *testing.T) {
 	ctx := t.Context()
 	var asHandler http.Handler = http.NotFoundHandler()
@@ -92,38 +94,43 @@ func TestSignInAgainstZitadel(t *testing.T) {
 	logs := &syncBuf{}
 	var offset time.Duration
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	svc, err := signin.New(signin.Config{Vault: vault.New(db, kr, log), Links: links, Events: ev, Log: log, Now: func() time.Time { return time.Now().Add(offset) },
+	vlt := vault.New(db, kr, log)
+	svc, err := signin.New(signin.Config{Vault: vlt, Links: links, Events: ev, Log: log, Now: func() time.Time { return time.Now().Add(offset) },
 		Servers: []signin.Server{{Name: "zitadel", URL: endpoint, ClientID: "marlowe", ClientSecret: "zitadel-client-secret"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	botHandler = svc.Handler()
 
-	link, _ := svc.Link("slack", "U1", "zitadel")
-	b := browser("")
-	u, _ := url.Parse(link)
-	resp, err := b.PostForm(bot.URL+signin.StartPath, url.Values{"t": {u.Query().Get("t")}})
-	if err != nil {
-		t.Fatal(err)
+	signIn := func() {
+		t.Helper()
+		link, _ := svc.Link("slack", "U1", "zitadel")
+		b := browser("")
+		u, _ := url.Parse(link)
+		resp, err := b.PostForm(bot.URL+signin.StartPath, url.Values{"t": {u.Query().Get("t")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// The provider's own login page: the person signs in there.
+		id := resp.Request.URL.Query().Get("authRequestID")
+		if id == "" {
+			t.Fatalf("not at the provider's login page: %s (%d)", resp.Request.URL, resp.StatusCode)
+		}
+		login := resp.Request.URL
+		login.RawQuery = ""
+		resp, err = b.PostForm(login.String(), url.Values{"username": {"test-user@127.0.0.1"}, "password": {"verysecure"}, "id": {id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(page), "Nothing is connected until they confirm") {
+			t.Fatalf("callback: %d %s (at %s)", resp.StatusCode, page, resp.Request.URL)
+		}
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	// The provider's own login page: the person signs in there.
-	id := resp.Request.URL.Query().Get("authRequestID")
-	if id == "" {
-		t.Fatalf("not at the provider's login page: %s (%d)", resp.Request.URL, resp.StatusCode)
-	}
-	login := resp.Request.URL
-	login.RawQuery = ""
-	resp, err = b.PostForm(login.String(), url.Values{"username": {"test-user@127.0.0.1"}, "password": {"verysecure"}, "id": {id}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(page), "Nothing is connected until they confirm") {
-		t.Fatalf("callback: %d %s (at %s)", resp.StatusCode, page, resp.Request.URL)
-	}
+	signIn()
 	if _, err := svc.Token(ctx, "slack", "U1", "zitadel"); !errors.Is(err, signin.ErrNotConnected) {
 		t.Fatalf("a pending sign-in already acts: %v", err)
 	}
@@ -159,10 +166,43 @@ func TestSignInAgainstZitadel(t *testing.T) {
 	if _, err := svc.Token(ctx, "slack", "U1", "zitadel"); !errors.Is(err, signin.ErrNotConnected) {
 		t.Fatalf("after disconnect: %v", err)
 	}
-	if got := strings.Join(ev.kinds(), " "); got != "U1/zitadel:pending U1/zitadel:connected U1/zitadel:refreshed U1/zitadel:revoked" {
-		t.Fatalf("events: %s", got)
+	// A refresh the provider refuses: the person signs in again, then the
+	// refresh token is revoked at zitadel behind Marlowe's back (by the
+	// provider's own revocation endpoint); when the access token nears
+	// its end the refresh is refused and the person alone is asked to
+	// connect again (refresh_failed), the dead grant dropped.
+	offset = 0
+	signIn()
+	ev.confirm(t, svc, "U1")
+	third, err := svc.Token(ctx, "slack", "U1", "zitadel")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, s := range []string{tok, fresh, "zitadel-client-secret"} {
+	g, _, ok, err := vlt.Get(ctx, "slack", "U1", "zitadel")
+	if err != nil || !ok || g.RefreshToken == "" || g.RevocationURL == "" {
+		t.Fatalf("the grant: ok=%v refresh token=%v revocation=%q err=%v", ok, g.RefreshToken != "", g.RevocationURL, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.RevocationURL,
+		strings.NewReader(url.Values{"token": {g.RefreshToken}, "token_type_hint": {"refresh_token"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("marlowe", "zitadel-client-secret")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("revoking the refresh token at zitadel: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	offset = 4 * time.Minute
+	if _, err := svc.Token(ctx, "slack", "U1", "zitadel"); !errors.Is(err, signin.ErrReconnect) {
+		t.Fatalf("a refresh zitadel refuses: %v", err)
+	}
+	if cs, _ := svc.List(ctx, "slack", "U1"); len(cs) != 0 {
+		t.Fatalf("the dead grant stayed: %+v", cs)
+	}
+	want := "U1/zitadel:pending U1/zitadel:connected U1/zitadel:refreshed U1/zitadel:revoked U1/zitadel:pending U1/zitadel:connected U1/zitadel:refresh_failed"
+	if got := strings.Join(ev.kinds(), " "); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	for _, s := range []string{tok, fresh, third, g.RefreshToken, "zitadel-client-secret"} {
 		if strings.Contains(logs.String(), s) {
 			t.Errorf("a secret is in the logs")
 		}

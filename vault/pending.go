@@ -20,6 +20,11 @@ const pendingPrefix = "~pending/"
 // ErrNoPending is core.ErrNoPending.
 var ErrNoPending = core.ErrNoPending
 
+// ErrPendingStale is a pending grant taken after its time: it is deleted
+// and TakePending returns it anyway, so that its tokens can be revoked at
+// the server. It is an ErrNoPending.
+var ErrPendingStale = fmt.Errorf("%w (not confirmed in time)", core.ErrNoPending)
+
 func pendingKey(id, server string) string { return pendingPrefix + id + "/" + server }
 
 // PutPending stores g as c's pending grant id (not usable until
@@ -35,7 +40,7 @@ func (v *Vault) PutPending(ctx context.Context, c core.Connection, id string, g 
 // TakePending removes person's pending grant id, once, and returns it with
 // the server it is for. One of two concurrent takes wins (the store's
 // delete decides); a pending grant stored before notBefore is dropped and
-// refused.
+// refused with ErrPendingStale, and returned to be revoked.
 func (v *Vault) TakePending(ctx context.Context, platform, person, id string, notBefore time.Time) (Grant, core.Connection, error) {
 	if id == "" || strings.ContainsAny(id, "/") {
 		return Grant{}, core.Connection{}, ErrNoPending
@@ -61,7 +66,7 @@ func (v *Vault) TakePending(ctx context.Context, platform, person, id string, no
 			return Grant{}, core.Connection{}, err
 		}
 		if c.ConnectedAt.Before(notBefore) {
-			return Grant{}, core.Connection{}, ErrNoPending
+			return g, core.Connection{}, ErrPendingStale
 		}
 		c.Server = server
 		return g, c, nil
@@ -69,20 +74,28 @@ func (v *Vault) TakePending(ctx context.Context, platform, person, id string, no
 	return Grant{}, core.Connection{}, ErrNoPending
 }
 
-// PurgePending drops person's pending grants stored before before.
-func (v *Vault) PurgePending(ctx context.Context, platform, person string, before time.Time) error {
+// PurgePending drops person's ("": everybody's on platform) pending grants
+// stored before before and returns those it could open (to revoke them at
+// their server).
+func (v *Vault) PurgePending(ctx context.Context, platform, person string, before time.Time) ([]Grant, error) {
 	gs, err := v.store.Grants(ctx, platform, person)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var out []Grant
 	for _, sg := range gs {
 		if strings.HasPrefix(sg.Server, pendingPrefix) && sg.ConnectedAt.Before(before) {
-			if _, err := v.store.DeleteGrant(ctx, platform, person, sg.Server); err != nil {
-				return err
+			g, _, ok, gerr := v.Get(ctx, platform, sg.Person, sg.Server)
+			deleted, err := v.store.DeleteGrant(ctx, platform, sg.Person, sg.Server)
+			if err != nil {
+				return out, err
+			}
+			if deleted && ok && gerr == nil {
+				out = append(out, g) // only the purge that deleted it revokes it
 			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // DropPending removes every pending grant of person and returns those it

@@ -320,7 +320,7 @@ func (a *Adapter) messagesAfter(ctx context.Context, channel, after string) ([]*
 	var out []*discordgo.Message
 	for range gapPages {
 		var page []*discordgo.Message
-		err := a.pacer.do(ctx, channel, core.PriorityEdit, "", func(ctx context.Context) error {
+		err := a.pacer.send(ctx, routeRead, channel, core.PriorityEdit, "", func(ctx context.Context) error {
 			var err error
 			page, err = a.sess.ChannelMessages(channel, 100, "", after, "", discordgo.WithContext(ctx))
 			return err

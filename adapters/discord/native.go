@@ -7,6 +7,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/marlowe-bot/marlowe/core"
+	pq "github.com/marlowe-bot/marlowe/internal/pacer"
 )
 
 var _ core.Typing = (*Adapter)(nil)
@@ -19,7 +20,8 @@ const typingEvery = 8 * time.Second
 // thread channel when the thread exists, else in the channel (a run whose
 // thread starts with its first post). It is not paced with the messages,
 // so it never delays an answer: it goes at once on the channel's
-// decoration budget or is dropped; discordgo keeps to the route's bucket.
+// decoration budget or is dropped, as it is when the route's bucket in
+// discordgo is spent (it never sleeps there).
 func (a *Adapter) Typing(ctx context.Context, scope core.Scope) error {
 	if err := checkScope(scope); err != nil {
 		return err
@@ -35,6 +37,9 @@ func (a *Adapter) Typing(ctx context.Context, scope core.Scope) error {
 		}
 	}
 	return a.pacer.decorate(ctx, "typing", channel, func(ctx context.Context) error {
+		if a.bucketSpent(discordgo.EndpointChannelTyping(channel)) {
+			return pq.ErrDropped
+		}
 		return a.sess.ChannelTyping(channel, discordgo.WithContext(ctx))
 	})
 }

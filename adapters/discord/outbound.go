@@ -16,6 +16,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/marlowe-bot/marlowe/core"
+	pq "github.com/marlowe-bot/marlowe/internal/pacer"
 )
 
 // createBody is POST channels/{id}/messages. discordgo's MessageSend has no
@@ -137,7 +138,7 @@ func (a *Adapter) create(ctx context.Context, channel string, prio core.Priority
 	for attempt := 1; ; attempt++ {
 		var m discordgo.Message
 		var sent atomic.Bool
-		err := a.pacer.send(ctx, "create message", channel, prio, "", func(ctx context.Context) error {
+		err := a.pacer.send(ctx, routeCreate, channel, prio, "", func(ctx context.Context) error {
 			sent.Store(true)
 			res, err := a.sess.RequestWithBucketID(http.MethodPost, url, body, url, discordgo.WithContext(ctx))
 			if err != nil {
@@ -184,7 +185,7 @@ func (a *Adapter) target(ctx context.Context, s core.Scope, prio core.Priority) 
 	url := discordgo.EndpointChannelMessageThread(s.Channel, s.Thread)
 	body := map[string]any{"name": name, "auto_archive_duration": 1440}
 	var th discordgo.Channel
-	err := a.pacer.do(ctx, s.Channel, prio, "", func(ctx context.Context) error {
+	err := a.pacer.send(ctx, routeThread, s.Channel, prio, "", func(ctx context.Context) error {
 		res, err := a.sess.RequestWithBucketID(http.MethodPost, url, body, discordgo.EndpointChannelThreads(s.Channel), discordgo.WithContext(ctx))
 		if err != nil {
 			return err
@@ -272,7 +273,7 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 	bucket := discordgo.EndpointChannelMessages(channel) + "/"
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		err := a.pacer.send(ctx, "edit message", channel, out.Priority, coalesce, func(ctx context.Context) error {
+		err := a.pacer.send(ctx, routeEdit, channel, out.Priority, coalesce, func(ctx context.Context) error {
 			_, err := a.sess.RequestWithBucketID(http.MethodPatch, url, body, bucket, discordgo.WithContext(ctx))
 			return err
 		})
@@ -322,10 +323,16 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 	// "//reactions//", whose own 200 ms limit, counted from when an answer
 	// came back, replaces the bucket headers, so a reaction let through by
 	// the pacer's clock could reach Discord inside the 250 ms window. Under
-	// a bucket id of its own discordgo waits on Remaining/Reset-After.
+	// a bucket id of its own discordgo keeps to Remaining/Reset-After;
+	// when they say the bucket is spent, the reaction is dropped rather
+	// than left to sleep in discordgo (the engine's 👀 is synchronous).
 	endpoint := discordgo.EndpointMessageReaction(channel, ref.ID, strings.ReplaceAll(name, "#", "%23"), "@me")
+	bucket := discordgo.EndpointChannel(channel) + "/reactions"
 	err := a.pacer.decorate(ctx, "reactions", channel, func(ctx context.Context) error {
-		_, err := a.sess.RequestWithBucketID(http.MethodPut, endpoint, nil, discordgo.EndpointChannel(channel)+"/reactions", discordgo.WithContext(ctx))
+		if a.bucketSpent(bucket) {
+			return pq.ErrDropped
+		}
+		_, err := a.sess.RequestWithBucketID(http.MethodPut, endpoint, nil, bucket, discordgo.WithContext(ctx))
 		return err
 	})
 	if err != nil {
@@ -363,7 +370,7 @@ func (a *Adapter) History(ctx context.Context, thread core.Scope, limit int) ([]
 		channel = thread.Thread
 	}
 	var msgs []*discordgo.Message
-	err := a.pacer.do(ctx, channel, core.PriorityNormal, "", func(ctx context.Context) error {
+	err := a.pacer.send(ctx, routeRead, channel, core.PriorityNormal, "", func(ctx context.Context) error {
 		var err error
 		msgs, err = a.sess.ChannelMessages(channel, limit, "", "", "", discordgo.WithContext(ctx))
 		return err

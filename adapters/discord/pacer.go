@@ -30,10 +30,31 @@ const (
 	decoBurst    = 1
 )
 
-// pacer runs REST writes through one queue per channel (internal/pacer):
-// priorities, coalesced edits, a token bucket, and on a 429 the
-// retry_after Discord sent is waited out before the same call is sent
-// again. cfg and log may be set by options after newPacer, before the
+// Discord buckets each route apart, per channel (X-RateLimit-Bucket): a
+// channel's message creates, its message edits, its thread starts and its
+// message reads are four buckets. Each route has a queue of its own per
+// channel, so a checklist edit or a history read never takes from the
+// budget of the answer's create.
+const (
+	routeCreate = "create message"
+	routeEdit   = "edit message"
+	routeThread = "start thread"
+	routeRead   = "read messages"
+)
+
+// routeKey is the queue of route in channel (a create's is the channel's
+// id itself).
+func routeKey(channel, route string) string {
+	if route == routeCreate {
+		return channel
+	}
+	return channel + " " + route
+}
+
+// pacer runs REST calls through one queue per channel and route
+// (internal/pacer): priorities, coalesced edits, a token bucket, and on a
+// 429 the retry_after Discord sent is waited out before the same call is
+// sent again. cfg and log may be set by options after newPacer, before the
 // first call.
 type pacer struct {
 	cfg   paceConfig
@@ -62,26 +83,22 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 			}
 			return 0, false
 		},
-		OnLimited: func(channel string, retry time.Duration) {
-			p.log.Warn("discord: rate limited; waiting as told", "channel", channel, "retry_after", retry)
+		OnLimited: func(queue string, retry time.Duration) {
+			p.log.Warn("discord: rate limited; waiting as told", "queue", queue, "retry_after", retry)
 		},
 		After: after,
 	})
 	return p
 }
 
-// do runs fn in channel's queue and returns its error. coalesce, for
-// PriorityEdit calls, names the message being edited: a queued edit with the
-// same name is replaced by this one and both callers get its result.
-func (p *pacer) do(ctx context.Context, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
-	return p.q.Do(ctx, channel, prio, coalesce, fn)
-}
-
-// send is do for a named route: its wait is reported per method.
-func (p *pacer) send(ctx context.Context, method, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
+// send runs fn in the queue of route in channel and returns its error; its
+// wait is reported per route. coalesce, for PriorityEdit calls, names the
+// message being edited: a queued edit with the same name is replaced by
+// this one and both callers get its result.
+func (p *pacer) send(ctx context.Context, route, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
 	t0 := p.now()
-	return p.q.Do(ctx, channel, prio, coalesce, func(ctx context.Context) error {
-		p.waited(method, p.now().Sub(t0))
+	return p.q.Do(ctx, routeKey(channel, route), prio, coalesce, func(ctx context.Context) error {
+		p.waited(route, p.now().Sub(t0))
 		return fn(ctx)
 	})
 }
@@ -93,6 +110,22 @@ func (p *pacer) decorate(ctx context.Context, method, channel string, fn func(co
 }
 
 func (p *pacer) waited(method string, d time.Duration) { p.waits.Waited(method, d) }
+
+// bucketSpent reports whether discordgo would make a call on bucketID
+// wait: the route's bucket has no call left before a reset still ahead
+// (X-RateLimit-Remaining 0, -Reset-After), a global limit holds, or a call
+// on that route is in flight (discordgo holds the bucket until its answer).
+// A decoration is then dropped: discordgo would sleep, and a 👀 that lands
+// late is pointless.
+func (a *Adapter) bucketSpent(bucketID string) bool {
+	rl := a.sess.Ratelimiter
+	b := rl.GetBucket(bucketID)
+	if !b.TryLock() {
+		return true
+	}
+	defer b.Unlock()
+	return rl.GetWaitTime(b, 1) > 0
+}
 
 // blockAll holds every queue for d: Discord answered a 429 with the global
 // flag (50 requests per second per bot).

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -19,39 +20,24 @@ import (
 // of the thread waited for a token that, on a stopped clock, never came.
 func TestDiscordAnswersTakeNoBudgetFromDecorations(t *testing.T) {
 	f := newFake(t, discordfake.Config{})
-	clock := pacertest.New()
-	a := startAdapterSetup(t, f, Config{}, newRecorder().deliver, func(a *Adapter) {
-		a.pacer = newPacer(clock.Now, clock.After, paceConfig{interval: time.Second, burst: 5}, a.log)
-	})
+	a, clock := stoppedPace(t, f)
 	ctx := t.Context()
-	done := make(chan error, 1)
-	go func() {
+	withoutPacingWait(t, func() error {
 		for i := range 5 {
 			id := f.Say(discordfake.Msg{Channel: oldThread, Author: alice, Content: fmt.Sprint("question ", i)})
 			sc := scopeOf(general, oldThread)
 			if err := a.React(ctx, core.MessageRef{Scope: sc, ID: id}, "eyes"); err != nil {
-				done <- err
-				return
+				return err
 			}
 			if err := a.Typing(ctx, sc); err != nil {
-				done <- err
-				return
+				return err
 			}
 			if _, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("ans-", i), Scope: sc, Text: fmt.Sprint("answer ", i), Priority: core.PriorityHigh}); err != nil {
-				done <- err
-				return
+				return err
 			}
 		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("answers waited for pacing: %d posted of 5, %d reactions", len(f.Posts()), len(f.Reactions()))
-	}
+		return nil
+	}, func() string { return fmt.Sprintf("%d posted of 5, %d reactions", len(f.Posts()), len(f.Reactions())) })
 	if n := len(f.Posts()); n != 5 {
 		t.Fatalf("%d answers posted, want 5", n)
 	}
@@ -59,6 +45,60 @@ func TestDiscordAnswersTakeNoBudgetFromDecorations(t *testing.T) {
 		t.Errorf("%d reactions and %d typings sent, want %d of each (their budgets; the rest dropped)", n, m, decoBurst)
 	}
 	clock.Advance(time.Hour) // the queues run dry and exit
+}
+
+// Discord buckets a channel's message creates, edits and reads apart: a
+// checklist's edits and a history read take nothing from the answer's
+// budget. On a stopped clock at the default pace (1/s, burst 5), after
+// the run's other calls in the thread an answer in two parts goes at once.
+// The old pacer counted every route in the channel's one bucket: the
+// answer's second part waited for a token that, on a stopped clock, never
+// came.
+func TestDiscordAnswersTakeNoBudgetFromEditsOrReads(t *testing.T) {
+	sc := scopeOf(general, oldThread)
+	for _, tc := range []struct {
+		name   string
+		before func(ctx context.Context, a *Adapter) error
+	}{
+		{"checklist edits", func(ctx context.Context, a *Adapter) error {
+			check, err := a.Post(ctx, core.Outbound{Key: "checklist", Scope: sc, Text: "⏳ working"})
+			if err != nil {
+				return err
+			}
+			for i := range 3 {
+				if err := a.Update(ctx, check, core.Outbound{Text: fmt.Sprint("⏳ step ", i), Priority: core.PriorityEdit}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"history reads", func(ctx context.Context, a *Adapter) error {
+			for range 5 {
+				if _, err := a.History(ctx, sc, 10); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, discordfake.Config{})
+			a, clock := stoppedPace(t, f)
+			ctx := t.Context()
+			withoutPacingWait(t, func() error {
+				if err := tc.before(ctx, a); err != nil {
+					return err
+				}
+				for i := range 2 {
+					if _, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("answer-", i), Scope: sc, Text: fmt.Sprint("answer part ", i), Priority: core.PriorityHigh}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, func() string { return fmt.Sprintf("%d posts, %d edits", len(f.Posts()), len(f.Edits())) })
+			clock.Advance(time.Hour) // the queues run dry and exit
+		})
+	}
 }
 
 // With the fake keeping to Discord's per-route buckets (5 messages per
@@ -96,30 +136,117 @@ func TestDiscordKeepsToRouteBuckets(t *testing.T) {
 // request arrived. Under load the first reaction arrives late and the next
 // one on time, so the pacer's 250 ms can be less at Discord: the stopped
 // clock here is advanced the whole window at once, as if the first request
-// had taken that long to arrive. The reaction must then wait on the bucket
+// had taken that long to arrive. The reaction must then keep to the bucket
 // headers Discord sent (discordgo's own 200 ms reaction limit, which it
-// used in their place, let it through into the spent bucket: a 429).
-func TestDiscordReactionWaitsOnItsBucketHeaders(t *testing.T) {
+// used in their place, let it through into the spent bucket: a 429): while
+// they say the bucket is spent it is dropped, and once it has reset, sent.
+func TestDiscordReactionKeepsToItsBucketHeaders(t *testing.T) {
 	f := newFake(t, discordfake.Config{RouteBuckets: true})
-	clock := pacertest.New()
-	a := startAdapterSetup(t, f, Config{}, newRecorder().deliver, func(a *Adapter) {
-		a.pacer = newPacer(clock.Now, clock.After, paceConfig{interval: time.Second, burst: 5}, a.log)
-	})
+	a, clock := stoppedPace(t, f)
 	ctx := t.Context()
 	sc := scopeOf(general, oldThread)
-	for i := range 2 {
+	deadline := time.After(10 * time.Second)
+	for i := 0; len(f.Reactions()) < 2; i++ {
 		id := f.Say(discordfake.Msg{Channel: oldThread, Author: alice, Content: fmt.Sprint("question ", i)})
 		if err := a.React(ctx, core.MessageRef{Scope: sc, ID: id}, "eyes"); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(decoInterval)
+		select {
+		case <-deadline:
+			t.Fatalf("%d reactions sent in 10 s, want 2", len(f.Reactions()))
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	for _, c := range f.Calls() {
 		if c.Status == 429 {
 			t.Errorf("429 on %s %s", c.Method, c.Path)
 		}
 	}
-	if n := len(f.Reactions()); n != 2 {
-		t.Fatalf("%d reactions sent, want 2", n)
+}
+
+// A decoration never waits inside discordgo: once a route's bucket says no
+// call remains until a reset still ahead (X-RateLimit-Remaining 0,
+// -Reset-After 5 s), the next reaction or typing on that route is dropped
+// at once. The engine's 👀 is synchronous before the model is called: the
+// old adapter left it to discordgo, which slept until the reset (5 s here)
+// and then sent it.
+func TestDiscordDecorationOnASpentBucketIsDropped(t *testing.T) {
+	cases := []struct {
+		name, method, prefix string
+		do                   func(ctx context.Context, a *Adapter, f *discordfake.Server) error
+		sent                 func(f *discordfake.Server) int
+	}{
+		{
+			name: "reaction", method: "PUT", prefix: "channels/" + general + "/messages/",
+			do: func(ctx context.Context, a *Adapter, f *discordfake.Server) error {
+				id := f.Say(discordfake.Msg{Channel: general, Author: alice, Content: "question"})
+				return a.React(ctx, core.MessageRef{Scope: scopeOf(general, ""), ID: id}, "eyes")
+			},
+			sent: func(f *discordfake.Server) int { return len(f.Reactions()) },
+		},
+		{
+			name: "typing", method: "POST", prefix: "channels/" + general + "/typing",
+			do: func(ctx context.Context, a *Adapter, _ *discordfake.Server) error {
+				return a.Typing(ctx, scopeOf(general, ""))
+			},
+			sent: func(f *discordfake.Server) int { return len(f.Typings()) },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, discordfake.Config{})
+			a := startAdapter(t, f, newRecorder().deliver)
+			ctx := t.Context()
+			f.SpendBucket(tc.method, tc.prefix, 1, 5*time.Second)
+			if err := tc.do(ctx, a, f); err != nil {
+				t.Fatal(err)
+			}
+			if n := tc.sent(f); n != 1 {
+				t.Fatalf("%d sent, want the first", n)
+			}
+			t0 := time.Now()
+			if err := tc.do(ctx, a, f); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(t0); took > 2*time.Second {
+				t.Fatalf("the %s waited %v for the spent bucket, want dropped at once", tc.name, took)
+			}
+			if n := tc.sent(f); n != 1 {
+				t.Fatalf("%d sent, want the second dropped", n)
+			}
+			if st := a.OutboundStats(); st.Dropped != 1 {
+				t.Fatalf("stats %+v, want the drop counted", st)
+			}
+		})
+	}
+}
+
+// stoppedPace starts an adapter whose pacer is at the default pace (1/s,
+// burst 5) on a fake clock that moves only when the test moves it.
+func stoppedPace(t *testing.T, f *discordfake.Server) (*Adapter, *pacertest.Clock) {
+	t.Helper()
+	clock := pacertest.New()
+	a := startAdapterSetup(t, f, Config{}, newRecorder().deliver, func(a *Adapter) {
+		a.pacer = newPacer(clock.Now, clock.After, paceConfig{interval: time.Second, burst: 5}, a.log)
+	})
+	return a, clock
+}
+
+// withoutPacingWait fails t unless calls returns nil within 10 s of wall
+// time: on a stopped clock a call that waits for pacing never returns.
+// state says what was sent, for the failure.
+func withoutPacingWait(t *testing.T, calls func() error, state func() string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- calls() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waited for pacing: %s", state())
 	}
 }

@@ -440,7 +440,7 @@ func (a *Adapter) threadMessages(ctx context.Context, channel, thread, oldest st
 		if err := a.historyWait(ctx); err != nil {
 			return nil, err
 		}
-		msgs, _, next, err := a.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+		msgs, next, err := a.replies(ctx, &slack.GetConversationRepliesParameters{
 			ChannelID: channel, Timestamp: thread, Oldest: oldest, Inclusive: true, Cursor: cursor,
 			Limit: 200, IncludeAllMetadata: true,
 		})

@@ -185,18 +185,14 @@ func (a *Adapter) findPosted(ctx context.Context, scope core.Scope, key string, 
 			err  error
 		)
 		if scope.Thread != "" {
-			msgs, _, next, err = a.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+			msgs, next, err = a.replies(ctx, &slack.GetConversationRepliesParameters{
 				ChannelID: scope.Channel, Timestamp: scope.Thread, Oldest: oldest, Cursor: cursor,
 				Limit: 200, IncludeAllMetadata: true,
 			})
 		} else {
-			var res *slack.GetConversationHistoryResponse
-			res, err = a.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+			msgs, next, err = a.channelHistory(ctx, &slack.GetConversationHistoryParameters{
 				ChannelID: scope.Channel, Oldest: oldest, Cursor: cursor, Limit: 200, IncludeAllMetadata: true,
 			})
-			if res != nil {
-				msgs, next = res.Messages, res.ResponseMetaData.NextCursor
-			}
 		}
 		if err != nil {
 			return core.MessageRef{}, false, err
@@ -348,17 +344,13 @@ func (a *Adapter) History(ctx context.Context, thread core.Scope, limit int) ([]
 			err   error
 		)
 		if thread.Thread != "" {
-			batch, _, next, err = a.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+			batch, next, err = a.replies(ctx, &slack.GetConversationRepliesParameters{
 				ChannelID: thread.Channel, Timestamp: thread.Thread, Cursor: cursor, Limit: min(limit+1, 200),
 			})
 		} else {
-			var res *slack.GetConversationHistoryResponse
-			res, err = a.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+			batch, next, err = a.channelHistory(ctx, &slack.GetConversationHistoryParameters{
 				ChannelID: thread.Channel, Cursor: cursor, Limit: min(limit, 200),
 			})
-			if res != nil {
-				batch, next = res.Messages, res.ResponseMetaData.NextCursor
-			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("slack: history: %w", err)
@@ -386,6 +378,41 @@ func (a *Adapter) History(ctx context.Context, thread core.Scope, limit int) ([]
 		}, vis, self))
 	}
 	return out, nil
+}
+
+// replies reads one page of a thread (conversations.replies) in the
+// channel's queue of reads: a 429's Retry-After is waited out.
+// The page is read only once the call has returned: a caller whose ctx
+// ended may leave the call running.
+func (a *Adapter) replies(ctx context.Context, params *slack.GetConversationRepliesParameters) ([]slack.Message, string, error) {
+	var (
+		msgs []slack.Message
+		next string
+	)
+	err := a.pacer.read(ctx, "conversations.replies", params.ChannelID, func(ctx context.Context) error {
+		var err error
+		msgs, _, next, err = a.api.GetConversationRepliesContext(ctx, params)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return msgs, next, nil
+}
+
+// channelHistory reads one page of a channel (conversations.history) in
+// the channel's queue of reads: a 429's Retry-After is waited out.
+func (a *Adapter) channelHistory(ctx context.Context, params *slack.GetConversationHistoryParameters) ([]slack.Message, string, error) {
+	var res *slack.GetConversationHistoryResponse
+	err := a.pacer.read(ctx, "conversations.history", params.ChannelID, func(ctx context.Context) error {
+		var err error
+		res, err = a.api.GetConversationHistoryContext(ctx, params)
+		return err
+	})
+	if err != nil || res == nil {
+		return nil, "", err
+	}
+	return res.Messages, res.ResponseMetaData.NextCursor, nil
 }
 
 // historyWait spaces history reads by the history interval.

@@ -40,11 +40,16 @@ const (
 // run's last checklist edit: a 50-a-minute queue for the whole workspace
 // held runs for minutes at 100 mentions a second). Reactions and the
 // thread status are decorations: sent at once on their own Tier 3 budget
-// or dropped. On a 429 the Retry-After Slack sent is waited out before the
-// same call is sent again.
+// or dropped. A file upload goes in the channel's message queue, as the
+// message it is. History reads (conversations.replies/history) queue per
+// channel apart from everything else, unpaced there (the history gate,
+// WithHistoryInterval, spaces them), so a read never takes an answer's
+// budget. On a 429 the Retry-After Slack sent is waited out before the
+// same call is sent again, in every queue.
 type pacer struct {
 	q     *pq.Pacer[string]
 	upd   *pq.Pacer[string]
+	reads *pq.Pacer[string]
 	now   func() time.Time
 	waits pq.Waits
 }
@@ -81,6 +86,12 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 			OnLimited:  onLimited,
 			After:      after,
 		}),
+		reads: pq.New(now, pq.Config[string]{
+			Rate:       func(string) (time.Duration, int) { return 0, 1 },
+			RetryAfter: retry,
+			OnLimited:  onLimited,
+			After:      after,
+		}),
 	}
 }
 
@@ -99,6 +110,11 @@ func (p *pacer) send(ctx context.Context, method, channel string, prio core.Prio
 // update runs a chat.update in channel's queue of updates.
 func (p *pacer) update(ctx context.Context, channel string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
 	return p.timed(ctx, p.upd, "chat.update", channel, prio, coalesce, fn)
+}
+
+// read runs a history read (method) in channel's queue of reads.
+func (p *pacer) read(ctx context.Context, method, channel string, fn func(context.Context) error) error {
+	return p.timed(ctx, p.reads, method, channel, core.PriorityNormal, "", fn)
 }
 
 func (p *pacer) timed(ctx context.Context, q *pq.Pacer[string], method, key string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
@@ -120,8 +136,12 @@ func (p *pacer) decorate(ctx context.Context, method string, fn func(context.Con
 
 func (p *pacer) waited(method string, d time.Duration) { p.waits.Waited(method, d) }
 
-// stats sums both queues.
+// stats sums the queues.
 func (p *pacer) stats() pq.Stats {
-	a, b := p.q.Stats(), p.upd.Stats()
-	return pq.Stats{Queued: a.Queued + b.Queued, RateLimited: a.RateLimited + b.RateLimited, Dropped: a.Dropped + b.Dropped}
+	var sum pq.Stats
+	for _, q := range []*pq.Pacer[string]{p.q, p.upd, p.reads} {
+		s := q.Stats()
+		sum.Queued, sum.RateLimited, sum.Dropped = sum.Queued+s.Queued, sum.RateLimited+s.RateLimited, sum.Dropped+s.Dropped
+	}
+	return sum
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/internal/pacer/pacertest"
 )
@@ -106,4 +107,139 @@ func TestSlackReactionsOverBudgetAreDropped(t *testing.T) {
 	if n := f.CallCount("reactions.add"); n != tier3Burst {
 		t.Fatalf("a dropped reaction was sent later (%d sent)", n)
 	}
+}
+
+// An upload (share_file, exports) and a history read used to go straight
+// to slack-go, past the pacer: a 429 failed them. Each step now goes
+// through a queue that waits out the Retry-After Slack sent and sends the
+// same step again; an upload refused at its last step does not reserve
+// and send the file again.
+func TestSlackUploadsAndReadsWaitOutRateLimits(t *testing.T) {
+	cases := []struct {
+		name, method string
+		do           func(ctx context.Context, a *Adapter, f *slackfake.Server) error
+		check        func(t *testing.T, f *slackfake.Server)
+	}{
+		{name: "upload refused at the start", method: "files.getUploadURLExternal", do: uploadOne, check: oneFileShared},
+		{name: "upload refused at the share", method: "files.completeUploadExternal", do: uploadOne, check: oneFileShared},
+		{name: "thread read", method: "conversations.replies", do: func(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+			root := f.AddMessage(chPublic, "", alice, "question")
+			f.AddMessage(chPublic, root, alice, "more")
+			evs, err := a.History(ctx, scopeIn(f, chPublic, root), 10)
+			if err == nil && len(evs) != 2 {
+				err = fmt.Errorf("%d messages read, want 2", len(evs))
+			}
+			return err
+		}},
+		{name: "channel read", method: "conversations.history", do: func(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+			f.AddMessage(chPublic, "", alice, "question")
+			evs, err := a.History(ctx, scopeIn(f, chPublic, ""), 10)
+			if err == nil && len(evs) != 1 {
+				err = fmt.Errorf("%d messages read, want 1", len(evs))
+			}
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t)
+			a, _ := newAdapter(t, testConfig(f, ModeSocket))
+			f.RateLimit(tc.method, 1, time.Second)
+			if err := tc.do(t.Context(), a, f); err != nil {
+				t.Fatalf("a 429 on %s failed the call: %v", tc.method, err)
+			}
+			var calls []slackfake.Call
+			for _, c := range f.Calls() {
+				if c.Method == tc.method {
+					calls = append(calls, c)
+				}
+			}
+			if len(calls) != 2 || calls[0].Status != 429 || calls[1].Status != 200 {
+				t.Fatalf("%s calls: %+v, want a 429 then one sent again", tc.method, calls)
+			}
+			if gap := calls[1].At.Sub(calls[0].At); gap < 950*time.Millisecond {
+				t.Fatalf("sent again %v after the 429, want ≥ Retry-After (1 s)", gap)
+			}
+			if tc.check != nil {
+				tc.check(t, f)
+			}
+		})
+	}
+}
+
+func uploadOne(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+	root := f.AddMessage(chPublic, "", alice, "share it")
+	return a.UploadFile(ctx, scopeIn(f, chPublic, root), core.File{Name: "report.csv", Title: "Report", Type: "text/csv", Content: []byte("a,b\n1,2\n")})
+}
+
+func oneFileShared(t *testing.T, f *slackfake.Server) {
+	t.Helper()
+	files := f.Files()
+	if len(files) != 1 || string(files[0].Content) != "a,b\n1,2\n" || files[0].Channel != chPublic || files[0].ThreadTS == "" {
+		t.Fatalf("files shared: %+v, want the one file in its thread", files)
+	}
+	if n := f.CallCount("files.getUploadURLExternal") - countStatus(f, "files.getUploadURLExternal", 429); n != 1 {
+		t.Fatalf("%d uploads reserved, want 1 (a step done is not repeated)", n)
+	}
+}
+
+func countStatus(f *slackfake.Server, method string, status int) int {
+	n := 0
+	for _, c := range f.Calls() {
+		if c.Method == method && c.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// A file is a message: it takes one call of the channel's message budget
+// and waits its turn there, as chat.postMessage does. The old upload went
+// past the pacer: on a stopped clock, after the channel's burst of 4
+// answers, it was sent at once.
+func TestSlackUploadIsPacedAsAMessage(t *testing.T) {
+	f := newFake(t)
+	a, _ := newAdapter(t, testConfig(f, ModeSocket), WithChannelPace(time.Second, 4))
+	clock := pacertest.New()
+	a.pacer = newPacer(clock.Now, clock.After, a.pace, a.log)
+	ctx := t.Context()
+	root := f.AddMessage(chPublic, "", alice, "question")
+	for i := range 4 {
+		if _, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("ans-", i), Scope: scopeIn(f, chPublic, root), Text: "answer", Priority: core.PriorityHigh}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- a.UploadFile(ctx, scopeIn(f, chPublic, root), core.File{Name: "r.txt", Content: []byte("x")})
+	}()
+	// The upload is queued behind the spent budget; the old one was sent.
+	for queued := false; !queued; {
+		select {
+		case err := <-done:
+			t.Fatalf("the upload went past the channel's spent budget on a stopped clock (err %v, %d files)", err, len(f.Files()))
+		case <-time.After(5 * time.Millisecond):
+			calls, _ := a.pacer.q.Queued(chPublic, core.PriorityHigh)
+			queued = calls == 1
+		}
+	}
+	if n := f.CallCount("files.getUploadURLExternal"); n != 0 {
+		t.Fatalf("the upload went past the channel's spent budget (%d calls)", n)
+	}
+	for sent := false; !sent; {
+		clock.Advance(time.Second)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent = true
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if n := len(f.Files()); n != 1 {
+		t.Fatalf("%d files shared, want 1", n)
+	}
+	clock.Advance(time.Hour) // the queue runs dry and exits
 }

@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -32,10 +33,20 @@ func (a *Adapter) UploadFile(ctx context.Context, scope core.Scope, f core.File)
 		}
 		p["reply_parameters"] = `{"message_id":` + scope.Thread + `,"allow_sending_without_reply":true}`
 	}
-	bot := *a.bot // a shallow copy per call: only Client differs
-	bot.Client = ctxClient{ctx: ctx, c: a.httpClient}
-	if _, err := bot.UploadFiles("sendDocument", p, []tgbotapi.RequestFile{{Name: "document", Data: tgbotapi.FileBytes{Name: f.Name, Bytes: f.Content}}}); err != nil {
-		return a.callErr("sendDocument", err)
-	}
-	return nil
+	// A document is a message: it takes from the chat's (and the group's)
+	// message budget, and a 429's retry_after is waited out in the queue
+	// like a sendMessage's, rather than failing the upload.
+	return a.pacer.do(ctx, "sendDocument", chat, core.PriorityHigh, "", func(ctx context.Context) error {
+		bot := *a.bot // a shallow copy per call: only Client differs
+		bot.Client = ctxClient{ctx: ctx, c: a.httpClient}
+		resp, err := bot.UploadFiles("sendDocument", p, []tgbotapi.RequestFile{{Name: "document", Data: tgbotapi.FileBytes{Name: f.Name, Bytes: f.Content}}})
+		if err != nil {
+			var te *tgbotapi.Error
+			if errors.As(err, &te) && te.Code == 0 && resp != nil {
+				te.Code = resp.ErrorCode // UploadFiles leaves Telegram's code (a 429's) out of its error
+			}
+			return a.callErr("sendDocument", err)
+		}
+		return nil
+	})
 }

@@ -101,6 +101,22 @@ func TestConnectorCallInDoubtAfterSIGKILL(t *testing.T) {
 	for _, pid := range pids {
 		awaitDead(t, pid)
 	}
+
+	// The journal alone replays the run, its connector call included:
+	// `bot replay --run` with the bot and the server stopped.
+	var run string
+	if err := b.journal().QueryRow(`SELECT run FROM commands WHERE kind = 'tool.requested' AND run <> '' LIMIT 1`).Scan(&run); err != nil {
+		t.Fatalf("no tool.requested in the journal: %v", err)
+	}
+	out, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": b.dir}), "", "replay", "--run", run)
+	if err != nil {
+		t.Fatalf("bot replay --run %s: %v", run, err)
+	}
+	for _, want := range []string{`"id": "` + run + `"`, "t__hang", b.token} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bot replay --run lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // serverPids lists the test server processes started so far (their marks).

@@ -228,6 +228,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 		h := si.svc.Handler()
 		mux.Handle(signin.StartPath, h)
 		mux.Handle(signin.CallbackPath, h)
+		mux.Handle(signin.ClientMetadataPath, h)
 	}
 	if surfaces.slackHTTP != nil {
 		mux.Handle("/slack/", surfaces.slackHTTP)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,7 +122,16 @@ func doctorSignIn(ctx context.Context, d *doctor, cfg config, servers []signin.S
 		}
 		return
 	}
-	d.add(ok("sign-in", fmt.Sprintf("secrets key %s; redirect URI %s%s (%s)", keys.CurrentID(), cfg.PublicURL, signin.CallbackPath, where)))
+	line := fmt.Sprintf("secrets key %s; redirect URI %s%s (%s)", keys.CurrentID(), cfg.PublicURL, signin.CallbackPath, where)
+	if len(servers) > 0 && !strings.HasPrefix(cfg.PublicURL, "https://") {
+		// Links, the browser's binding cookie and the code coming back
+		// would cross the network in clear, and servers that take client
+		// ID metadata documents need an https client id.
+		d.add(warn("sign-in", line+": not https",
+			"serve the bot behind https and set MARLOWE_PUBLIC_URL to that address (http is for a bot only this machine reaches)"))
+	} else {
+		d.add(ok("sign-in", line))
+	}
 	if len(servers) == 0 {
 		return
 	}
@@ -143,11 +153,9 @@ func doctorSignIn(ctx context.Context, d *doctor, cfg config, servers []signin.S
 			d.add(fail("sign-in "+sv.Name, err.Error(), "the server must publish OAuth protected-resource metadata (RFC 9728) naming an authorization server with metadata (RFC 8414) and PKCE; or use \"identity\": \"bot\" with headers"))
 			continue
 		}
-		reg := "dynamic client registration"
-		if sv.ClientID != "" {
-			reg = "client " + sv.ClientID
-		} else if asm.RegistrationEndpoint == "" {
-			d.add(fail("sign-in "+sv.Name, "the authorization server "+asm.Issuer+" offers no dynamic client registration",
+		reg := signin.Registration(sv, asm, links)
+		if reg == "" {
+			d.add(fail("sign-in "+sv.Name, asm.Issuer+": "+signin.NoRegistration(asm, links),
 				"register Marlowe there with redirect URI "+links.RedirectURI()+" and put its client id in the connector's config"))
 			continue
 		}

@@ -317,7 +317,18 @@ func signInEndToEnd(t *testing.T, dbURL string) {
 		t.Error("disconnect revoked nothing at the server")
 	}
 
-	// No token or code anywhere: the log, every database file or row, the sandbox.
+	// No token or code anywhere: the log, every database file or row, the
+	// sandbox, the metrics.
+	if resp, err := http.Get(public + "/metrics"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("metrics: %v %v", resp, err)
+	} else {
+		m, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Contains(m, []byte(`marlowe_connector_calls_total{outcome="ok",server="gh"`)) {
+			t.Errorf("the metrics have no call to gh: the search would prove nothing")
+		}
+		hay.Write(m)
+	}
 	hay.WriteString(logs.String())
 	hay.WriteString(feed.all())
 	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/marlowe-bot/marlowe/signin/signintest"
 	"github.com/marlowe-bot/marlowe/vault"
 )
 
@@ -60,5 +62,34 @@ func TestDoctorChecksPersonServers(t *testing.T) {
 	_, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": t.TempDir(), "MARLOWE_MCP_CONFIG": file, "MARLOWE_HTTP_ADDR": "127.0.0.1:0"}), "", "serve")
 	if err == nil || !strings.Contains(err.Error(), "MARLOWE_SECRETS_KEY") {
 		t.Fatalf("serve without a key: %v", err)
+	}
+
+	// A server whose authorization server offers client ID metadata
+	// documents and no dynamic registration: fine with an https public
+	// URL (the client id is Marlowe's document there), named as the fix
+	// with an http one.
+	as := signintest.NewAS(t)
+	as.AcceptClientMetadataDocuments(http.DefaultClient)
+	cimd := dir + "/cimd.json"
+	if err := os.WriteFile(cimd, []byte(`{"mcpServers":{"gh":{"url":"`+signintest.NewProtectedMCP(t, as)+`","identity":"person"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ public, want string }{
+		{"https://m.example", "✓ sign-in gh: resource http://"},
+		{"https://m.example", "client ID metadata document https://m.example/connect/client-metadata.json"},
+		{"http://m.example", "✗ sign-in gh: " + as.URL() + ": the authorization server accepts only client ID metadata documents, which need an https MARLOWE_PUBLIC_URL"},
+	} {
+		lines := doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": cimd, "MARLOWE_SECRETS_KEY": vault.NewKey(), "MARLOWE_PUBLIC_URL": tc.public}, "sign-in gh")
+		if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+			t.Fatalf("client ID metadata document, public URL %s: %q, want %q", tc.public, lines, tc.want)
+		}
+	}
+	// With a person server, an http public URL is a warning on the
+	// sign-in line: links, cookie and code would travel in clear.
+	for public, want := range map[string]string{"http://m.example": "! sign-in: secrets key", "https://m.example": "✓ sign-in: secrets key"} {
+		lines := doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": cimd, "MARLOWE_SECRETS_KEY": vault.NewKey(), "MARLOWE_PUBLIC_URL": public}, "sign-in")
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], want) || strings.Contains(lines[0], "not https") == strings.HasPrefix(public, "https") {
+			t.Fatalf("public URL %s: %q, want %q", public, lines, want)
+		}
 	}
 }

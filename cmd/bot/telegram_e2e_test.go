@@ -210,6 +210,26 @@ func TestServeTelegramPolling(t *testing.T) {
 	}
 	awaitPending(t, tg, 0)
 
+	// The answers' latency from the message's arrival, the pacing waits
+	// by method and the dropped decorations, for Telegram (issue 38).
+	m := readyRE.FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no ready address in the logs:\n%s", logs.String())
+	}
+	metrics := scrape(t, m[1])
+	for _, k := range []string{
+		`marlowe_answer_seconds_count{platform="telegram"}`,
+		`marlowe_pacing_wait_seconds_count{method="sendMessage",platform="telegram"}`,
+		`marlowe_pacing_wait_seconds_count{method="setMessageReaction",platform="telegram"}`,
+	} {
+		if metrics[k] < 1 {
+			t.Errorf("%s = %v, want at least 1", k, metrics[k])
+		}
+	}
+	if _, ok := metrics[`marlowe_outbound_decorations_dropped_total{platform="telegram"}`]; !ok {
+		t.Error(`marlowe_outbound_decorations_dropped_total{platform="telegram"} missing`)
+	}
+
 	stop()
 	out, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": dir}), "", "verify")
 	if err != nil {

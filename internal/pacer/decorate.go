@@ -30,7 +30,9 @@ const decosKept = 4096
 // Decorations (reactions, typing and chat actions) never wait in key's
 // queue and never take from its budget, so they never delay what a
 // person waits for. A rate-limit refusal of fn drops it too, and holds
-// key's decorations (not its queue) for the wait the platform sent.
+// key's decorations (not its queue) for the wait the platform sent. fn
+// may drop itself by returning ErrDropped (the platform's own bucket is
+// spent); that counts as a drop.
 func (p *Pacer[K]) Decorate(ctx context.Context, key K, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -73,6 +75,12 @@ func (p *Pacer[K]) Decorate(ctx context.Context, key K, fn func(context.Context)
 			p.cfg.OnLimited(key, retry)
 		}
 		return fmt.Errorf("%w: %w", ErrDropped, err)
+	}
+	if errors.Is(err, ErrDropped) {
+		// fn found the platform's own bucket spent and sent nothing.
+		p.mu.Lock()
+		p.dropped++
+		p.mu.Unlock()
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,9 +26,11 @@ import (
 // AS is a local OAuth 2.1 authorization server for the tests: RFC 8414
 // metadata, dynamic client registration (RFC 7591), authorization code with
 // PKCE S256 only, RFC 9207 iss, refresh-token rotation and revocation
-// (RFC 7009). Its wire types are go-sdk's oauthex ones. It is small and
-// written here: no maintained OAuth server library is available to the
-// build (see docs/connectors.md). The person "logged in" at it is user.
+// (RFC 7009), and on request client ID metadata documents. Its wire types
+// are go-sdk's oauthex ones. It is small and written here, to make the
+// server misbehave on cue (refused refreshes, short lifetimes); the same
+// flow runs against a maintained provider, zitadel/oidc, in package
+// signin's TestSignInAgainstZitadel. The person "logged in" at it is user.
 type AS struct {
 	srv *httptest.Server
 	mu  sync.Mutex
@@ -42,6 +45,11 @@ type AS struct {
 	revocations int
 	failRefresh bool
 	expiresIn   int
+	// cimd, when set, is the client the server fetches client ID
+	// metadata documents with; it then offers them instead of dynamic
+	// registration.
+	cimd        *http.Client
+	cimdFetches []string
 }
 
 type codeGrant struct {
@@ -59,11 +67,17 @@ func NewAS(t *testing.T) *AS {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
 		u := as.srv.URL
-		writeJSON(w, 200, &oauthex.AuthServerMeta{Issuer: u, AuthorizationEndpoint: u + "/authorize", TokenEndpoint: u + "/token",
+		m := &oauthex.AuthServerMeta{Issuer: u, AuthorizationEndpoint: u + "/authorize", TokenEndpoint: u + "/token",
 			RegistrationEndpoint: u + "/register", RevocationEndpoint: u + "/revoke", ScopesSupported: []string{"read", "offline_access"},
 			ResponseTypesSupported: []string{"code"}, GrantTypesSupported: []string{"authorization_code", "refresh_token"},
 			CodeChallengeMethodsSupported: []string{"S256"}, TokenEndpointAuthMethodsSupported: []string{"none"},
-			AuthorizationResponseIssParameterSupported: true})
+			AuthorizationResponseIssParameterSupported: true}
+		as.mu.Lock()
+		if as.cimd != nil {
+			m.ClientIDMetadataDocumentSupported, m.RegistrationEndpoint = true, ""
+		}
+		as.mu.Unlock()
+		writeJSON(w, 200, m)
 	})
 	mux.HandleFunc("POST /register", func(w http.ResponseWriter, r *http.Request) {
 		var m oauthex.ClientRegistrationMetadata
@@ -81,8 +95,11 @@ func NewAS(t *testing.T) *AS {
 		q := r.URL.Query()
 		as.mu.Lock()
 		uris, known := as.clients[q.Get("client_id")]
-		user := as.user
+		user, cimd := as.user, as.cimd
 		as.mu.Unlock()
+		if cimd != nil && strings.HasPrefix(q.Get("client_id"), "https://") {
+			uris, known = as.fetchClientMetadata(r.Context(), cimd, q.Get("client_id"))
+		}
 		// An exact redirect URI, registered: anything else is refused
 		// without redirecting (OAuth 2.1).
 		if !known || !slices.Contains(uris, q.Get("redirect_uri")) {
@@ -161,6 +178,49 @@ func NewAS(t *testing.T) *AS {
 	as.srv = httptest.NewServer(mux)
 	t.Cleanup(as.srv.Close)
 	return as
+}
+
+// AcceptClientMetadataDocuments makes the server accept client ID metadata
+// documents (an https client id naming the client's document, fetched with
+// c) instead of dynamic client registration, which it stops offering.
+func (as *AS) AcceptClientMetadataDocuments(c *http.Client) {
+	as.mu.Lock()
+	as.cimd = c
+	as.mu.Unlock()
+}
+
+// ClientMetadataFetches lists the client ids whose documents it fetched.
+func (as *AS) ClientMetadataFetches() []string {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return slices.Clone(as.cimdFetches)
+}
+
+// fetchClientMetadata fetches the document a client id URL names and
+// returns its redirect URIs; the document must name itself as client_id
+// (draft-ietf-oauth-client-id-metadata-document, section 4).
+func (as *AS) fetchClientMetadata(ctx context.Context, c *http.Client, id string) ([]string, bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
+	if err != nil {
+		return nil, false
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		ClientID     string   `json:"client_id"`
+		RedirectURIs []string `json:"redirect_uris"`
+		AuthMethod   string   `json:"token_endpoint_auth_method"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&doc) != nil || doc.ClientID != id || doc.AuthMethod != "none" {
+		return nil, false
+	}
+	as.mu.Lock()
+	as.cimdFetches = append(as.cimdFetches, id)
+	as.mu.Unlock()
+	return doc.RedirectURIs, true
 }
 
 func (as *AS) mint(prefix string) string {

@@ -195,6 +195,9 @@ type rule struct {
 	retryAfter     time.Duration
 	global         bool
 	lose           bool
+	// spend: the request is answered as usual, with its bucket spent
+	// (Remaining 0, Reset-After spend).
+	spend time.Duration
 	// stall: the request waits for release before it is answered;
 	// entered is closed when it starts waiting.
 	stall, entered chan struct{}
@@ -372,6 +375,16 @@ func (s *Server) LoseResponses(method, prefix string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rules = append(s.rules, &rule{method: method, prefix: prefix, n: n, lose: true})
+}
+
+// SpendBucket answers the next n requests whose method matches and whose
+// path (after /api/v10/) starts with prefix as usual, but with their bucket
+// spent: X-RateLimit-Remaining 0 and X-RateLimit-Reset-After resetAfter, as
+// Discord answers the last call a bucket allows before a reset still ahead.
+func (s *Server) SpendBucket(method, prefix string, n int, resetAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = append(s.rules, &rule{method: method, prefix: prefix, n: n, spend: resetAfter})
 }
 
 // Stall makes the next request whose method matches and whose path

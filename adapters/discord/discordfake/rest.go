@@ -80,6 +80,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "You are being rate limited.", "retry_after": secs, "global": false})
 		return
 	}
+	if hit != nil && hit.spend > 0 {
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("X-RateLimit-Reset-After", resetAfter(hit.spend))
+	}
 	status, out := s.route(r.Method, path, r.URL.Query(), body)
 	if status == http.StatusOK {
 		s.recordFiles(out, ups)

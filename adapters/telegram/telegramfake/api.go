@@ -55,7 +55,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case tok != s.cfg.Token:
 		e = &apiErr{code: 401, desc: "Unauthorized"}
 	case method == "sendDocument":
-		result, e = s.sendDocument(r, form)
+		if e = s.limited(method); e == nil {
+			result, e = s.sendDocument(r, form)
+		} else {
+			_, _ = io.Copy(io.Discard, r.Body) // refused unread, the client may see a reset
+		}
 	default:
 		result, e = s.dispatch(r.Context(), method, form)
 	}
@@ -96,18 +100,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 }
 
-func (s *Server) dispatch(ctx context.Context, method string, f url.Values) (any, *apiErr) {
+// limited is the 429 RateLimit scripted for method's next call, if any.
+func (s *Server) limited(method string) *apiErr {
 	s.mu.Lock()
-	if q := s.limits[method]; len(q) > 0 {
-		s.limits[method] = q[1:]
-		s.mu.Unlock()
-		sec := int(q[0] / time.Second)
-		if sec < 1 {
-			sec = 1
-		}
-		return nil, &apiErr{code: 429, desc: fmt.Sprintf("Too Many Requests: retry after %d", sec), retry: sec}
+	defer s.mu.Unlock()
+	q := s.limits[method]
+	if len(q) == 0 {
+		return nil
 	}
-	s.mu.Unlock()
+	s.limits[method] = q[1:]
+	sec := max(int(q[0]/time.Second), 1)
+	return &apiErr{code: 429, desc: fmt.Sprintf("Too Many Requests: retry after %d", sec), retry: sec}
+}
+
+func (s *Server) dispatch(ctx context.Context, method string, f url.Values) (any, *apiErr) {
+	if e := s.limited(method); e != nil {
+		return nil, e
+	}
 	switch method {
 	case "getMe":
 		return map[string]any{"id": s.cfg.BotID, "is_bot": true, "first_name": s.cfg.FirstName,
