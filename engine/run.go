@@ -195,7 +195,7 @@ func (d *driver) pullSteering(ctx context.Context) bool {
 	})
 	for _, c := range fresh {
 		if err := d.rs.apply(c); err != nil {
-			d.e.log.Warn("fold steering message", "run", d.rs.ID, "error", err)
+			d.e.log.WarnContext(ctx, "fold steering message", "run", d.rs.ID, "error", err)
 			continue
 		}
 		d.ack(ctx, d.rs.human(c.ID()))
