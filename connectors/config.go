@@ -61,7 +61,14 @@ type Server struct {
 	// Consequences overrides a tool's consequence, by the server's own
 	// tool name (globs allowed).
 	Consequences map[string]core.Consequence
-	Timeout      time.Duration
+	// Rooms names, per tool (by the server's own tool name, globs
+	// allowed), the argument that picks a room on the bot's own chat
+	// platform (a channel id): such a tool posts for the requester, so the
+	// reachability rule (core.CheckReach) decides the room before the gate
+	// and again when it runs, and the argument is a target (untrusted text
+	// may not choose it).
+	Rooms   map[string]string
+	Timeout time.Duration
 	// Channels limits where the server is offered: channel keys
 	// (platform/workspace/channel) or bare channel ids; empty = everywhere.
 	Channels []string
@@ -120,6 +127,7 @@ type rawServer struct {
 	Headers      map[string]string `json:"headers"`
 	Tools        *rawTools         `json:"tools"`
 	Consequences map[string]string `json:"consequences"`
+	Rooms        map[string]string `json:"rooms"`
 	Timeout      json.RawMessage   `json:"timeout"`
 	Channels     []string          `json:"channels"`
 	Identity     string            `json:"identity"`
@@ -136,7 +144,7 @@ type rawTools struct {
 
 var (
 	knownTop    = []string{"mcpServers", "servers", "findToolAfter"}
-	knownServer = []string{"type", "disabled", "command", "args", "env", "cwd", "url", "headers", "tools", "consequences", "timeout", "channels", "identity", "oauth"}
+	knownServer = []string{"type", "disabled", "command", "args", "env", "cwd", "url", "headers", "tools", "consequences", "rooms", "timeout", "channels", "identity", "oauth"}
 	knownTools  = []string{"include", "exclude"}
 	serverName  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 )
@@ -275,6 +283,18 @@ func parseServer(file, name string, data json.RawMessage, getenv func(string) st
 				return Server{}, warns, cerr("consequences."+tool, fmt.Sprintf("bad glob: %v", err))
 			}
 			s.Consequences[tool] = cons
+		}
+	}
+	if len(r.Rooms) > 0 {
+		s.Rooms = make(map[string]string, len(r.Rooms))
+		for tool, arg := range r.Rooms {
+			if _, err := path.Match(tool, ""); err != nil {
+				return Server{}, warns, cerr("rooms."+tool, fmt.Sprintf("bad glob: %v", err))
+			}
+			if strings.TrimSpace(arg) == "" {
+				return Server{}, warns, cerr("rooms."+tool, "want the name of the argument that holds the room (a channel id)")
+			}
+			s.Rooms[tool] = strings.TrimSpace(arg)
 		}
 	}
 	switch strings.ToLower(r.Identity) {
@@ -451,18 +471,31 @@ func (s Server) Wants(tool string) bool {
 // Override returns the operator's consequence for tool, if any: an exact
 // name wins over a glob.
 func (s Server) Override(tool string) (core.Consequence, bool) {
-	if c, ok := s.Consequences[tool]; ok {
-		return c, true
+	return byToolName(s.Consequences, tool)
+}
+
+// RoomArg returns the argument of tool that picks a room on the bot's
+// platform ("rooms"), if any: an exact name wins over a glob.
+func (s Server) RoomArg(tool string) (string, bool) {
+	return byToolName(s.Rooms, tool)
+}
+
+// byToolName looks tool up in m, whose keys are tool names or globs: an
+// exact name wins, then the first matching glob in sorted order.
+func byToolName[V any](m map[string]V, tool string) (V, bool) {
+	if v, ok := m[tool]; ok {
+		return v, true
 	}
-	globs := make([]string, 0, len(s.Consequences))
-	for g := range s.Consequences {
+	globs := make([]string, 0, len(m))
+	for g := range m {
 		globs = append(globs, g)
 	}
 	sort.Strings(globs)
 	for _, g := range globs {
 		if ok, _ := path.Match(g, tool); ok {
-			return s.Consequences[g], true
+			return m[g], true
 		}
 	}
-	return "", false
+	var zero V
+	return zero, false
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -418,7 +419,43 @@ func (s *server) coreTool(t *mcp.Tool) (core.Tool, error) {
 			return s.callAs(ctx, tc, name, remote, args)
 		}
 	}
+	if arg, ok := s.cfg.RoomArg(remote); ok {
+		postsToRoom(&ct, arg)
+	}
 	return ct, ct.Validate()
+}
+
+// postsToRoom makes ct a tool that posts into the room its argument arg
+// names, on the requester's behalf: the room is a target, and the
+// reachability rule (core.CheckReach) decides it before the gate asks
+// anyone (Check) and again when the call runs (the requester may have left
+// the room while a card waited). A refusal names no room.
+func postsToRoom(ct *core.Tool, arg string) {
+	ct.Targets = append(ct.Targets, arg)
+	check := func(ctx context.Context, tc core.ToolContext, args json.RawMessage) error {
+		var a map[string]any
+		if err := json.Unmarshal(args, &a); err != nil {
+			return fmt.Errorf("arguments: %w", err)
+		}
+		room, _ := a[arg].(string)
+		if room = strings.TrimSpace(room); room == "" {
+			return fmt.Errorf("argument %q must name a room (a channel id)", arg)
+		}
+		if err := core.CheckReach(ctx, tc.Surface, tc.Scope, tc.Actor.ID, room); err != nil {
+			return fmt.Errorf("not posting there: %w", err)
+		}
+		return nil
+	}
+	ct.Check = func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Consequence, error) {
+		return "", check(ctx, tc, args)
+	}
+	run := ct.Run
+	ct.Run = func(ctx context.Context, tc core.ToolContext, args json.RawMessage) (core.Observation, error) {
+		if err := check(ctx, tc, args); err != nil {
+			return core.Observation{}, err
+		}
+		return run(ctx, tc, args)
+	}
 }
 
 // objectSchema is the tool's input schema as JSON, with "type": "object"

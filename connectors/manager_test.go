@@ -64,6 +64,13 @@ func start(t *testing.T, servers map[string]map[string]string, opts Options) (*M
 	for name, env := range servers {
 		cfg.Servers = append(cfg.Servers, Server{Name: name, Type: Stdio, Command: testServerBin, Env: env, Timeout: 20 * time.Second})
 	}
+	return startConfig(t, cfg, opts)
+}
+
+// startConfig runs cfg's servers and waits until each has connected or
+// failed once.
+func startConfig(t *testing.T, cfg *Config, opts Options) (*Manager, states) {
+	t.Helper()
 	ch := make(states, 256)
 	opts.OnState = func(s State) {
 		select {

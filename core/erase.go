@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"slices"
 	"strings"
 )
@@ -21,6 +22,21 @@ import (
 var erasableKinds = []Kind{
 	KindMessageReceived, KindRunStarted, KindModelStep, KindToolRequested,
 	KindToolCompleted, KindMessagePosted, KindMessageUpdated, KindFoldCheckpoint,
+}
+
+// PlatformEraser is an optional Surface capability of a platform whose
+// messages the bot itself keeps (the sandbox: its data file and the files
+// attached in its composer). An erasure asks it to erase there too:
+// EraseTexts erases, with their attached files and keeping no earlier
+// copy: for a person's erasure (author set), every message by author and
+// every message of the bot's that carries a piece of texts (TextMatcher:
+// the whole text or any 40-character piece); other people's messages are
+// theirs, as in the journal. Without an author (a deleted note), every
+// message that carries a piece of texts. A channel other than "" limits
+// the erasure to that room (a note is deleted from its channel). It returns how many messages
+// it erased; a message erased already is not counted again.
+type PlatformEraser interface {
+	EraseTexts(ctx context.Context, channel, author string, texts *TextMatcher) (int, error)
 }
 
 // ErasableKinds lists the kinds an erasure may redact (a copy).

@@ -17,6 +17,28 @@ type RoomReader interface {
 	CanRead(ctx context.Context, channel, userID string) (bool, error)
 }
 
+// SurfaceWrapper is a Surface that stands in for another: the engine's
+// surface for a running tool, which journals the tool's posts. It promotes
+// only Surface's methods, so the optional capabilities the rule asks
+// (RoomReader, MembershipChecker, Rooms) are the wrapped surface's.
+type SurfaceWrapper interface {
+	Unwrap() Surface
+}
+
+// Unwrap is the surface s stands in for, through every SurfaceWrapper: the
+// platform's own adapter, which the reachability rule asks. Without it a
+// tool's check when it runs asked a surface with none of the capabilities,
+// and every room passed.
+func Unwrap(s Surface) Surface {
+	for {
+		w, ok := s.(SurfaceWrapper)
+		if !ok {
+			return s
+		}
+		s = w.Unwrap()
+	}
+}
+
 // ErrUnreachable is the refusal of a room the person asking cannot read.
 // It names no room: whether the room exists, and what it is called, are
 // not the requester's to learn from the bot.
@@ -30,6 +52,7 @@ var ErrUnreachable = errors.New("you cannot read that room now, and I only post 
 // reaches another. A surface with none of these (a test fake) is not
 // asked. Every platform adapter, the sandbox included, is a RoomReader.
 func CanReadNow(ctx context.Context, s Surface, channel, userID string) (bool, error) {
+	s = Unwrap(s)
 	if channel == "" || userID == "" {
 		return false, nil
 	}
@@ -57,6 +80,7 @@ func CanReadNow(ctx context.Context, s Surface, channel, userID string) (bool, e
 // (CanReadNow); a failed check refuses too. The refusal is ErrUnreachable,
 // which names no room.
 func CheckReach(ctx context.Context, s Surface, from Scope, requester, channel string) error {
+	s = Unwrap(s)
 	if channel != "" && channel == from.Channel {
 		return nil
 	}
@@ -94,7 +118,7 @@ var ErrPersonUnreachable = errors.New("they are not in the workspace (or chat) t
 func CheckPersonReach(ctx context.Context, s Surface, from Scope, userID string) error {
 	var in bool
 	var err error
-	switch r := s.(type) {
+	switch r := Unwrap(s).(type) {
 	case MembershipChecker:
 		in, err = r.IsMember(ctx, from.Channel, userID)
 	case Rooms:

@@ -167,6 +167,10 @@ func (d *driver) deleteMemory(ctx context.Context, h *humanMsg, pol core.Policy,
 		d.e.log.WarnContext(ctx, "delete memory failed", "run", d.rs.ID, "memory", info.ID, "error", err)
 		return fmt.Sprintf("I couldn't finish deleting memory `%s`; say `delete memory %s` again to complete it.", info.ID, info.ID)
 	}
+	if err := d.e.eraseOnPlatform(ctx, d.rs.Scope.Platform, d.rs.Scope.Channel, "", core.NewTextMatcher(info.Text)); err != nil {
+		d.e.log.WarnContext(ctx, "delete memory: erase the platform's copies", "run", d.rs.ID, "memory", info.ID, "error", err)
+		return fmt.Sprintf("I couldn't finish deleting memory `%s`; say `delete memory %s` again to complete it.", info.ID, info.ID)
+	}
 	d.e.log.InfoContext(ctx, "memory deleted in chat", "run", d.rs.ID, "memory", info.ID, "by", h.author.ID, "redacted", got.RemovedTotal())
 	return erasureReply(info.ID, got, d.rs.Scope.Platform)
 }
@@ -249,7 +253,7 @@ func kindCounts(m map[string]int) string {
 // copies in its data file.
 func platformCopies(platform string) string {
 	if platform == "sandbox" {
-		return "the sandbox page still shows the messages themselves (a local demo: it cannot delete a message; its copies are in sandbox.jsonl in the data directory)"
+		return "the sandbox's own copies (its page, sandbox.jsonl in the data directory, and the files attached there) are erased too"
 	}
 	return "messages on " + platformName(platform) + " itself are not changed: delete them there"
 }

@@ -272,6 +272,12 @@ type toolSurface struct {
 
 var errToolRun = errors.New("tools cannot receive platform events")
 
+var _ core.SurfaceWrapper = (*toolSurface)(nil)
+
+// Unwrap is the platform's surface: the reachability rule (core.CheckReach,
+// core.CheckPersonReach) asks it when a tool runs.
+func (t *toolSurface) Unwrap() core.Surface { return t.Surface }
+
 func (t *toolSurface) Run(context.Context, func(context.Context, core.Inbound) error) error {
 	return errToolRun
 }

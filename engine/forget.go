@@ -356,6 +356,11 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 	if err != nil {
 		return out, err
 	}
+	// A platform whose messages the bot keeps (the sandbox) erases its
+	// copies first, while every text is still known to a resumed job.
+	if err := e.eraseOnPlatform(ctx, platform, "", person, texts); err != nil {
+		return out, err
+	}
 	// Where consents may be (their grants are revoked on a fresh fold).
 	itemList, err := e.j.ItemChannels(ctx, platform)
 	if err != nil {
@@ -390,6 +395,27 @@ func (e *Engine) erasePerson(ctx context.Context, platform, person string, by co
 	}
 	slices.SortFunc(out.channels, func(a, b *personChannel) int { return strings.Compare(a.sc.Channel, b.sc.Channel) })
 	return out, nil
+}
+
+// eraseOnPlatform asks platform's surface, when it keeps its messages
+// itself (core.PlatformEraser: the sandbox), to erase person's messages
+// (none when person is "") and the copies of texts there, in channel
+// ("": everywhere).
+func (e *Engine) eraseOnPlatform(ctx context.Context, platform, channel, person string, texts *core.TextMatcher) error {
+	s, err := e.surface(platform)
+	if err != nil {
+		return nil // no surface: nothing kept there
+	}
+	pe, ok := s.(core.PlatformEraser)
+	if !ok {
+		return nil
+	}
+	n, err := pe.EraseTexts(ctx, channel, person, texts)
+	if err != nil {
+		return fmt.Errorf("erase the copies on %s: %w", platform, err)
+	}
+	e.log.InfoContext(ctx, "erased the platform's copies", "platform", platform, "messages", n)
+	return nil
 }
 
 // eraseOwnIn erases, in ch, person's memories and own messages (mine) and

@@ -2,7 +2,6 @@ package memory_test
 
 import (
 	"context"
-	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,30 +18,12 @@ import (
 // part. Each test searches every row of every table of the SQLite file for
 // every 40-character piece of the erased text.
 
-// longText is n characters of random words: no 40-character piece of it
-// turns up anywhere by chance.
-func longText(seed uint64, n int) string {
-	r := rand.New(rand.NewPCG(seed, 7))
-	var b strings.Builder
-	for b.Len() < n {
-		w := make([]byte, 3+r.IntN(6))
-		for i := range w {
-			w[i] = byte('a' + r.IntN(26))
-		}
-		b.Write(w)
-		b.WriteByte(' ')
-	}
-	return strings.TrimSpace(b.String()[:n])
-}
-
-// pieces are every 40-character piece of text.
-func pieces(text string) []string {
-	var out []string
-	for i := 0; i+40 <= len(text); i++ {
-		out = append(out, text[i:i+40])
-	}
-	return out
-}
+// longText and pieces are coretest's: random words, and every
+// 40-character piece of a text.
+var (
+	longText = coretest.LongText
+	pieces   = coretest.Pieces
+)
 
 // piecesHeld lists the rows of any table that hold a 40-character piece of
 // text (first hit per cell).

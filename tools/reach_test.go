@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,5 +143,91 @@ func TestAttackAskHumanOutsideTheWorkspaceIsRefused(t *testing.T) {
 		if p.Out.Scope.Channel == "D-UEVE" {
 			t.Fatal("the question reached someone outside the requester's workspace")
 		}
+	}
+}
+
+// leavingSurface is readerSurface whose readers change while the engine
+// runs (a person removed from a private channel).
+type leavingSurface struct {
+	*coretest.FakeSurface
+	mu      *sync.Mutex
+	readers map[string][]string // channel → who can read it
+}
+
+func (s leavingSurface) ChannelWorkspace(_ context.Context, ch string) (string, error) {
+	return "W1", nil
+}
+
+func (s leavingSurface) UserInWorkspace(_ context.Context, ws, user string) (bool, error) {
+	return ws == "W1", nil
+}
+
+func (s leavingSurface) CanRead(_ context.Context, ch, user string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.readers[ch], user), nil
+}
+
+func (s leavingSurface) leave(ch, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readers[ch] = slices.DeleteFunc(slices.Clone(s.readers[ch]), func(u string) bool { return u == user })
+}
+
+// ATTACK (left while the card waited): Bob, a member of the private
+// channel, has the model post there; the channel came from the model, so
+// the post waits for approval. Bob is removed from the channel; then the
+// card is approved. The rule is asked again when the tool runs, and Bob
+// can no longer read the room: nothing is posted. On the old code the
+// second check asked the engine's tool surface, which hid the platform's
+// RoomReader, so every room passed and the post went out.
+func TestAttackPostAfterTheRequesterLeftWhileTheCardWaitedIsRefused(t *testing.T) {
+	ls := leavingSurface{mu: &sync.Mutex{}, readers: map[string][]string{"C1": {"UALICE", "UBOB"}, "CPRIV": {"UBOB"}}}
+	wrap := func(s *coretest.FakeSurface) core.Surface {
+		ls.FakeSurface = s
+		return ls
+	}
+	w := newWorldOn(t, wrap, call("post_to_channel", `{"channel":"CPRIV","text":"hello"}`), coretest.Text("done"))
+	ev := w.ask(bob, "post hello to the private room")
+	if got := strings.Join(w.decisions(), ","); got != "post_to_channel:ask" {
+		t.Fatalf("decisions = %v, want the post to wait for approval", got)
+	}
+	cards := w.s.Cards()
+	if len(cards) != 1 {
+		t.Fatalf("cards = %+v", cards)
+	}
+	ls.leave("CPRIV", "UBOB")
+	sc := ev.Scope
+	sc.Thread = ev.MessageID
+	var approve string
+	for _, a := range cards[0].Out.Card.Actions {
+		if a.ID == "approve" || strings.EqualFold(a.Label, "approve") {
+			approve = a.Token
+		}
+	}
+	if approve == "" {
+		t.Fatalf("no approve action on %+v", cards[0].Out.Card.Actions)
+	}
+	if err := w.e.Deliver(context.Background(), core.Inbound{Click: &core.CardClick{Scope: sc, Token: approve, By: alice}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.e.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.s.PostsIn("CPRIV")); n != 0 {
+		t.Fatalf("posted into the private channel after the requester left it (%d posts)", n)
+	}
+	var result string
+	for _, c := range w.j.All(ev.Scope.Key()) {
+		if c.Kind() == core.KindToolCompleted {
+			if p, _ := core.Decode[*core.ToolCompleted](c); p.Tool == "post_to_channel" {
+				result = p.Error
+			}
+		}
+	}
+	if !strings.Contains(result, core.ErrUnreachable.Error()) || strings.Contains(result, "CPRIV") {
+		t.Fatalf("the call's result is %q, want the rule's refusal naming no room", result)
 	}
 }

@@ -21,6 +21,7 @@ func TestDiscordReachability(t *testing.T) {
 		devOnly = "300000000000000015" // private, a role overwrite lets roleDev in
 		noBob   = "300000000000000016" // public, a member overwrite shuts Bob out
 		aliceDM = "400000000000000001"
+		devThr  = "300000000000000017" // a public thread in dev-only
 	)
 	dave := discordfake.User{ID: "200000000000000005", Username: "dave"} // a member with no roles
 	g := testGuild()
@@ -28,7 +29,8 @@ func TestDiscordReachability(t *testing.T) {
 		discordfake.Channel{ID: devOnly, Type: discordfake.TypeText, Name: "dev-only", Private: true,
 			Overwrites: []discordfake.Overwrite{{ID: roleDev, Allow: discordfake.PermViewChannel}}},
 		discordfake.Channel{ID: noBob, Type: discordfake.TypeText, Name: "no-bob",
-			Overwrites: []discordfake.Overwrite{{ID: bob.ID, Member: true, Deny: discordfake.PermViewChannel}}})
+			Overwrites: []discordfake.Overwrite{{ID: bob.ID, Member: true, Deny: discordfake.PermViewChannel}}},
+		discordfake.Channel{ID: devThr, Type: discordfake.TypePublicThread, Name: "dev-thread", Parent: devOnly})
 	g.Members = append(g.Members, discordfake.Member{UserID: dave.ID})
 	f := newFake(t, discordfake.Config{Guilds: []discordfake.Guild{g}})
 	a := startAdapter(t, f, newRecorder().deliver)
@@ -59,6 +61,9 @@ func TestDiscordReachability(t *testing.T) {
 		{"public channel, not a member of the guild", inGeneral, "200000000000000077", ops, false},
 		{"a thread of a public channel", inGeneral, dave.ID, oldThread, true},
 		{"a private thread", inGeneral, dave.ID, privThr, false},
+		// A public thread is as private as its channel.
+		{"a public thread of a private channel, no such role", inGeneral, dave.ID, devThr, false},
+		{"a public thread of a private channel, a role overwrite allows", inGeneral, bob.ID, devThr, true},
 		{"the room the request came from", inAliceDM, alice.ID, aliceDM, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

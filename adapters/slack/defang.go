@@ -19,8 +19,9 @@ var broadcastToken = regexp.MustCompile(`<!(here|channel|everyone|subteam\^[A-Za
 
 // plainBroadcast matches a bare "@here", "@channel" or "@everyone": Slack
 // parses them itself where text is not verbatim (mrkdwn text objects,
-// link_names).
-var plainBroadcast = regexp.MustCompile(`(^|[^\p{L}\p{N}_@])@(here|channel|everyone)\b`)
+// link_names). A letter or digit before the "@" makes it an address
+// (ops@here.com); anything else, mrkdwn's "_" italics included, does not.
+var plainBroadcast = regexp.MustCompile(`(^|[^\p{L}\p{N}@])@(here|channel|everyone)(\b|_)`)
 
 // defang neutralises broadcast and user-group mentions in outbound text, so
 // no model output or quoted message can page a whole channel: the tokens
@@ -28,7 +29,7 @@ var plainBroadcast = regexp.MustCompile(`(^|[^\p{L}\p{N}_@])@(here|channel|every
 // ("@here") with a word joiner that stops linking.
 func defang(s string) string {
 	if strings.Contains(s, "@") {
-		s = plainBroadcast.ReplaceAllString(s, "${1}@\u2060${2}")
+		s = plainBroadcast.ReplaceAllString(s, "${1}@\u2060${2}${3}")
 	}
 	if !strings.Contains(s, "<!") {
 		return s

@@ -171,6 +171,10 @@ func TestDefangBareBroadcastWords(t *testing.T) {
 		{"mail ops@here.com", "mail ops@here.com"},
 		{"the @channels list", "the @channels list"},
 		{"<!here>", "@\u2060here"},
+		// mrkdwn around the word: italics, bold, strike.
+		{"_@here_", "_@\u2060here_"},
+		{"*@channel*", "*@\u2060channel*"},
+		{"~@everyone~", "~@\u2060everyone~"},
 	} {
 		if got := defang(c.in); got != c.want {
 			t.Errorf("defang(%q) = %q, want %q", c.in, got, c.want)
