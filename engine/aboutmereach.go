@@ -65,7 +65,7 @@ func (e *Engine) mayReadForLedger(ctx context.Context, ac *aboutChannel, person 
 	}
 	ok, err := core.CanReadNow(ctx, s, ac.sc.Channel, person)
 	if err != nil {
-		e.log.Warn("ledger: could not check that a person can read a room; its notes are withheld", "error", err)
+		e.log.WarnContext(ctx, "ledger: could not check that a person can read a room; its notes are withheld", "error", err)
 		return false
 	}
 	return ok

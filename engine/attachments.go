@@ -205,7 +205,7 @@ func (d *driver) readFiles(ctx context.Context) error {
 	if _, err := d.appendRun(ctx, nil, req, done); err != nil {
 		return err
 	}
-	e.log.Info("read shared files", "run", rs.ID, "files", len(all))
+	e.log.InfoContext(ctx, "read shared files", "run", rs.ID, "files", len(all))
 	return d.syncChecklist(ctx, rs.Status)
 }
 
@@ -267,7 +267,7 @@ func (d *driver) callWithImages(ctx context.Context, v core.View) (core.Reply, e
 	reply, err := d.callModelAcked(ctx, full)
 	if me, ok := core.AsModelError(err); ok && me.Failure == core.FailBadRequest {
 		if bare, had := withoutImages(v); had {
-			d.e.log.Warn("the model refused a request with images; asking again without them", "run", d.rs.ID, "error", err)
+			d.e.log.WarnContext(ctx, "the model refused a request with images; asking again without them", "run", d.rs.ID, "error", err)
 			return d.callModelAcked(ctx, bare)
 		}
 	}

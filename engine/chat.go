@@ -72,7 +72,7 @@ func (d *driver) listMemories(ctx context.Context, page int) string {
 	defer cancel()
 	got, err := l.ListMemories(mctx, offset, memoryPageSize+1)
 	if err != nil {
-		d.e.log.Warn("list memories failed", "run", d.rs.ID, "error", err)
+		d.e.log.WarnContext(ctx, "list memories failed", "run", d.rs.ID, "error", err)
 		return "I couldn't list the memories just now; try again in a minute."
 	}
 	more := len(got) > memoryPageSize
@@ -128,7 +128,7 @@ func (d *driver) deleteMemory(ctx context.Context, h *humanMsg, pol core.Policy,
 		return fmt.Sprintf("This channel has no memory `%s`. `memories` lists the ids.", core.Truncate(id, 60))
 	}
 	if err != nil {
-		d.e.log.Warn("look up memory to delete", "run", d.rs.ID, "memory", id, "error", err)
+		d.e.log.WarnContext(ctx, "look up memory to delete", "run", d.rs.ID, "memory", id, "error", err)
 		return "I couldn't look that memory up just now, so nothing was deleted; try again in a minute."
 	}
 	if info.Deleted {
@@ -150,7 +150,7 @@ func (d *driver) deleteMemory(ctx context.Context, h *humanMsg, pol core.Policy,
 	er, ok := del.(core.MemoryEraser)
 	if !ok {
 		if err := del.Delete(mctx, by, info.ID, reason); err != nil {
-			d.e.log.Warn("delete memory failed", "run", d.rs.ID, "memory", info.ID, "error", err)
+			d.e.log.WarnContext(ctx, "delete memory failed", "run", d.rs.ID, "memory", info.ID, "error", err)
 			return fmt.Sprintf("I couldn't finish deleting memory `%s`; say `delete memory %s` again to complete it.", info.ID, info.ID)
 		}
 		return fmt.Sprintf("🗑️ Deleted memory `%s` from this channel's memory. Other records of its text (the messages and my answers that carried it) were not erased.", info.ID)
@@ -161,17 +161,17 @@ func (d *driver) deleteMemory(ctx context.Context, h *humanMsg, pol core.Policy,
 	// command.redacted records (fold.Channel.forgetSeq): catch it up now
 	// rather than at the next append.
 	if ferr := d.v.withFresh(ctx, 0, func() {}); ferr != nil {
-		d.e.log.Warn("catch up after erasure", "channel", string(d.v.key), "error", ferr)
+		d.e.log.WarnContext(ctx, "catch up after erasure", "channel", string(d.v.key), "error", ferr)
 	}
 	if err != nil {
-		d.e.log.Warn("delete memory failed", "run", d.rs.ID, "memory", info.ID, "error", err)
+		d.e.log.WarnContext(ctx, "delete memory failed", "run", d.rs.ID, "memory", info.ID, "error", err)
 		return fmt.Sprintf("I couldn't finish deleting memory `%s`; say `delete memory %s` again to complete it.", info.ID, info.ID)
 	}
 	if err := d.e.eraseOnPlatform(ctx, d.rs.Scope.Platform, d.rs.Scope.Channel, "", core.NewTextMatcher(info.Text)); err != nil {
-		d.e.log.Warn("delete memory: erase the platform's copies", "run", d.rs.ID, "memory", info.ID, "error", err)
+		d.e.log.WarnContext(ctx, "delete memory: erase the platform's copies", "run", d.rs.ID, "memory", info.ID, "error", err)
 		return fmt.Sprintf("I couldn't finish deleting memory `%s`; say `delete memory %s` again to complete it.", info.ID, info.ID)
 	}
-	d.e.log.Info("memory deleted in chat", "run", d.rs.ID, "memory", info.ID, "by", h.author.ID, "redacted", got.RemovedTotal())
+	d.e.log.InfoContext(ctx, "memory deleted in chat", "run", d.rs.ID, "memory", info.ID, "by", h.author.ID, "redacted", got.RemovedTotal())
 	return erasureReply(info.ID, got, d.rs.Scope.Platform)
 }
 
@@ -421,7 +421,7 @@ func (d *driver) threadRef(ctx context.Context, thread string) string {
 			return link
 		}
 		if err != nil {
-			d.e.log.Warn("permalink failed; showing the thread id", "thread", thread, "error", err)
+			d.e.log.WarnContext(ctx, "permalink failed; showing the thread id", "thread", thread, "error", err)
 		}
 	}
 	return "thread " + thread

@@ -94,7 +94,7 @@ func (v *chanView) restore(ctx context.Context) {
 	}
 	c, found, err := lr.LatestOfKind(ctx, v.key, core.KindFoldCheckpoint)
 	if err != nil {
-		cfg.log.Warn("read checkpoint: folding the channel whole", "channel", v.key, "err", err)
+		cfg.log.WarnContext(ctx, "read checkpoint: folding the channel whole", "channel", v.key, "err", err)
 		return
 	}
 	if !found {
@@ -102,7 +102,7 @@ func (v *chanView) restore(ctx context.Context) {
 	}
 	f, err := v.decodeCheckpoint(ctx, c)
 	if err != nil {
-		cfg.log.Warn("checkpoint unusable: folding the channel whole", "channel", v.key, "seq", c.Seq(), "err", err)
+		cfg.log.WarnContext(ctx, "checkpoint unusable: folding the channel whole", "channel", v.key, "seq", c.Seq(), "err", err)
 		return
 	}
 	v.fold, v.seq = f, f.Seq()
@@ -177,29 +177,29 @@ func (v *chanView) maybeCheckpoint(ctx context.Context, fence *core.Fence) {
 	}
 	snap, err := v.fold.Snapshot()
 	if err != nil {
-		cfg.log.Warn("checkpoint: snapshot", "channel", v.key, "err", err)
+		cfg.log.WarnContext(ctx, "checkpoint: snapshot", "channel", v.key, "err", err)
 		return
 	}
 	sc, err := core.ParseChannelKey(string(v.key))
 	if err != nil {
-		cfg.log.Warn("checkpoint: channel key", "channel", v.key, "err", err)
+		cfg.log.WarnContext(ctx, "checkpoint: channel key", "channel", v.key, "err", err)
 		return
 	}
 	d, err := cfg.b.System("checkpoint", sc, core.Meta{}, &core.FoldCheckpoint{Format: fold.SnapshotFormat, Seq: v.seq, Snapshot: snap})
 	if err != nil {
-		cfg.log.Warn("checkpoint: draft", "channel", v.key, "err", err)
+		cfg.log.WarnContext(ctx, "checkpoint: draft", "channel", v.key, "err", err)
 		return
 	}
 	cmds, err := v.j.AppendAt(ctx, core.Expect{Head: v.seq, Fence: fence}, d)
 	if err != nil {
 		// Another writer moved the head or took the lease: its own view
 		// decides; this one tries again after its next append.
-		cfg.log.Debug("checkpoint: append", "channel", v.key, "err", err, "lease_lost", errors.Is(err, core.ErrFenced))
+		cfg.log.DebugContext(ctx, "checkpoint: append", "channel", v.key, "err", err, "lease_lost", errors.Is(err, core.ErrFenced))
 		return
 	}
 	for _, c := range cmds {
 		if err := v.apply(c); err != nil {
-			cfg.log.Warn("checkpoint: fold", "channel", v.key, "err", err)
+			cfg.log.WarnContext(ctx, "checkpoint: fold", "channel", v.key, "err", err)
 		}
 	}
 }

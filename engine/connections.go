@@ -173,7 +173,7 @@ func (d *driver) awaitSignIn(ctx context.Context, cs *callState, tool core.Tool,
 		return false, err
 	}
 	e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
-	e.log.Info("waiting for a sign-in", "run", rs.ID, "tool", tool.Name, "server", server, "person", rs.Requester.ID, "approval", ar.ApprovalID)
+	e.log.InfoContext(ctx, "waiting for a sign-in", "run", rs.ID, "tool", tool.Name, "server", server, "person", rs.Requester.ID, "approval", ar.ApprovalID)
 	d.sendSignInLink(ctx, server, ar)
 	return true, d.showCard(ctx, rs.approvals[ar.ApprovalID])
 }
@@ -183,12 +183,12 @@ func (d *driver) sendSignInLink(ctx context.Context, server string, ar *core.App
 	rs, e := d.rs, d.e
 	dm, err := d.s.OpenDM(ctx, ar.Requester)
 	if err != nil {
-		e.log.Warn("could not open a DM for a sign-in link", "person", ar.Requester, "server", server, "error", err)
+		e.log.WarnContext(ctx, "could not open a DM for a sign-in link", "person", ar.Requester, "server", server, "error", err)
 		return
 	}
 	link, err := e.cfg.Connections.Link(rs.Scope.Platform, ar.Requester, server)
 	if err != nil {
-		e.log.Warn("could not mint a sign-in link", "person", ar.Requester, "server", server, "error", err)
+		e.log.WarnContext(ctx, "could not mint a sign-in link", "person", ar.Requester, "server", server, "error", err)
 		return
 	}
 	text := fmt.Sprintf("🔌 *Connect %s*: your request in %s needs %s, and I act there as you (%s), with your own account.\n%s\n"+
@@ -249,7 +249,7 @@ func (e *Engine) resumeSignIns(ctx context.Context, platform, person, server str
 		if run != "" {
 			e.disarmExpiry(w.id)
 			e.enqueue(threadKey{scope.Key(), scope.Thread}, job{run: run})
-			e.log.Info("sign-in done; run resumes", "run", run, "person", person, "server", server)
+			e.log.InfoContext(ctx, "sign-in done; run resumes", "run", run, "person", person, "server", server)
 		}
 	}
 	return nil

@@ -36,7 +36,7 @@ const (
 // it. Nothing is sent until someone answers.
 func (d *driver) askInDoubt(ctx context.Context, cs *callState, tool core.Tool, args map[string]any) (bool, error) {
 	q := fmt.Sprintf("The bot restarted while %s was running: its outcome is unknown, so it was not sent again. Check whether it happened, then send it again or skip it.", tool.Name)
-	d.e.log.Warn("connector call in doubt after a restart: asking", "run", d.rs.ID, "tool", tool.Name, "call", cs.call.ID)
+	d.e.log.WarnContext(ctx, "connector call in doubt after a restart: asking", "run", d.rs.ID, "tool", tool.Name, "call", cs.call.ID)
 	return d.escalate(ctx, cs, tool, &core.Escalation{Question: q, Context: gate.Summary(tool, args), Options: []string{inDoubtRetry, inDoubtSkip}},
 		func(ar *core.ApprovalRequested) {
 			ar.InDoubt, ar.Reason = true, "a connector call's outcome is unknown after a restart"

@@ -126,7 +126,7 @@ func (e *Engine) revokeConsentCmd(ctx context.Context, platform string, by core.
 	}, d); err != nil && !errors.Is(err, errCheckFailed) {
 		return "", err
 	}
-	e.log.Info("consent revoked", "consent", id, "channel", string(found.ch), "by", by.ID)
+	e.log.InfoContext(ctx, "consent revoked", "consent", id, "channel", string(found.ch), "by", by.ID)
 	return "✅ Revoked consent `" + id + "` (" + toolDest(found.g.Tool, found.g.Destination) + " in " + channelRef(sc) + "). I'll ask again next time.", nil
 }
 

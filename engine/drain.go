@@ -35,7 +35,7 @@ func (e *Engine) Drain(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.drain.on {
 		e.drain.on = true
-		e.log.Info("engine draining: new deliveries are refused", "busy_threads", e.busy, "delivering", e.drain.delivering)
+		e.log.InfoContext(ctx, "engine draining: new deliveries are refused", "busy_threads", e.busy, "delivering", e.drain.delivering)
 	}
 	e.mu.Unlock()
 	if err := e.waitSettled(ctx); err != nil {

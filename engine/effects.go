@@ -69,7 +69,7 @@ func (e *Engine) postOnce(ctx context.Context, s core.Surface, rs *RunReplay, ou
 		pre.At = e.now()
 		_ = v.with(ctx, func() { pre.Policy = e.policyLocked(v) })
 		if err := obs.ObservePostIntent(ctx, pre); err != nil {
-			e.log.Warn("post observer failed", "channel", string(out.Scope.Key()), "error", err)
+			e.log.WarnContext(ctx, "post observer failed", "channel", string(out.Scope.Key()), "error", err)
 		}
 	}
 	if err := e.mayAct(ctx); err != nil {
@@ -120,7 +120,7 @@ func (e *Engine) postOnce(ctx context.Context, s core.Surface, rs *RunReplay, ou
 	if obs := e.cfg.PostObserver; obs != nil {
 		pm.Command, pm.MessageID, pm.At = cmds[0], ref.ID, cmds[0].At()
 		if err := obs.ObservePost(ctx, pm); err != nil {
-			e.log.Warn("post observer failed", "channel", string(out.Scope.Key()), "error", err)
+			e.log.WarnContext(ctx, "post observer failed", "channel", string(out.Scope.Key()), "error", err)
 		}
 	}
 	return ref, nil
@@ -217,7 +217,7 @@ func (e *editError) Unwrap() error { return e.err }
 func (e *Engine) cosmetic(ctx context.Context, err error) error {
 	var ee *editError
 	if err != nil && ctx.Err() == nil && errors.As(err, &ee) {
-		e.log.Warn("edit failed; continuing without it", "effect", ee.effect, "error", ee.err)
+		e.log.WarnContext(ctx, "edit failed; continuing without it", "effect", ee.effect, "error", ee.err)
 		return nil
 	}
 	return err
@@ -241,10 +241,10 @@ func (e *Engine) postNotice(ctx context.Context, n *notice) error {
 				return nil
 			}
 			if n.onlyPrivate {
-				e.log.Info("private notice failed; not posting it in the open", "platform", n.scope.Platform, "user", n.to, "error", err)
+				e.log.InfoContext(ctx, "private notice failed; not posting it in the open", "platform", n.scope.Platform, "user", n.to, "error", err)
 				return nil
 			}
-			e.log.Warn("post ephemeral notice failed; posting it addressed instead", "platform", n.scope.Platform, "user", n.to, "error", err)
+			e.log.WarnContext(ctx, "post ephemeral notice failed; posting it addressed instead", "platform", n.scope.Platform, "user", n.to, "error", err)
 		}
 		text = core.MentionOf(n.to) + " " + n.text
 	}

@@ -166,6 +166,7 @@ type Engine struct {
 	budgets  Budgets
 	tr       trace.Tracer // spans (trace.go); traced: they go somewhere
 	traced   bool
+	so       spanOpts // what every span of a kind is started with, made once
 
 	chMu     sync.Mutex
 	channels map[core.ChannelKey]*chanView
@@ -240,6 +241,7 @@ func New(cfg Config) (*Engine, error) {
 		e.offline = true
 	}
 	e.tr, e.traced = newTracer(cfg.Tracing)
+	e.so = newSpanOpts(cfg.Tracing)
 	if e.tools == nil {
 		e.tools, _ = gate.NewRegistry()
 	}
@@ -339,7 +341,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if id := e.Replica(); id != "" {
 		attrs = append(attrs, "replica", id)
 	}
-	e.log.Info("engine started", attrs...)
+	e.log.InfoContext(ctx, "engine started", attrs...)
 	return nil
 }
 
@@ -595,19 +597,19 @@ func (e *Engine) handle(ctx context.Context, j job) {
 	switch {
 	case j.notice != nil:
 		if err := e.postNotice(ctx, j.notice); err != nil && ctx.Err() == nil {
-			e.log.Warn("post notice failed", "run", j.notice.run, "error", err)
+			e.log.WarnContext(ctx, "post notice failed", "run", j.notice.run, "error", err)
 		}
 	case j.proposal != nil:
 		if err := e.showProposal(ctx, j.proposal); err != nil && ctx.Err() == nil {
-			e.log.Warn("edit a decided proposal card failed", "routine", j.proposal.rid, "error", err)
+			e.log.WarnContext(ctx, "edit a decided proposal card failed", "routine", j.proposal.rid, "error", err)
 		}
 	case j.report != nil:
 		if err := e.showReport(ctx, j.report); err != nil && ctx.Err() == nil {
-			e.log.Warn("show a dismissed report failed", "report", j.report.id, "error", err)
+			e.log.WarnContext(ctx, "show a dismissed report failed", "report", j.report.id, "error", err)
 		}
 	case j.expire != "":
 		if err := e.expireDue(ctx, j.expireCh, j.expire); err != nil && ctx.Err() == nil {
-			e.log.Error("approval expiry failed", "approval", j.expire, "error", err)
+			e.log.ErrorContext(ctx, "approval expiry failed", "approval", j.expire, "error", err)
 		}
 	case j.run != "":
 		// A failed drive (platform or store trouble) is retried: every

@@ -47,7 +47,7 @@ func (d *driver) eraseJob(ctx context.Context) error {
 		return journalFailed(err)
 	}
 	if er == nil || er.Decision != "confirmed" {
-		e.log.Warn("erasure job without a confirmed request: nothing erased", "run", rs.ID, "erasure", id)
+		e.log.WarnContext(ctx, "erasure job without a confirmed request: nothing erased", "run", rs.ID, "erasure", id)
 		return d.endErasureJob(ctx)
 	}
 	dm := rs.Scope
@@ -68,13 +68,13 @@ func (d *driver) eraseJob(ctx context.Context) error {
 		}
 	})
 	if err != nil {
-		e.log.Warn("erasure job stopped partway: it resumes", "run", rs.ID, "erasure", id, "error", err)
+		e.log.WarnContext(ctx, "erasure job stopped partway: it resumes", "run", rs.ID, "erasure", id, "error", err)
 		return err
 	}
 	if err := say(4, got.text(er.Person, er.By.ID, dm.Platform)); err != nil {
 		return err
 	}
-	e.log.Info("person forgotten", "erasure", id, "by", er.By.ID, "channels", len(got.channels))
+	e.log.InfoContext(ctx, "person forgotten", "erasure", id, "by", er.By.ID, "channels", len(got.channels))
 	return d.endErasureJob(ctx)
 }
 

@@ -131,7 +131,7 @@ func (d *driver) exportCommand(ctx context.Context, h *humanMsg) (core.Reply, er
 		}
 		// A refused upload (for example a Slack app installed before it
 		// asked for files:write) falls back to the link when there is one.
-		e.log.Warn("export upload failed", "user", h.author.ID, "error", err)
+		e.log.WarnContext(ctx, "export upload failed", "user", h.author.ID, "error", err)
 		if e.cfg.ExportURL == "" {
 			return reply("I couldn't upload the file here (the bot's log says why), and no download address is configured (the operator sets MARLOWE_PUBLIC_URL). `what do you know about me` lists what I keep."), nil
 		}

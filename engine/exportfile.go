@@ -84,7 +84,7 @@ func (e *Engine) sweepExports(ctx context.Context) error {
 		return fmt.Errorf("delete expired exports: %w", err)
 	}
 	if n > 0 {
-		e.log.Info("deleted expired exports", "count", n)
+		e.log.InfoContext(ctx, "deleted expired exports", "count", n)
 	}
 	return nil
 }

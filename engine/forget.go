@@ -212,13 +212,13 @@ func (e *Engine) deliverForgetClick(ctx context.Context, click core.CardClick, i
 		e.showForgetDecision(ctx, v, click.Scope, id)
 	}
 	if refusal != "" {
-		e.log.Info("forget click not acted on", "erasure", id, "by", click.By.ID, "why", refusal)
+		e.log.InfoContext(ctx, "forget click not acted on", "erasure", id, "by", click.By.ID, "why", refusal)
 		// A decided card says so itself: the answer to a click is the
 		// clicker's alone, as every refusal is.
 		tell(nk, refusal, er == nil || repaint || er.Decision != "cancelled" && er.Decision != "expired")
 		return nil
 	}
-	e.log.Info("erasure confirmed: job started", "erasure", id, "by", click.By.ID, "run", jobRun)
+	e.log.InfoContext(ctx, "erasure confirmed: job started", "erasure", id, "by", click.By.ID, "run", jobRun)
 	tell(nk, "🧹 Confirmed. I am erasing in the background and will say here how far I got, and when it is done.", false)
 	e.enqueue(threadKey{jobScope.Key(), jobScope.Thread}, job{run: jobRun})
 	return nil
@@ -236,7 +236,7 @@ func (e *Engine) showForgetDecision(ctx context.Context, v *chanView, sc core.Sc
 		return
 	}
 	if err := e.editForgetCard(ctx, sc, er); err != nil && ctx.Err() == nil {
-		e.log.Warn("could not show the forget card's decision", "erasure", id, "error", err)
+		e.log.WarnContext(ctx, "could not show the forget card's decision", "erasure", id, "error", err)
 	}
 }
 
@@ -414,7 +414,7 @@ func (e *Engine) eraseOnPlatform(ctx context.Context, platform, channel, person 
 	if err != nil {
 		return fmt.Errorf("erase the copies on %s: %w", platform, err)
 	}
-	e.log.Info("erased the platform's copies", "platform", platform, "messages", n)
+	e.log.InfoContext(ctx, "erased the platform's copies", "platform", platform, "messages", n)
 	return nil
 }
 

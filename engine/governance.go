@@ -47,7 +47,7 @@ func (e *Engine) governs(ctx context.Context, sc core.Scope, p core.Person, pol 
 		defer cancel()
 		is, err := ad.IsAdmin(lctx, sc, p.ID)
 		if err != nil {
-			e.log.Warn("could not ask the platform who administers the channel; treating the person as not an admin",
+			e.log.WarnContext(ctx, "could not ask the platform who administers the channel; treating the person as not an admin",
 				"channel", sc.Key(), "user", p.ID, "err", err)
 		}
 		if err != nil {

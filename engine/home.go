@@ -43,7 +43,7 @@ func (d *driver) refreshHomes(ctx context.Context, a *runApproval) {
 	}
 	for _, u := range a.req.Notify {
 		if err := d.e.PublishHome(ctx, d.rs.Scope.Platform, u); err != nil && ctx.Err() == nil {
-			d.e.log.Warn("could not refresh a home page", "user", u, "error", err)
+			d.e.log.WarnContext(ctx, "could not refresh a home page", "user", u, "error", err)
 		}
 	}
 }

@@ -220,7 +220,7 @@ func (d *driver) showInbox(ctx context.Context, a *runApproval) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		d.e.log.Warn("could not put the request in a person's DM inbox; it waits in the thread", "approval", a.req.ApprovalID, "user", u, "error", err)
+		d.e.log.WarnContext(ctx, "could not put the request in a person's DM inbox; it waits in the thread", "approval", a.req.ApprovalID, "user", u, "error", err)
 		if err := d.noDMNotice(ctx, a, u); err != nil {
 			return err
 		}
@@ -261,7 +261,7 @@ func (d *driver) noApprover(ctx context.Context, cs *callState, tool core.Tool, 
 	if err != nil {
 		return false, err
 	}
-	d.e.log.Info("approval refused: no eligible approver", "run", d.rs.ID, "tool", tool.Name)
+	d.e.log.InfoContext(ctx, "approval refused: no eligible approver", "run", d.rs.ID, "tool", tool.Name)
 	text := "🚫 I can't run " + tool.Name + ": " + reason + ". Nothing was done. " +
 		"An admin can name approvers with `policy set approvers …`."
 	out := core.Outbound{Key: core.EffectID(d.rs.Scope.Key(), cmds[1].Seq(), 0), Scope: d.rs.Scope, Text: text, Priority: core.PriorityHigh}
@@ -428,7 +428,7 @@ func (d *driver) inboxCommand(ctx context.Context, h *humanMsg, ic chatcommand.I
 	}
 	dm, err := d.s.OpenDM(ctx, h.author.ID)
 	if err != nil {
-		e.log.Warn("could not open a DM for a private answer", "user", h.author.ID, "error", err)
+		e.log.WarnContext(ctx, "could not open a DM for a private answer", "user", h.author.ID, "error", err)
 		help := "open a direct message with me and ask there"
 		if dh, ok := d.s.(core.DMHelp); ok {
 			if t := strings.TrimSpace(dh.EnableDMHelp(h.author.ID)); t != "" {

@@ -180,13 +180,13 @@ func (e *Engine) deliverEvent(ctx context.Context, ev core.Event) error {
 	if cancelled {
 		e.metrics().RunEnded(core.RunCancelled)
 		e.interrupt(wake)
-		e.log.Info("run cancelled", "run", wake, "channel", string(ch), "by", ev.Author.ID)
+		e.log.InfoContext(ctx, "run cancelled", "run", wake, "channel", string(ch), "by", ev.Author.ID)
 	}
 	e.enqueue(threadKey{ch, thread}, job{run: wake})
 	if started {
-		e.log.Info("run started", "run", wake, "channel", string(ch), "reason", reason)
+		e.log.InfoContext(ctx, "run started", "run", wake, "channel", string(ch), "reason", reason)
 	} else if steered {
-		e.log.Info("steering message queued", "run", wake, "channel", string(ch))
+		e.log.InfoContext(ctx, "steering message queued", "run", wake, "channel", string(ch))
 	}
 	return nil
 }
@@ -211,7 +211,7 @@ func (e *Engine) whisperNow(ctx context.Context, n *notice) bool {
 		return false
 	}
 	if err := eph.PostEphemeral(ctx, n.scope, n.to, n.text); err != nil {
-		e.log.Debug("private notice failed; queueing it", "platform", n.scope.Platform, "error", err)
+		e.log.DebugContext(ctx, "private notice failed; queueing it", "platform", n.scope.Platform, "error", err)
 		return false
 	}
 	return true
@@ -269,7 +269,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 	if err != nil {
 		// Forged or mangled: nothing is journaled or executed. Say so where
 		// the click came from, if we can tell.
-		e.log.Warn("card click refused: token does not verify", "platform", click.Scope.Platform, "by", click.By.ID)
+		e.log.WarnContext(ctx, "card click refused: token does not verify", "platform", click.Scope.Platform, "by", click.By.ID)
 		if click.Scope.Validate() == nil {
 			h := sha256.Sum256([]byte(click.Token + "\x00" + click.By.ID))
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
@@ -297,7 +297,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 		return fmt.Errorf("deliver click: %w", err)
 	}
 	if a == nil {
-		e.log.Warn("card click refused: unknown approval", "approval", id, "by", click.By.ID)
+		e.log.WarnContext(ctx, "card click refused: unknown approval", "approval", id, "by", click.By.ID)
 		if click.Scope.Validate() == nil {
 			e.enqueue(threadKey{click.Scope.Key(), click.Scope.Thread}, job{notice: &notice{
 				key: "unknown" + id + click.By.ID, scope: click.Scope,
@@ -403,7 +403,7 @@ func (e *Engine) deliverClick(ctx context.Context, click core.CardClick) error {
 		e.enqueue(k, job{run: run})
 	}
 	e.traceClick(ctx, began, scope, run, id, clickOutcomeName(outcome), decision, cmds)
-	e.log.Info("card click", "approval", id, "by", click.By.ID, "outcome", clickOutcomeName(outcome), "decision", decision)
+	e.log.InfoContext(ctx, "card click", "approval", id, "by", click.By.ID, "outcome", clickOutcomeName(outcome), "decision", decision)
 	return nil
 }
 

@@ -116,33 +116,33 @@ func (e *Engine) driveThroughOutages(ctx context.Context, run string, resume boo
 			if view.known {
 				e.lose(view.scope.Key(), "fenced append")
 			}
-			e.log.Warn("run handed over: the channel's lease passed to another replica", "run", run, "error", err)
+			e.log.WarnContext(ctx, "run handed over: the channel's lease passed to another replica", "run", run, "error", err)
 			return
 		}
 		if err == nil || ctx.Err() != nil {
 			if !outageSince.IsZero() && err == nil {
-				e.log.Info("run continued after the journal came back", "run", run, "outage", time.Since(outageSince).Round(time.Millisecond))
+				e.log.InfoContext(ctx, "run continued after the journal came back", "run", run, "outage", time.Since(outageSince).Round(time.Millisecond))
 			}
 			return
 		}
 		if isJournalError(err) {
 			if outageSince.IsZero() {
 				outageSince = time.Now()
-				e.log.Warn("journal unavailable; the run waits for it", "run", run, "error", err)
+				e.log.WarnContext(ctx, "journal unavailable; the run waits for it", "run", run, "error", err)
 			}
 			out := time.Since(outageSince)
 			if out > e.budgets.MaxWall {
-				e.log.Error("run stopped: the journal was unavailable for longer than its time budget; the next message, click or restart resumes it",
+				e.log.ErrorContext(ctx, "run stopped: the journal was unavailable for longer than its time budget; the next message, click or restart resumes it",
 					"run", run, "outage", out.Round(time.Second), "error", err)
 				return
 			}
 			if !shown && out >= e.cfg.OutageNotice && !e.mayShowOutage(ctx) {
 				shown = true // and never later: another replica may be driving the run now
-				e.log.Info("outage notice withheld: another live replica may have taken the run over", "run", run)
+				e.log.InfoContext(ctx, "outage notice withheld: another live replica may have taken the run over", "run", run)
 			}
 			if !shown && out >= e.cfg.OutageNotice {
 				if serr := e.showOutage(ctx, view); serr != nil {
-					e.log.Warn("could not show the outage on the checklist", "run", run, "error", serr)
+					e.log.WarnContext(ctx, "could not show the outage on the checklist", "run", run, "error", serr)
 				} else {
 					shown = true
 				}
@@ -151,10 +151,10 @@ func (e *Engine) driveThroughOutages(ctx context.Context, run string, resume boo
 			if attempt == driveAttempts {
 				// The run stays unfinished in the journal; the next message
 				// in its thread, click or Start resumes it.
-				e.log.Error("run stopped on an error", "run", run, "attempts", attempt, "error", err)
+				e.log.ErrorContext(ctx, "run stopped on an error", "run", run, "attempts", attempt, "error", err)
 				return
 			}
-			e.log.Warn("run interrupted by an error; retrying", "run", run, "attempt", attempt, "error", err)
+			e.log.WarnContext(ctx, "run interrupted by an error; retrying", "run", run, "attempt", attempt, "error", err)
 			attempt++
 		}
 		t := time.NewTimer(wait)

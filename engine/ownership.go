@@ -38,7 +38,7 @@ func (e *Engine) claim(ctx context.Context, ch core.ChannelKey) (ok, fresh bool,
 	}
 	f, ok, fresh, err := e.own.Claim(ctx, ch)
 	if fresh {
-		e.log.Debug("channel claimed", "channel", string(ch), "fence", f.Token)
+		e.log.DebugContext(ctx, "channel claimed", "channel", string(ch), "fence", f.Token)
 	}
 	return ok, fresh, err
 }
@@ -83,7 +83,7 @@ func (e *Engine) claimBeforeJournaling(ctx context.Context, ch core.ChannelKey) 
 	e.elseMu.Unlock()
 	if fresh {
 		if _, err := e.resumeChannel(e.runCtx, ch); err != nil && ctx.Err() == nil {
-			e.log.Warn("resume claimed channel", "channel", string(ch), "error", err)
+			e.log.WarnContext(ctx, "resume claimed channel", "channel", string(ch), "error", err)
 		}
 	}
 }
@@ -184,7 +184,7 @@ func (e *Engine) sweepUnowned(ctx context.Context) {
 	chs, err := e.channelsWithWork(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("sweep unowned channels", "error", err)
+			e.log.WarnContext(ctx, "sweep unowned channels", "error", err)
 		}
 		return
 	}
@@ -206,18 +206,18 @@ func (e *Engine) takeOver(ctx context.Context, ch core.ChannelKey, what string) 
 	n, err := e.resumeChannel(ctx, ch)
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("resume "+what, "channel", string(ch), "error", err)
+			e.log.WarnContext(ctx, "resume "+what, "channel", string(ch), "error", err)
 		}
 		return
 	}
-	e.log.Info("took over "+what, "channel", string(ch), "unfinished_runs", n)
+	e.log.InfoContext(ctx, "took over "+what, "channel", string(ch), "unfinished_runs", n)
 }
 
 func (e *Engine) renewLeases(ctx context.Context) {
 	lost, asked, err := e.own.Renew(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("renew channel leases failed; appends stay fenced", "channels", asked, "error", err)
+			e.log.WarnContext(ctx, "renew channel leases failed; appends stay fenced", "channels", asked, "error", err)
 		}
 		return
 	}
@@ -232,7 +232,7 @@ func (e *Engine) sweepLapsed(ctx context.Context) {
 	chs, err := e.own.Lapsed(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("list lapsed channel leases", "error", err)
+			e.log.WarnContext(ctx, "list lapsed channel leases", "error", err)
 		}
 		return
 	}
@@ -259,7 +259,7 @@ func (e *Engine) releaseLeases(ctx context.Context) {
 		return
 	}
 	if n, err := e.own.ReleaseAll(ctx); err != nil {
-		e.log.Warn("release channel leases; they lapse after their TTL instead", "channels", n, "error", err)
+		e.log.WarnContext(ctx, "release channel leases; they lapse after their TTL instead", "channels", n, "error", err)
 	}
 }
 
@@ -324,7 +324,7 @@ func (e *Engine) Wake(ctx context.Context, ch core.ChannelKey, seq uint64) {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("wake: catch up channel", "channel", string(ch), "error", err)
+			e.log.WarnContext(ctx, "wake: catch up channel", "channel", string(ch), "error", err)
 		}
 		return
 	}

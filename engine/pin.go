@@ -88,7 +88,7 @@ func (d *driver) withhold(ctx context.Context, cs *callState, tool core.Tool, re
 	}, func(ar *core.ApprovalRequested) {
 		ar.Pin, ar.Reason = o.Definition, "a connector changed a tool's definition"
 	})
-	d.e.log.Warn("connector tool definition changed: withheld until an admin accepts it", "run", d.rs.ID, "tool", tool.Name, "definition", o.Definition)
+	d.e.log.WarnContext(ctx, "connector tool definition changed: withheld until an admin accepts it", "run", d.rs.ID, "tool", tool.Name, "definition", o.Definition)
 	return parked, err
 }
 

@@ -96,6 +96,6 @@ func (d *driver) showProgress(ctx context.Context, tc core.ToolContext, r *runni
 	}
 	d.rs.running = r
 	if err := d.syncChecklist(ctx, d.rs.Status); err != nil && ctx.Err() == nil {
-		d.e.log.Warn("showing a tool's progress failed", "run", d.rs.ID, "tool", r.tool, "error", err)
+		d.e.log.WarnContext(ctx, "showing a tool's progress failed", "run", d.rs.ID, "tool", r.tool, "error", err)
 	}
 }

@@ -87,7 +87,7 @@ func (e *Engine) deliverProposalClick(ctx context.Context, click core.CardClick,
 		return fmt.Errorf("deliver proposal click: %w", err)
 	}
 	if v == nil {
-		e.log.Warn("proposal click refused: unknown routine", "routine", rid, "by", click.By.ID)
+		e.log.WarnContext(ctx, "proposal click refused: unknown routine", "routine", rid, "by", click.By.ID)
 		tell(click.Scope, "proposal-unknown"+rid+click.By.ID, "⚠️ I can't find the routine behind that button, so nothing was done.")
 		return nil
 	}
@@ -144,7 +144,7 @@ func (e *Engine) deliverProposalClick(ctx context.Context, click core.CardClick,
 	// The card shows the decision in place of its buttons; after a refused
 	// second click this repairs a card whose edit a crash left undone.
 	e.enqueue(threadKey{where.Key(), where.Thread}, job{proposal: &proposalShow{ch: v.key, rid: rid}})
-	e.log.Info("proposal click", "routine", rid, "by", click.By.ID, "action", string(action), "refused", refusal != "")
+	e.log.InfoContext(ctx, "proposal click", "routine", rid, "by", click.By.ID, "action", string(action), "refused", refusal != "")
 	return nil
 }
 

@@ -73,7 +73,7 @@ func (d *driver) recallFor(ctx context.Context, hs []*humanMsg) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			e.log.Warn("automatic recall failed; the run goes on without notes", "run", rs.ID, "error", err)
+			e.log.WarnContext(ctx, "automatic recall failed; the run goes on without notes", "run", rs.ID, "error", err)
 			return nil
 		}
 	}
@@ -103,7 +103,7 @@ func (d *driver) recallFor(ctx context.Context, hs []*humanMsg) error {
 		return err
 	}
 	e.dropRecall(key)
-	e.log.Info("recalled notes for the turn", "run", rs.ID, "notes", len(notes), "tokens", got.Tokens, "degraded", got.Degraded)
+	e.log.InfoContext(ctx, "recalled notes for the turn", "run", rs.ID, "notes", len(notes), "tokens", got.Tokens, "degraded", got.Degraded)
 	return nil
 }
 

@@ -153,7 +153,7 @@ func (e *Engine) fileReport(ctx context.Context, n core.OwnerNotice) (*fold.Repo
 		}
 	})
 	if len(cmds) > 0 {
-		e.log.Info("routine report filed", "report", n.Key, "channel", string(v.key), "owner", n.Owner)
+		e.log.InfoContext(ctx, "routine report filed", "report", n.Key, "channel", string(v.key), "owner", n.Owner)
 	}
 	return rep, len(cmds) > 0, nil
 }
@@ -188,7 +188,7 @@ func (e *Engine) reportRendering(ctx context.Context, dm core.Scope, id string) 
 // refreshHome republishes user's home page; a failure is logged only.
 func (e *Engine) refreshHome(ctx context.Context, platform, user string) {
 	if err := e.PublishHome(ctx, platform, user); err != nil && ctx.Err() == nil {
-		e.log.Warn("could not refresh a home page", "user", user, "error", err)
+		e.log.WarnContext(ctx, "could not refresh a home page", "user", user, "error", err)
 	}
 }
 
@@ -240,7 +240,7 @@ func (e *Engine) deliverReportClick(ctx context.Context, click core.CardClick, f
 		}
 	}
 	if click.By.ID == "" || click.By.IsBot {
-		e.log.Warn("report click refused: not a person", "report", filedID)
+		e.log.WarnContext(ctx, "report click refused: not a person", "report", filedID)
 		return nil
 	}
 	v, rid, err := e.findReport(ctx, click.Scope.Platform, filedID)
@@ -248,7 +248,7 @@ func (e *Engine) deliverReportClick(ctx context.Context, click core.CardClick, f
 		return fmt.Errorf("deliver report click: %w", err)
 	}
 	if v == nil {
-		e.log.Warn("report click refused: unknown report", "report", filedID, "by", click.By.ID)
+		e.log.WarnContext(ctx, "report click refused: unknown report", "report", filedID, "by", click.By.ID)
 		tell("report-unknown"+filedID+click.By.ID, "⚠️ I can't find the report behind that button (it may be too old), so nothing was done.")
 		return nil
 	}
@@ -295,7 +295,7 @@ func (e *Engine) deliverReportClick(ctx context.Context, click core.CardClick, f
 		// whichever replica took the click: the DM is no channel's run.
 		e.enqueue(threadKey{v.key, "report:" + rid}, job{report: &reportShow{ch: v.key, id: rid, repair: repair}})
 	}
-	e.log.Info("report click", "report", rid, "by", click.By.ID, "refused", refusal != "")
+	e.log.InfoContext(ctx, "report click", "report", rid, "by", click.By.ID, "refused", refusal != "")
 	return nil
 }
 

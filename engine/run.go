@@ -43,7 +43,10 @@ type driver struct {
 // run after a crash.
 // outage, when not nil, is told where the run's checklist is.
 func (e *Engine) drive(ctx context.Context, runID string, resume bool, outage *outageView) (err error) {
-	ctx, span := e.runSpan(ctx, runID, spanDrive, trace.WithAttributes(attribute.Bool(attrResumed, resume)))
+	ctx, span := e.runSpan(ctx, runID, spanDrive, e.so.internal...)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool(attrResumed, resume))
+	}
 	defer func() { endSpan(span, err, e.cfg.Tracing.Content, "drive_error") }()
 	for attempt := 1; ; attempt++ {
 		err := e.driveOnce(ctx, runID, resume, outage)
@@ -192,7 +195,7 @@ func (d *driver) pullSteering(ctx context.Context) bool {
 	})
 	for _, c := range fresh {
 		if err := d.rs.apply(c); err != nil {
-			d.e.log.Warn("fold steering message", "run", d.rs.ID, "error", err)
+			d.e.log.WarnContext(ctx, "fold steering message", "run", d.rs.ID, "error", err)
 			continue
 		}
 		d.ack(ctx, d.rs.human(c.ID()))

@@ -80,13 +80,13 @@ func (e *Engine) deliverConnectClick(ctx context.Context, click core.CardClick, 
 	server, err := e.cfg.Connections.Confirm(ctx, click.Scope.Platform, click.By.ID, id, action == actionConnectConfirm)
 	switch {
 	case errors.Is(err, core.ErrNoPending):
-		e.log.Info("sign-in confirmation refused", "pending", id, "by", click.By.ID)
+		e.log.InfoContext(ctx, "sign-in confirmation refused", "pending", id, "by", click.By.ID)
 		tell("🚫 No sign-in of yours waits for this button (it was someone else's, already settled, or expired), so nothing was done.")
 		return nil
 	case err != nil:
 		tell("⚠️ I could not settle this sign-in (" + err.Error() + "); nothing was connected.")
 		return fmt.Errorf("settle pending sign-in %s of %s: %w", id, click.By.ID, err)
 	}
-	e.log.Info("sign-in settled by its person", "pending", id, "by", click.By.ID, "server", server, "confirmed", action == actionConnectConfirm)
+	e.log.InfoContext(ctx, "sign-in settled by its person", "pending", id, "by", click.By.ID, "server", server, "confirmed", action == actionConnectConfirm)
 	return nil
 }

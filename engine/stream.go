@@ -67,7 +67,7 @@ func (d *driver) syncStream(ctx context.Context, st core.Streamer, status core.R
 		return d.performStream(ctx, st, ref, status, key)
 	})
 	if errors.Is(err, core.ErrStreamEnded) {
-		d.e.log.Info("stream already ended; not updating it", "run", rs.ID, "effect", eff)
+		d.e.log.InfoContext(ctx, "stream already ended; not updating it", "run", rs.ID, "effect", eff)
 		return nil
 	}
 	return d.e.cosmetic(ctx, err)
@@ -133,7 +133,7 @@ func (d *driver) streamAnswer(ctx context.Context, st core.Streamer, out core.Ou
 	}
 	_, err := d.e.post(ctx, d.s, rs, out, sent)
 	if errors.Is(err, core.ErrStreamEnded) {
-		d.e.log.Warn("the stream ended before the answer; posting the answer instead", "run", rs.ID)
+		d.e.log.WarnContext(ctx, "the stream ended before the answer; posting the answer instead", "run", rs.ID)
 		_, err = d.e.post(ctx, d.s, rs, out, rec)
 	}
 	return err

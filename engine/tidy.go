@@ -91,7 +91,7 @@ func (d *driver) ack(ctx context.Context, h *humanMsg) {
 		return
 	}
 	if err := d.s.React(ctx, core.MessageRef{Scope: h.scope, ID: h.msgID}, core.AckReaction); err != nil && ctx.Err() == nil {
-		d.e.log.Warn("acknowledging reaction failed", "run", d.rs.ID, "error", err)
+		d.e.log.WarnContext(ctx, "acknowledging reaction failed", "run", d.rs.ID, "error", err)
 	}
 }
 
@@ -144,7 +144,7 @@ func (d *driver) callModelAcked(ctx context.Context, v core.View) (core.Reply, e
 		case <-t.C:
 		}
 		if !rs.needsChecklist(delay, d.e.now()) {
-			d.e.log.Debug("checklist not due yet by the engine's clock", "run", rs.ID)
+			d.e.log.DebugContext(ctx, "checklist not due yet by the engine's clock", "run", rs.ID)
 			continue
 		}
 		if err := d.ensureChecklist(ctx); err != nil {

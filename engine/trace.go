@@ -85,6 +85,36 @@ func newTracer(t Tracing) (trace.Tracer, bool) {
 	return t.Provider.Tracer("github.com/marlowe-bot/marlowe/engine"), true
 }
 
+// spanOpts are made once, not per span: a span's name and options built
+// at each call cost allocations even for a span that is not sampled.
+type spanOpts struct {
+	chat             string // the model call span's name, "chat <model>"
+	client, internal []trace.SpanStartOption
+}
+
+func newSpanOpts(t Tracing) spanOpts {
+	return spanOpts{
+		chat:     "chat " + t.Model,
+		client:   []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)},
+		internal: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
+	}
+}
+
+// unsampled reports whether ctx holds a span that is not sampled. Its
+// children are not sampled either under every sampler the bot configures
+// (a parent-based one follows the parent; a trace id ratio decides on the
+// trace id, which they share; always_on samples every parent), so the
+// hooks start none: the SDK would make a span and a context for nothing.
+// ctx keeps the parent, so an HTTP call under it still carries its
+// traceparent, marked not sampled.
+func unsampled(ctx context.Context) bool {
+	sc := trace.SpanContextFromContext(ctx)
+	return sc.IsValid() && !sc.IsSampled()
+}
+
+// noSpan is the span the hooks return when they start none (a no-op).
+func noSpan() trace.Span { return trace.SpanFromContext(context.Background()) }
+
 // RunTraceID is the trace id of a run: the 16 bytes of its ULID (so the
 // trace id, read as a ULID, is the run id), or for an id that is not a
 // ULID the first 16 bytes of its sha256.
@@ -108,7 +138,7 @@ func RunOfTrace(t trace.TraceID) string { return ulid.ULID(t).String() }
 // any restart, lands in one trace with nothing shared between processes.
 func (e *Engine) runSpan(ctx context.Context, runID, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if !e.traced {
-		return ctx, trace.SpanFromContext(context.Background())
+		return ctx, noSpan()
 	}
 	ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: RunTraceID(runID)}))
 	ctx, span := e.tr.Start(ctx, name, opts...)
@@ -221,10 +251,10 @@ func errorType(err error, class string) string {
 // modelSpan starts one model call attempt's GenAI client span.
 func (d *driver) modelSpan(ctx context.Context, v core.View, runID string, attempt int) (context.Context, trace.Span) {
 	e := d.e
-	if !e.traced {
-		return ctx, trace.SpanFromContext(context.Background())
+	if !e.traced || unsampled(ctx) {
+		return ctx, noSpan()
 	}
-	ctx, span := e.tr.Start(ctx, "chat "+e.cfg.Tracing.Model, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := e.tr.Start(ctx, e.so.chat, e.so.client...)
 	if !span.IsRecording() {
 		return ctx, span
 	}
@@ -295,10 +325,10 @@ func messagesText(ms []core.Message) string {
 // engine runs, built-in or from a connector, gets one here (its own HTTP
 // calls are children of it).
 func (d *driver) toolSpan(ctx context.Context, tool core.Tool, cs *callState, verdict string, args []byte) (context.Context, trace.Span) {
-	if !d.e.traced {
-		return ctx, trace.SpanFromContext(context.Background())
+	if !d.e.traced || unsampled(ctx) {
+		return ctx, noSpan()
 	}
-	ctx, span := d.e.tr.Start(ctx, "execute_tool "+tool.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := d.e.tr.Start(ctx, "execute_tool "+tool.Name, d.e.so.internal...)
 	if !span.IsRecording() {
 		return ctx, span
 	}
@@ -363,10 +393,10 @@ func (d *driver) approvalEvent(ctx context.Context, name string, a *runApproval)
 
 // postSpan starts the span of one platform write (a post or an edit).
 func (e *Engine) postSpan(ctx context.Context, name string, out core.Outbound, role, method string) (context.Context, trace.Span) {
-	if !e.traced || !inTrace(ctx) {
-		return ctx, trace.SpanFromContext(context.Background())
+	if !e.traced || !inTrace(ctx) || unsampled(ctx) {
+		return ctx, noSpan()
 	}
-	ctx, span := e.tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := e.tr.Start(ctx, name, e.so.client...)
 	if !span.IsRecording() {
 		return ctx, span
 	}

@@ -37,7 +37,8 @@ func cpuTime() time.Duration {
 // calls, one tool call, posts and about a dozen journal appends) with
 // tracing off and on (the SDK's batch processor over an exporter that
 // drops spans), sampling every run or one in ten (OTEL_TRACES_SAMPLER=
-// parentbased_traceidratio, OTEL_TRACES_SAMPLER_ARG=0.1). cpu-ns/run is the process's user+system CPU per run.
+// parentbased_traceidratio, OTEL_TRACES_SAMPLER_ARG=0.1) or none (what
+// an unsampled run costs). cpu-ns/run is the process's user+system CPU per run.
 func BenchmarkRunTracing(b *testing.B) {
 	type variant struct {
 		name    string
@@ -49,7 +50,8 @@ func BenchmarkRunTracing(b *testing.B) {
 		variants = append(variants,
 			variant{j + "/off", nil, j == "sqlite"},
 			variant{j + "/on", sdktrace.ParentBased(sdktrace.AlwaysSample()), j == "sqlite"},
-			variant{j + "/on-ratio-0.1", sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.1)), j == "sqlite"})
+			variant{j + "/on-ratio-0.1", sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.1)), j == "sqlite"},
+			variant{j + "/on-unsampled", sdktrace.ParentBased(sdktrace.NeverSample()), j == "sqlite"})
 	}
 	for _, c := range variants {
 		b.Run(c.name, func(b *testing.B) {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,5 +301,74 @@ func TestAttackContentNeverReachesSpansWithoutOptIn(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("with the opt-in, %s does not carry the content (found: %s)", want, got)
 		}
+	}
+}
+
+// startCounter is a tracer provider that notes the name of every span
+// started through it, sampled or not, before the SDK decides.
+type startCounter struct {
+	trace.TracerProvider
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *startCounter) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return countingTracer{c.TracerProvider.Tracer(name, opts...), c}
+}
+
+func (c *startCounter) started() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.names)
+}
+
+type countingTracer struct {
+	trace.Tracer
+	c *startCounter
+}
+
+func (t countingTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	t.c.mu.Lock()
+	t.c.names = append(t.c.names, name)
+	t.c.mu.Unlock()
+	return t.Tracer.Start(ctx, name, opts...)
+}
+
+// TestUnsampledRunStartsOnlyItsRoots: a run the sampler leaves out
+// (OTEL_TRACES_SAMPLER=parentbased_traceidratio, most runs) asks the SDK
+// for its root spans only (the ingress, the drive), where the sampler
+// decides; none for its model calls, tool calls, posts and edits, which
+// would be non-recording spans and contexts made for nothing. A sampled
+// run starts all of them.
+func TestUnsampledRunStartsOnlyItsRoots(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		sampler sdktrace.Sampler
+		want    []string
+	}{
+		{"unsampled", sdktrace.ParentBased(sdktrace.NeverSample()), []string{"marlowe.ingress", "marlowe.run"}},
+		{"sampled", sdktrace.ParentBased(sdktrace.AlwaysSample()), []string{"chat test-model", "execute_tool note", "marlowe.edit", "marlowe.ingress", "marlowe.post", "marlowe.run"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			tr := telemetry.New(sdktrace.NewSimpleSpanProcessor(exp), "test", c.sampler)
+			t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+			counter := &startCounter{TracerProvider: tr.Provider}
+			log := &toolLog{}
+			m := coretest.NewScriptedModel(coretest.Calls(coretest.Call("c1", "note", `{"text":"x"}`)), coretest.Text("done"))
+			h := newHarness(t, m, []core.Tool{noteTool(log)}, func(cfg *engine.Config) {
+				cfg.Tracing = engine.Tracing{Provider: counter, Model: "test-model"}
+			})
+			h.deliver(h.mention(alice, "C1", "go"))
+			h.idle()
+			if got := log.get(); len(got) != 1 {
+				t.Fatalf("executions = %v", got)
+			}
+			got := counter.started()
+			slices.Sort(got)
+			if got = slices.Compact(got); !slices.Equal(got, c.want) {
+				t.Errorf("spans started = %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -63,7 +63,7 @@ func (t *typist) refresh(ctx context.Context, done chan<- struct{}) {
 			err := t.t.Typing(cctx, t.scope)
 			cancel()
 			if err != nil && ctx.Err() == nil {
-				t.e.log.Debug("typing indicator failed", "run", t.run, "channel", t.scope.Channel, "error", err)
+				t.e.log.DebugContext(ctx, "typing indicator failed", "run", t.run, "channel", t.scope.Channel, "error", err)
 			}
 			wait = t.every
 		}

@@ -63,7 +63,7 @@ func (e *Engine) StartUnattended(ctx context.Context, u core.UnattendedRun) (str
 		return "", fmt.Errorf("start unattended run: %w", err)
 	}
 	e.enqueue(threadKey{u.Scope.Key(), u.Scope.Thread}, job{run: runID})
-	e.log.Info("unattended run started", "run", runID, "channel", string(u.Scope.Key()), "owner", owner.ID)
+	e.log.InfoContext(ctx, "unattended run started", "run", runID, "channel", string(u.Scope.Key()), "owner", owner.ID)
 	return runID, nil
 }
 
@@ -139,7 +139,7 @@ func (d *driver) askOwner(ctx context.Context, cs *callState, tool core.Tool, re
 		return false, err
 	}
 	d.e.armExpiry(rs.Scope.Key(), rs.Scope.Thread, ar.ApprovalID, ar.ExpiresAt)
-	d.e.log.Info("unattended run needs permission", "run", rs.ID, "tool", tool.Name, "owner", rs.Requester.ID)
+	d.e.log.InfoContext(ctx, "unattended run needs permission", "run", rs.ID, "tool", tool.Name, "owner", rs.Requester.ID)
 	return true, d.reconcilePause(ctx)
 }
 

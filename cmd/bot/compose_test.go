@@ -26,6 +26,7 @@ type composeService struct {
 	ExtraHosts  []string          `yaml:"extra_hosts"`
 	Volumes     []string          `yaml:"volumes"`
 	Profiles    []string          `yaml:"profiles"`
+	Command     []string          `yaml:"command"`
 	StopGrace   string            `yaml:"stop_grace_period"`
 	Healthcheck struct {
 		Test []string `yaml:"test"`

@@ -167,8 +167,11 @@ func New(sp sdktrace.SpanProcessor, service string, sampler sdktrace.Sampler) *T
 }
 
 // Transport wraps base (nil: http.DefaultTransport) so that each request
-// is a client span and carries the W3C traceparent of the span in its
-// context. With tracing off it returns base unchanged: no cost.
+// made under a span is a client span and carries the W3C traceparent of
+// that span. A request made outside any span (a connector's handshake,
+// its tool list, its event stream) passes untraced: it would otherwise
+// start a one-span trace of its own. With tracing off it returns base
+// unchanged: no cost.
 func (t *Tracing) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -178,7 +181,14 @@ func (t *Tracing) Transport(base http.RoundTripper) http.RoundTripper {
 	}
 	return otelhttp.NewTransport(base,
 		otelhttp.WithTracerProvider(t.Provider),
-		otelhttp.WithPropagators(propagation.TraceContext{}))
+		otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithFilter(underSpan))
+}
+
+// underSpan reports whether r is made under a span (a valid span context
+// in its context), the only requests the transport traces.
+func underSpan(r *http.Request) bool {
+	return trace.SpanContextFromContext(r.Context()).IsValid()
 }
 
 func samplerFrom(name, arg string) (sdktrace.Sampler, error) {

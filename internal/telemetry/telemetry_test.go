@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -222,6 +223,21 @@ func TestModelCallsCarryTraceparent(t *testing.T) {
 	tid := span.SpanContext().TraceID().String()
 	if !strings.HasPrefix(got, "00-"+tid+"-") {
 		t.Fatalf("traceparent = %q, want one in trace %s", got, tid)
+	}
+	// A request made outside any span (a connector's handshake, its tool
+	// list) starts no trace of its own and carries no traceparent.
+	exp := tracetest.NewInMemoryExporter()
+	solo := telemetry.New(sdktrace.NewSimpleSpanProcessor(exp), "t", nil)
+	defer solo.Shutdown(context.Background())
+	got = "(not reached)"
+	req, _ = http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+	resp, err = (&http.Client{Transport: solo.Transport(nil)}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if spans := exp.GetSpans(); len(spans) != 0 || got != "" {
+		t.Errorf("a request outside any span made %d spans, traceparent %q", len(spans), got)
 	}
 	// Off, the transport is the base one: nothing is added.
 	if off := telemetry.Off(); off.Transport(http.DefaultTransport) != http.DefaultTransport {
