@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/mcpservers"
 )
 
 // npmServer returns the entry point of a reference server installed by
@@ -20,23 +21,7 @@ import (
 // MARLOWE_REQUIRE_SERVICES=1.
 func npmServer(t testing.TB, pkg string) string {
 	t.Helper()
-	dir := os.Getenv("MARLOWE_MCP_SERVERS_DIR")
-	if dir == "" {
-		if root, err := filepath.Abs(".."); err == nil {
-			dir = filepath.Join(root, ".cache", "mcp-servers")
-		}
-	}
-	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
-	_, err := os.Stat(entry)
-	_, nodeErr := exec.LookPath("node")
-	if err != nil || nodeErr != nil {
-		msg := fmt.Sprintf("reference MCP server %s not installed in %s (run scripts/install-mcp-servers; needs node on PATH)", pkg, dir)
-		if os.Getenv("MARLOWE_REQUIRE_SERVICES") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return entry
+	return mcpservers.Entry(t, pkg)
 }
 
 func runServers(t testing.TB, servers ...Server) *Manager {

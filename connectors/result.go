@@ -30,16 +30,34 @@ func (e *ToolError) Error() string {
 // observe turns a call result into what the run sees. The text is
 // untrusted: the engine fences it. structuredContent is passed as JSON;
 // images, audio and resources are summarised by type and size.
+//
+// The same data is passed once: servers that follow the spec send their
+// structuredContent again as JSON in a text block (for older clients), and
+// others wrap a text block in a one-field object ({"content": text}, as
+// server-filesystem does). Sent twice, it would cost the model twice the
+// tokens and, past half the cap, be cut with a note that the model did not
+// see all of it when it did.
 func observe(name string, res *mcp.CallToolResult, limit int) (core.Observation, error) {
+	var structured []byte
+	if res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			structured = b
+		}
+	}
 	var parts []string
 	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok && structured != nil {
+			if sameJSON(tc.Text, structured) {
+				continue // the spec's backward-compatible copy of it
+			}
+			if wrapsText(structured, tc.Text) {
+				structured = nil // {"content": that text}: nothing more
+			}
+		}
 		parts = append(parts, contentText(c))
 	}
-	if res.StructuredContent != nil {
-		b, err := json.Marshal(res.StructuredContent)
-		if err == nil {
-			parts = append(parts, "structuredContent: "+string(b))
-		}
+	if structured != nil {
+		parts = append(parts, "structuredContent: "+string(structured))
 	}
 	text := capText(strings.Join(parts, "\n"), limit)
 	if res.IsError {
@@ -49,6 +67,41 @@ func observe(name string, res *mcp.CallToolResult, limit int) (core.Observation,
 		text = "(the tool returned no content)"
 	}
 	return core.Observation{Text: text, Trust: core.Untrusted}, nil
+}
+
+// sameJSON reports whether text is JSON for the same value as structured
+// (whatever its spacing and key order).
+func sameJSON(text string, structured []byte) bool {
+	a, ok := canonicalJSON([]byte(text))
+	if !ok {
+		return false
+	}
+	b, ok := canonicalJSON(structured)
+	return ok && a == b
+}
+
+// canonicalJSON re-encodes JSON with its keys in order and no spacing.
+func canonicalJSON(raw []byte) (string, bool) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", false
+	}
+	b, err := json.Marshal(v)
+	return string(b), err == nil
+}
+
+// wrapsText reports whether structured is an object of one string field
+// whose value is text.
+func wrapsText(structured []byte, text string) bool {
+	var obj map[string]any
+	if json.Unmarshal(structured, &obj) != nil || len(obj) != 1 {
+		return false
+	}
+	for _, v := range obj {
+		s, ok := v.(string)
+		return ok && s == text
+	}
+	return false
 }
 
 func contentText(c mcp.Content) string {

@@ -29,6 +29,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -404,7 +405,13 @@ func (b *crashBot) start() {
 // say posts a message as Alice in #general through the sandbox's API.
 func (b *crashBot) say(text string) {
 	b.t.Helper()
-	body, _ := json.Marshal(map[string]string{"person": "alice", "channel": "general", "text": text})
+	b.sayAs("alice", text)
+}
+
+// sayAs posts a message as person in #general through the sandbox's API.
+func (b *crashBot) sayAs(person, text string) {
+	b.t.Helper()
+	body, _ := json.Marshal(map[string]string{"person": person, "channel": "general", "text": text})
 	req, _ := http.NewRequestWithContext(b.t.Context(), http.MethodPost, b.sandbox+"/api/messages", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", b.sandbox)
@@ -652,6 +659,7 @@ func (b *crashBot) verify() {
 type crashMsg struct {
 	ID, Channel, Thread, Author, Text, Key, State string
 	Bot                                           bool
+	Card                                          *core.Card
 	Decision                                      *struct {
 		Route  bool
 		Reason string
