@@ -105,6 +105,12 @@ func TestPendingSignInExpires(t *testing.T) {
 				t.Fatalf("a purged sign-in confirmed: %v", err)
 			}
 		}},
+		{"swept with no other sign-in", func(r *rig, ev core.ConnectionChanged) {
+			// A quiet platform: nobody signs in again and U1 never clicks.
+			if n, err := r.svc.SweepPending(t.Context(), []string{"discord", "slack"}); n != 1 || err != nil {
+				t.Fatalf("sweep: %d swept, %v; want 1", n, err)
+			}
+		}},
 		{"purged by someone else's sign-in", func(r *rig, ev core.ConnectionChanged) {
 			r.as.SetUser("bob")
 			link, _ := r.svc.Link("slack", "U2", "github")

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -55,6 +56,27 @@ func (s *Service) Confirm(ctx context.Context, platform, person, id string, acce
 	s.event(ctx, platform, core.ConnectionChanged{Person: person, Server: c.Server, Event: core.ConnConnected, By: person, Account: g.Account})
 	s.cfg.Log.Info("connected", "platform", platform, "person", person, "server", c.Server)
 	return c.Server, nil
+}
+
+// SweepPending revokes at their server, and drops, the sign-ins on each of
+// platforms that waited longer than ConfirmTTL for their person. The next
+// callback purges them too (flow.go), but a quiet platform may see none for
+// days, and a pending grant is a live token at its server. Replicas may
+// sweep at once: only the sweep that deletes a grant revokes it.
+func (s *Service) SweepPending(ctx context.Context, platforms []string) (int, error) {
+	before := s.cfg.Now().Add(-ConfirmTTL)
+	n := 0
+	for _, p := range platforms {
+		stale, err := s.cfg.Vault.PurgePending(ctx, p, "", before)
+		for _, g := range stale {
+			s.revoke(ctx, g)
+		}
+		n += len(stale)
+		if err != nil {
+			return n, fmt.Errorf("sweep pending sign-ins on %s: %w", p, err)
+		}
+	}
+	return n, nil
 }
 
 // accountOf names the account a token acts as, for the person to check:

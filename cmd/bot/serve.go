@@ -306,6 +306,10 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	if cfg.Retention > 0 {
 		wg.Go(func() { runRetention(intake, eng, elect, cfg.Retention, log) })
 	}
+	if si != nil {
+		platforms := slices.Sorted(maps.Keys(surfaces.byName))
+		wg.Go(func() { sweepSignIns(intake, si.svc, platforms, signInSweepEvery, log) })
+	}
 
 	if rdb != nil {
 		bg.Go(func() {

@@ -61,6 +61,26 @@ func newSignIn(cfg config, st *stores, servers []signin.Server, log *slog.Logger
 	return &signIn{svc: svc, events: ev}, nil
 }
 
+// signInSweepEvery is how often serve revokes sign-ins nobody confirmed in
+// time (signin.Service.SweepPending).
+const signInSweepEvery = time.Minute
+
+// sweepSignIns sweeps stale pending sign-ins until ctx ends.
+func sweepSignIns(ctx context.Context, svc interface {
+	SweepPending(context.Context, []string) (int, error)
+}, platforms []string, every time.Duration, log *slog.Logger) {
+	for ctx.Err() == nil {
+		n, err := svc.SweepPending(ctx, platforms)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("could not sweep pending sign-ins", "error", err)
+		case n > 0:
+			log.Info("revoked sign-ins nobody confirmed in time", "count", n)
+		}
+		sleepCtx(ctx, every)
+	}
+}
+
 // httpTimeout bounds one discovery, registration, token or revocation request.
 const httpTimeout = 15 * time.Second
 
