@@ -156,8 +156,13 @@ func quietAfter(t *testing.T, ts *typingSurface, post string) []string {
 	if last := lastIndex(seq, "typing "); last > at {
 		t.Errorf("typing asked for after %q: %q", post, seq)
 	}
-	if typistRunning() {
-		t.Error("a typing refresh goroutine outlived the drive")
+	// The drive joined the refresh (its done channel is closed, in a
+	// defer); the goroutine itself may still be returning for a moment.
+	for deadline := time.Now().Add(2 * time.Second); typistRunning(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Error("a typing refresh goroutine outlived the drive")
+			break
+		}
 	}
 	return seq
 }

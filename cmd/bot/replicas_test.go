@@ -74,13 +74,18 @@ func (r *replicaProc) stop() {
 	r.cmd = nil
 }
 
+// replicaPoolConns caps each replica's database pools in these tests: three
+// replicas at production pool sizes took over half of the test server's 100
+// connections, beside the packages running in parallel.
+const replicaPoolConns = 6
+
 // replicaEnv is one replica's environment: its own data directory, the
 // shared database, Redis, signing key, fake Slack and model; extra adds or
 // overrides variables (the last of a name wins).
 func replicaEnv(dir, name, dbURL, redisURL, key, slackURL, modelURL string, extra ...string) []string {
 	return append([]string{
 		"HOME=" + dir, "MARLOWE_DATA_DIR=" + dir, "MARLOWE_HTTP_ADDR=127.0.0.1:0",
-		"MARLOWE_DATABASE_URL=" + dbURL, "MARLOWE_REDIS_URL=" + redisURL, key,
+		"MARLOWE_DATABASE_URL=" + testpg.Pooled(dbURL, replicaPoolConns), "MARLOWE_REDIS_URL=" + redisURL, key,
 		"MARLOWE_REPLICA_ID=" + name,
 		"SLACK_BOT_TOKEN=xoxb-qa", "SLACK_APP_TOKEN=xapp-qa", "MARLOWE_SLACK_API_URL=" + slackURL,
 		"MARLOWE_MODEL_PROVIDER=openai", "MARLOWE_MODEL=fake", "MARLOWE_MODEL_BASE_URL=" + modelURL,

@@ -43,6 +43,15 @@ func agentScript() []llmtest.Response {
 	}
 }
 
+// thinkingFirst holds the model's first answer until the thread shows "is
+// thinking…". The indicator is a decoration asked for beside the model
+// call, never before it (it must not delay the answer), so on a loaded
+// machine a fake model that answers at once could finish first, and a run
+// that short shows none, by design.
+func thinkingFirst(slack *slackfake.Server, script []llmtest.Response) {
+	script[0].Until = slack.StatusSet("is thinking…")
+}
+
 // agentServe runs `bot serve` in-process against fake Slack (granting
 // scopes) and a scripted OpenAI model, and says one mention in #general.
 func agentServe(t *testing.T, scopes []string) (*slackfake.Server, string, *syncBuffer) {
@@ -85,10 +94,10 @@ func agentServeScript(t *testing.T, scopes []string, prep func(*slackfake.Server
 	if !slack.WaitConnected(10 * time.Second) {
 		t.Fatalf("no Socket Mode connection:\n%s", logs.String())
 	}
-	model.Enqueue(script...)
 	if prep != nil {
 		prep(slack)
 	}
+	model.Enqueue(script...)
 	root, _ := slack.Say(general, "", alice, "<@"+slack.Config().BotUserID+"> please read this thread, post a note to <#"+random+"> and answer")
 	return slack, root, logs
 }
@@ -99,7 +108,9 @@ func agentServeScript(t *testing.T, scopes []string, prep func(*slackfake.Server
 // is cleared at the end, and no checklist or answer is posted as a
 // chat.postMessage.
 func TestSlackAgentSurfaceStreamsPlanTasksAndAnswer(t *testing.T) {
-	slack, root, logs := agentServe(t, append(slackad.RequiredScopes(), slackad.AgentScope))
+	script := agentScript()
+	slack, root, logs := agentServeScript(t, append(slackad.RequiredScopes(), slackad.AgentScope),
+		func(f *slackfake.Server) { thinkingFirst(f, script) }, script...)
 	var st slackfake.Stream
 	waitFor(t, 20*time.Second, func() bool {
 		for _, s := range slack.Streams() {
@@ -291,8 +302,9 @@ func agentStream(t *testing.T, slack *slackfake.Server, root string, logs *syncB
 // plan (the done step complete, the rest not), the failure notice is
 // posted as before, and the thread's status is cleared.
 func TestSlackAgentModelFailureEndsTheStreamFailed(t *testing.T) {
-	slack, root, logs := agentServeScript(t, append(slackad.RequiredScopes(), slackad.AgentScope), nil,
-		agentScript()[0], llmtest.Error(401, "invalid api key"))
+	script := []llmtest.Response{agentScript()[0], llmtest.Error(401, "invalid api key")}
+	slack, root, logs := agentServeScript(t, append(slackad.RequiredScopes(), slackad.AgentScope),
+		func(f *slackfake.Server) { thinkingFirst(f, script) }, script...)
 	st := agentStream(t, slack, root, logs, "stopped", func(s slackfake.Stream) bool { return s.Stopped })
 	if !strings.HasPrefix(st.Plan, "❌ Failed") {
 		t.Errorf("the stopped stream's plan says %q, want the failure", st.Plan)

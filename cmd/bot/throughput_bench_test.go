@@ -112,7 +112,8 @@ func benchBots(b *testing.B, sl *slackfake.Server, modelURL, dbURL string, repli
 		name := fmt.Sprintf("r%d", i)
 		r := &replicaProc{t: b, bin: bin, name: name, logs: &syncBuffer{},
 			env: replicaEnv(b.TempDir(), name, dbURL, redisURL, key, sl.APIURL(), modelURL,
-				"MARLOWE_LOG_LEVEL="+envOr("MARLOWE_BENCH_LOG", "warn"))}
+				"MARLOWE_LOG_LEVEL="+envOr("MARLOWE_BENCH_LOG", "warn"),
+				"MARLOWE_DATABASE_URL="+dbURL)} // production pool sizes: this measures throughput
 		reps = append(reps, r)
 		r.start()
 		b.Cleanup(r.stop)

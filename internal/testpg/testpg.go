@@ -68,6 +68,21 @@ func New(tb testing.TB) string {
 	return dbURL
 }
 
+// Pooled returns conn with its pools capped at n connections
+// (pool_max_conns). A test that starts several bot processes on one
+// database uses it: each process would otherwise open up to its production
+// pool sizes, and parallel packages share one server's max_connections.
+func Pooled(conn string, n int) string {
+	kv := fmt.Sprintf("pool_max_conns=%d", n)
+	switch {
+	case !strings.Contains(conn, "://"):
+		return conn + " " + kv
+	case strings.Contains(conn, "?"):
+		return conn + "&" + kv
+	}
+	return conn + "?" + kv
+}
+
 // unavailable skips (or, when services are required, fails) a test that
 // needs a server it cannot reach.
 func unavailable(tb testing.TB, admin string, err error) {

@@ -51,6 +51,9 @@ type Response struct {
 	Hang bool
 	// Delay waits this long before answering.
 	Delay time.Duration
+	// Until, when set, holds the answer until it is closed (an event the
+	// test awaits, such as an indicator shown while the model works).
+	Until <-chan struct{}
 	// Vectors answer an embeddings request (one per input text).
 	Vectors [][]float32
 
@@ -263,6 +266,15 @@ func (f *fake) wait(r *http.Request, resp Response) bool {
 		case <-f.done:
 		}
 		return false
+	}
+	if resp.Until != nil {
+		select {
+		case <-resp.Until:
+		case <-r.Context().Done():
+			return false
+		case <-f.done:
+			return false
+		}
 	}
 	if resp.Delay > 0 {
 		t := time.NewTimer(resp.Delay)

@@ -60,6 +60,8 @@ type agentBook struct {
 	statuses []StatusCall
 	prompts  []Prompts
 	titles   []Title
+	// waiters are closed when a status they wait for is set (StatusSet).
+	waiters map[string][]chan struct{}
 }
 
 // agentAPI answers the agent surface's methods; ok is false for others.
@@ -73,6 +75,10 @@ func (s *Server) agentAPI(r apiReq) (resp any, ok bool) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.agent.statuses = append(s.agent.statuses, StatusCall{Channel: r.form.Get("channel_id"), ThreadTS: r.form.Get("thread_ts"), Status: r.form.Get("status"), At: time.Now()})
+		for _, c := range s.agent.waiters[r.form.Get("status")] {
+			close(c)
+		}
+		delete(s.agent.waiters, r.form.Get("status"))
 		return map[string]any{"ok": true}, true
 	case "assistant.threads.setSuggestedPrompts":
 		var ps []map[string]string
@@ -198,6 +204,25 @@ func (s *Server) Statuses() []StatusCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.agent.statuses)
+}
+
+// StatusSet returns a channel closed once a thread's status is set to
+// status (at once when it already was).
+func (s *Server) StatusSet(status string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := make(chan struct{})
+	for _, st := range s.agent.statuses {
+		if st.Status == status {
+			close(c)
+			return c
+		}
+	}
+	if s.agent.waiters == nil {
+		s.agent.waiters = map[string][]chan struct{}{}
+	}
+	s.agent.waiters[status] = append(s.agent.waiters[status], c)
+	return c
 }
 
 // SuggestedPrompts returns every accepted setSuggestedPrompts, in order.
