@@ -43,7 +43,7 @@ var _ core.Journal = (*Store)(nil)
 // the journal is read-only: it reads and verifies, and Append and Redact
 // fail with core.ErrReadOnly (verification needs public keys only).
 func Open(ctx context.Context, path string, signer *core.Signer) (*Store, error) {
-	w, r, err := openDBs(ctx, path)
+	w, r, err := openDBsRetrying(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +88,32 @@ func dsn(path string, write bool) (string, error) {
 		q.Add("_pragma", "query_only(1)")
 	}
 	return path + "?" + q.Encode(), nil
+}
+
+// openDBsRetrying is openDBs, retried while the file is busy: processes
+// opening a new file together race to switch it to WAL, and SQLite answers
+// the loser SQLITE_BUSY at once, without its busy handler. A retry finds the
+// file switched.
+func openDBsRetrying(ctx context.Context, path string) (w, r *sql.DB, err error) {
+	const attempts = 8
+	for i := range attempts {
+		w, r, err = openDBs(ctx, path)
+		if err == nil || !isBusy(err) || i == attempts-1 {
+			return w, r, err
+		}
+		select {
+		case <-time.After(time.Duration(i+1) * 20 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("%w (after: %w)", ctx.Err(), err)
+		}
+	}
+	return w, r, err
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var coded interface{ Code() int }
+	return errors.As(err, &coded) && coded.Code()&0xff == 5 // SQLITE_BUSY
 }
 
 func openDBs(ctx context.Context, path string) (w, r *sql.DB, err error) {
