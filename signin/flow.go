@@ -379,12 +379,8 @@ func (s *Service) Callback(ctx context.Context, q url.Values, browser string) (c
 	// its person to confirm it on a card in their own DM (pending.go).
 	// Everybody's on the platform, so that the sign-in of someone who
 	// never comes back does not stay live at the server.
-	stale, err := s.cfg.Vault.PurgePending(ctx, si.Platform, "", now.Add(-ConfirmTTL))
-	if err != nil {
+	if _, err := s.SweepPending(ctx, []string{si.Platform}); err != nil {
 		s.cfg.Log.Warn("could not purge expired pending sign-ins", "error", err)
-	}
-	for _, g := range stale {
-		s.revoke(ctx, g) // never confirmed: not left usable at the server
 	}
 	id := rand.Text()
 	if err := s.cfg.Vault.PutPending(ctx, conn, id, g); err != nil {

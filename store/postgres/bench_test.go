@@ -21,7 +21,7 @@ func BenchmarkAppend(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				url := testpg.New(b)
 				if conns > 0 {
-					url = withParam(url, fmt.Sprintf("pool_max_conns=%d", conns))
+					url = testpg.Pooled(url, conns)
 				}
 				s := open(b, url, journaltest.NewSigner(b))
 				journaltest.BenchAppend(b, s, 16, batch)

@@ -11,7 +11,7 @@ import (
 func TestCredentialStore(t *testing.T) {
 	t.Parallel()
 	vaulttest.Run(t, func(t *testing.T) vaulttest.Harness {
-		url := withParam(testpg.New(t), "pool_max_conns=4")
+		url := testpg.Pooled(testpg.New(t), 4)
 		s := open(t, url, nil)
 		return vaulttest.Harness{
 			Store:  s,

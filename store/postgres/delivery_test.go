@@ -11,6 +11,6 @@ import (
 func TestDeliveryQueue(t *testing.T) {
 	t.Parallel()
 	deliverytest.Run(t, func(t *testing.T) core.DeliveryQueue {
-		return open(t, withParam(testpg.New(t), "pool_max_conns=4"), nil)
+		return open(t, testpg.Pooled(testpg.New(t), 4), nil)
 	})
 }

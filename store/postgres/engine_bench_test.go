@@ -56,7 +56,7 @@ func (m *gapModel) Step(_ context.Context, v core.View) (core.Reply, error) {
 // model excluded, with the journal on Postgres (durable commits): p50 and
 // p99 of the gap between one model answer and the next model call.
 func BenchmarkEngineStepPostgres(b *testing.B) {
-	url := withParam(testpg.New(b), "pool_max_conns=8")
+	url := testpg.Pooled(testpg.New(b), 8)
 	j := open(b, url, coretest.NewSigner(b))
 	note := core.Tool{
 		Name: "note", Description: "Take a note.", Consequence: core.Write,

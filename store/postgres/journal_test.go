@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
@@ -33,7 +32,7 @@ func TestJournal(t *testing.T) {
 	t.Parallel()
 	journaltest.Run(t, func(t *testing.T, signer *core.Signer) journaltest.Harness {
 		// A smaller pool than production's: test packages share one server.
-		url := withParam(testpg.New(t), "pool_max_conns=8")
+		url := testpg.Pooled(testpg.New(t), 8)
 		s := open(t, url, signer)
 		return journaltest.Harness{
 			Journal: s,
@@ -158,15 +157,4 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := postgres.Open(t.Context(), "postgres://127.0.0.1:1/none?connect_timeout=1", journaltest.NewSigner(t)); err == nil {
 		t.Fatal("open an unreachable server: no error")
 	}
-}
-
-// withParam adds a key=value setting to a URL or keyword/value string.
-func withParam(conn, kv string) string {
-	switch {
-	case !strings.Contains(conn, "://"):
-		return conn + " " + kv
-	case strings.Contains(conn, "?"):
-		return conn + "&" + kv
-	}
-	return conn + "?" + kv
 }

@@ -29,7 +29,7 @@ func openMemory(tb testing.TB, url string, signer *core.Signer) (*postgres.Store
 // bypass checks) on one database shared by the subtests.
 func TestMemoryConformance(t *testing.T) {
 	t.Parallel()
-	url := withParam(testpg.New(t), "pool_max_conns=8")
+	url := testpg.Pooled(testpg.New(t), 8)
 	signer := journaltest.NewSigner(t)
 	s, ix := openMemory(t, url, signer)
 	memorytest.Run(t, func(t *testing.T) memorytest.Harness {

@@ -15,7 +15,7 @@ import (
 func TestUnfinishedSettlesFailedRuns(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := open(t, withParam(testpg.New(t), "pool_max_conns=4"), coretest.NewSigner(t))
+	s := open(t, testpg.Pooled(testpg.New(t), 4), coretest.NewSigner(t))
 	b := core.NewBoundary(nil)
 	sc := core.Scope{Platform: "slack", Workspace: "T1", Channel: "C1", Thread: "M1"}
 	appendRun := func(run string, p core.Payload) core.Command {
