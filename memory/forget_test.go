@@ -333,7 +333,7 @@ func TestEngineForgetMe(t *testing.T) {
 	if got := r.holding("recall zebrafjord", "did you see"); len(got) != 2 {
 		t.Errorf("Bob's messages: %v", got)
 	}
-	if got := r.sqlHolding("vault code", "pelican", "ostrich", "7731"); len(got) > 0 {
+	if got := r.sqlHolding("vault code", "pelican", "ostrich", "zebrafjord 7731"); len(got) > 0 {
 		t.Errorf("after forget me, rows still hold Alice's texts:\n%s", strings.Join(got, "\n"))
 	}
 	if got := r.holding("coffee machine"); len(got) == 0 {
