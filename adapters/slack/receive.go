@@ -249,7 +249,7 @@ func (a *Adapter) resolveVisibility(ctx context.Context, channel, channelType st
 	}
 	ictx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
 	defer cancel()
-	ch, err := a.api.GetConversationInfoContext(ictx, &slack.GetConversationInfoInput{ChannelID: channel})
+	ch, err := a.conversationInfo(ictx, channel)
 	if err != nil || ch == nil {
 		a.log.Debug("slack: conversations.info failed; visibility guessed from the id", "channel", channel, "err", err)
 		return visibilityFallback(channel)

@@ -89,3 +89,16 @@ func (c *Clock) NextTimer() (time.Time, bool) {
 	sort.Slice(ats, func(i, j int) bool { return ats[i].Before(ats[j]) })
 	return ats[0], true
 }
+
+// HasTimer reports whether a timer is pending for at, so a test can await
+// one wait among others.
+func (c *Clock) HasTimer(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tm := range c.timers {
+		if tm.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
