@@ -84,4 +84,15 @@ func (p *pacer) decorate(ctx context.Context, method string, chat int64, fn func
 	return pq.DecorateOrDrop(ctx, p.q, &p.waits, method, chat, fn)
 }
 
+// call runs fn, the Bot API method named, outside every chat's queue once
+// the bot-wide limit has a slot for it at prio (PriorityEdit leaves the
+// third kept for answers free); a 429's retry_after is waited out.
+func (p *pacer) call(ctx context.Context, method string, prio core.Priority, fn func(context.Context) error) error {
+	t0 := p.now()
+	return p.q.Call(ctx, prio, func(ctx context.Context) error {
+		p.waited(method, p.now().Sub(t0))
+		return fn(ctx)
+	})
+}
+
 func (p *pacer) waited(method string, d time.Duration) { p.waits.Waited(method, d) }

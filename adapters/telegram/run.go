@@ -257,7 +257,9 @@ func (a *Adapter) getUpdates(ctx context.Context, offset int64, timeout time.Dur
 	if offset != 0 {
 		p["offset"] = itoa(offset)
 	}
-	raw, err := a.call(ctx, "getUpdates", p)
+	// The long poll counts bot-wide at normal priority: it is how the bot
+	// hears people, so it may use the share kept from edits and reads.
+	raw, err := a.call(ctx, core.PriorityNormal, "getUpdates", p)
 	if err != nil {
 		return nil, err
 	}

@@ -90,15 +90,16 @@ func (c *Clock) NextTimer() (time.Time, bool) {
 	return ats[0], true
 }
 
-// HasTimer reports whether a timer is pending for at, so a test can await
-// one wait among others.
-func (c *Clock) HasTimer(at time.Time) bool {
+// TimersAt reports how many timers are pending for at, so a test can
+// await a wait (or many) among others.
+func (c *Clock) TimersAt(at time.Time) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	n := 0
 	for _, tm := range c.timers {
 		if tm.at.Equal(at) {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
