@@ -120,3 +120,48 @@ func TestTelegramEveryCallCountsBotWide(t *testing.T) {
 	}
 	clock.Advance(time.Hour) // the queues run dry and exit
 }
+
+// A 429 on a call outside the chats' queues (getFile, getChatMember, a
+// callback's answer) is waited out on the pacer's clock and the call sent
+// again. It used to fail the call.
+func TestTelegramReadsWaitOutRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		do     func(t *testing.T, a *Adapter, f *telegramfake.Server) error
+	}{
+		{"getFile", func(t *testing.T, a *Adapter, f *telegramfake.Server) error {
+			_, err := a.FetchAttachment(t.Context(), core.Attachment{ID: "f", Ref: f.HostFile([]byte("x"))}, 1<<20)
+			return err
+		}},
+		{"getChatMember", func(t *testing.T, a *Adapter, f *telegramfake.Server) error {
+			_, err := a.IsMember(t.Context(), "-2001", "7")
+			return err
+		}},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			clock := pacertest.New()
+			f := newFake(t, func(c *telegramfake.Config) { c.Now = clock.Now })
+			a, _ := newAdapter(t, testConfig(f, ModePolling))
+			a.pacer = newPacer(clock.Now, clock.After, paceConfig{chatInterval: time.Second, chatBurst: 3, groupPerMinute: 20, globalPerSecond: 30}, a.log)
+			f.RateLimit(tc.method, 1, 2*time.Second)
+			start := clock.Now()
+			done := make(chan error, 1)
+			go func() { done <- tc.do(t, a, f) }()
+			select {
+			case err := <-done:
+				t.Fatalf("%s returned at once after a 429: %v", tc.method, err)
+			case <-clock.Waiting():
+			}
+			if n := f.CallCount(tc.method); n != 1 {
+				t.Fatalf("%d %s calls before retry_after passed, want the one refused", n, tc.method)
+			}
+			clock.AdvanceTo(start.Add(2 * time.Second))
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if n := f.CallCount(tc.method); n != 2 {
+				t.Fatalf("%d %s calls, want the refused one and its retry", n, tc.method)
+			}
+		})
+	}
+}

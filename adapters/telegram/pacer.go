@@ -58,6 +58,8 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 		},
 		RetryAfter: isRateLimited,
 		OnLimited: func(chat int64, retry time.Duration) {
+			// chat 0: a call of no chat (a read, a callback's answer, the
+			// long poll).
 			log.Warn("telegram: flood control; waiting as told", "chat", chat, "retry_after", retry)
 		},
 		GlobalPerSecond: cfg.globalPerSecond,

@@ -17,8 +17,9 @@ import (
 // leaves the headroom free, as an edit or a decoration does, so what a
 // person waits for still goes first; a higher one may use it. The wait is
 // on the pacer's clock and ends with ctx. On a rate-limit refusal of fn the
-// wait the platform sent is waited out and fn is called again. Without a
-// bot-wide limit fn runs at once (a refusal is still waited out).
+// wait the platform sent is waited out and fn is called again (OnLimited
+// is told with the zero key: the call has none). Without a bot-wide limit
+// fn runs at once (a refusal is still waited out).
 func (p *Pacer[K]) Call(ctx context.Context, prio core.Priority, fn func(context.Context) error) error {
 	low := prio <= core.PriorityEdit
 	for {
@@ -39,6 +40,10 @@ func (p *Pacer[K]) Call(ctx context.Context, prio core.Priority, fn func(context
 			p.mu.Lock()
 			p.limited++
 			p.mu.Unlock()
+			if p.cfg.OnLimited != nil {
+				var none K
+				p.cfg.OnLimited(none, retry)
+			}
 			wait = retry
 		}
 		if err := ctx.Err(); err != nil {
