@@ -47,6 +47,10 @@ type Options struct {
 	// core.ErrNotSignedIn means they have not connected it (or it lapsed).
 	// Nil: person servers ask to sign in and cannot be used.
 	Tokens func(ctx context.Context, platform, person, server string) (string, error)
+	// Rejected is told when a server refused a token Tokens gave (401),
+	// so the grant is refreshed or dropped rather than sent again; the
+	// call is then tried once more with the token Tokens gives next.
+	Rejected func(ctx context.Context, platform, person, server, tok string) error
 }
 
 // Manager runs the configured servers and offers their tools. It
