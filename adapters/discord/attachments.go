@@ -2,8 +2,11 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
+	"path"
+	"strings"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -34,6 +37,41 @@ func attachmentsOf(list []*discordgo.MessageAttachment) []core.Attachment {
 		})
 	}
 	return out
+}
+
+// applyTitles makes each attachment's title its file name. Discord's API
+// documentation says title holds the name as uploaded, with its special
+// characters (Cyrillic, say), when filename is a sanitised version without
+// them. discordgo's attachment type has no title field, so it is read from
+// the raw message. When the title lacks the filename's extension, the
+// extension is kept. Only the gateway's MESSAGE_CREATE is decoded here:
+// history read over REST (gap fill, thread context) keeps the sanitised
+// filename.
+func applyTitles(m *discordgo.Message, raw []byte) {
+	var t struct {
+		Attachments []struct {
+			ID    string `json:"id"`
+			Title string `json:"title"`
+		} `json:"attachments"`
+	}
+	if len(m.Attachments) == 0 || json.Unmarshal(raw, &t) != nil {
+		return
+	}
+	for _, x := range t.Attachments {
+		title := strings.TrimSpace(x.Title)
+		if title == "" {
+			continue
+		}
+		for _, att := range m.Attachments {
+			if att == nil || att.ID != x.ID {
+				continue
+			}
+			if ext := path.Ext(att.Filename); ext != "" && !strings.HasSuffix(strings.ToLower(title), strings.ToLower(ext)) {
+				title += ext
+			}
+			att.Filename = title
+		}
+	}
 }
 
 var _ core.AttachmentFetcher = (*Adapter)(nil)
