@@ -226,3 +226,61 @@ func TestApplyTitles(t *testing.T) {
 		}
 	}
 }
+
+// A voice message is recognised from the attachment (duration and
+// waveform) or from the message's IS_VOICE_MESSAGE flag when Discord left
+// those out; an image in a flagged message, or audio in an unflagged one
+// without a waveform, is not a voice note.
+func TestVoiceMessageRecognised(t *testing.T) {
+	cases := []struct {
+		name  string
+		att   discordgo.MessageAttachment
+		flag  bool
+		voice bool
+	}{
+		{"waveform and duration", discordgo.MessageAttachment{ContentType: "audio/ogg", DurationSecs: 3.2, Waveform: "AAEC"}, false, true},
+		{"flag, no waveform", discordgo.MessageAttachment{ContentType: "audio/ogg"}, true, true},
+		{"flag, undeclared type", discordgo.MessageAttachment{}, true, true},
+		{"flag, an image", discordgo.MessageAttachment{ContentType: "image/png"}, true, false},
+		{"plain audio file", discordgo.MessageAttachment{ContentType: "audio/mpeg"}, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := c.att
+			a.ID, a.URL, a.Filename = "1", "https://cdn.discordapp.com/attachments/1/1/f", "f"
+			got := attachmentsOf([]*discordgo.MessageAttachment{&a}, c.flag)
+			if len(got) != 1 || (got[0].Kind == "voice") != c.voice {
+				t.Errorf("%+v, want voice %v", got, c.voice)
+			}
+		})
+	}
+}
+
+// The title is the name both on the gateway and when the message is read
+// back over REST (History; gap fill reads the same way): the fake stores
+// the attachment object as sent, title included.
+func TestAttachmentTitleOnGatewayAndHistory(t *testing.T) {
+	f := newFake(t, discordfake.Config{})
+	rec := newRecorder()
+	a := startAdapter(t, f, rec.deliver)
+	att := f.HostFile(general, "screenshot.png", "image/png", []byte("\x89PNG\r\n\x1a\n...."))
+	att["title"] = "скриншот"
+	f.Say(discordfake.Msg{Channel: general, Author: alice, Attachments: []map[string]any{att}})
+	rec.waitFor(t, "the message", func() bool { return len(rec.events()) == 1 })
+	if got := rec.events()[0].Attachments; len(got) != 1 || got[0].Name != "скриншот.png" {
+		t.Errorf("gateway: %+v, want the title with the extension", got)
+	}
+	h, err := a.History(context.Background(), scopeOf(general, ""), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ev := range h {
+		for _, at := range ev.Attachments {
+			names = append(names, at.Name)
+		}
+	}
+	if len(names) != 1 || names[0] != "скриншот.png" {
+		t.Errorf("history: %q, want [скриншот.png]", names)
+	}
+}
