@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -509,7 +510,7 @@ func (s *server) call(ctx context.Context, name, remote string, args json.RawMes
 func (s *server) callOn(ctx context.Context, conn *connection, name, remote string, args json.RawMessage, progress func(core.Progress), outcome *string) (core.Observation, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	params := &mcp.CallToolParams{Name: remote, Arguments: args}
+	params := &mcp.CallToolParams{Name: remote, Arguments: args, Meta: traceMeta(ctx)}
 	if progress != nil {
 		tok, done := s.progress.open(progress)
 		defer done()
@@ -532,6 +533,23 @@ func (s *server) callOn(ctx context.Context, conn *connection, name, remote stri
 		*outcome = "tool-error"
 	}
 	return obs, err
+}
+
+// traceMeta is the W3C trace context of ctx's span (traceparent and, when
+// set, tracestate) for a request's params._meta, where the OpenTelemetry
+// semantic conventions for MCP carry it: a stdio server has no headers, and
+// a remote one gets it both ways. Nil outside a span (tracing off).
+func traceMeta(ctx context.Context) mcp.Meta {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	if len(c) == 0 {
+		return nil
+	}
+	m := make(mcp.Meta, len(c))
+	for k, v := range c {
+		m[k] = v
+	}
+	return m
 }
 
 func sortedKeys(m map[string]string) []string {
