@@ -488,20 +488,37 @@ func (s *server) call(ctx context.Context, name, remote string, args json.RawMes
 	s.mu.Unlock()
 	start := time.Now()
 	outcome := "ok"
-	defer func() {
-		if s.m.opts.Observe != nil {
-			s.m.opts.Observe(s.cfg.Name, remote, time.Since(start), outcome)
-		}
-	}()
+	why := ""
+	defer func() { s.observed(ctx, remote, start, outcome, why) }()
 	if conn == nil {
 		outcome = "down"
-		why := "it is starting"
+		why = "it is starting"
 		if lastErr != nil {
 			why = lastErr.Error()
 		}
 		return core.Observation{}, fmt.Errorf("%w: server %s is not connected (%s); it is being restarted, try again later", ErrDown, s.cfg.Name, why)
 	}
 	return s.callOn(ctx, conn, name, remote, args, progress, &outcome)
+}
+
+// observed reports a finished call to Observe and, when it failed (down,
+// timeout, error), logs it with the call's context: under a traced run the
+// line carries the run's trace and span ids. why (a down server's reason)
+// is logged, the error's text is not: a server's refusal may quote the
+// call's arguments.
+func (s *server) observed(ctx context.Context, remote string, start time.Time, outcome, why string) {
+	took := time.Since(start)
+	if s.m.opts.Observe != nil {
+		s.m.opts.Observe(s.cfg.Name, remote, took, outcome)
+	}
+	switch outcome {
+	case "down", "timeout", "error":
+		attrs := []any{"server", s.cfg.Name, "tool", remote, "outcome", outcome, "took", took}
+		if why != "" {
+			attrs = append(attrs, "why", why)
+		}
+		s.m.log.WarnContext(ctx, "connector call failed", attrs...)
+	}
 }
 
 // callOn sends one tools/call on conn, setting *outcome.
