@@ -56,6 +56,10 @@ type Server struct {
 	URL     string
 	Headers map[string]string // expanded
 
+	// secrets are the values ${VAR} filled in, masked wherever the
+	// server's own output is shown (its stderr in logs, doctor, /readyz).
+	secrets []string
+
 	Include []string // tool-name globs; empty = every tool
 	Exclude []string
 	// Consequences overrides a tool's consequence, by the server's own
@@ -258,10 +262,10 @@ func parseServer(file, name string, data json.RawMessage, getenv func(string) st
 		return Server{}, warns, cerr("type", fmt.Sprintf("unknown type %q (want stdio, http or sse)", r.Type))
 	}
 	var err error
-	if s.Env, err = expandMap(r.Env, getenv); err != nil {
+	if s.Env, err = expandMap(r.Env, getenv, &s.secrets); err != nil {
 		return Server{}, warns, cerr("env."+err.(*expandError).key, err.(*expandError).msg)
 	}
-	if s.Headers, err = expandMap(r.Headers, getenv); err != nil {
+	if s.Headers, err = expandMap(r.Headers, getenv, &s.secrets); err != nil {
 		return Server{}, warns, cerr("headers."+err.(*expandError).key, err.(*expandError).msg)
 	}
 	if r.Tools != nil {
@@ -312,7 +316,7 @@ func parseServer(file, name string, data json.RawMessage, getenv func(string) st
 		if s.Identity != IdentityPerson {
 			return Server{}, warns, cerr("oauth", `"oauth" is for "identity": "person" servers`)
 		}
-		oauth, err := expandMap(map[string]string{"clientId": r.OAuth.ClientID, "clientSecret": r.OAuth.ClientSecret}, getenv)
+		oauth, err := expandMap(map[string]string{"clientId": r.OAuth.ClientID, "clientSecret": r.OAuth.ClientSecret}, getenv, &s.secrets)
 		if err != nil {
 			return Server{}, warns, cerr("oauth."+err.(*expandError).key, err.(*expandError).msg)
 		}
@@ -359,7 +363,11 @@ var varRef = regexp.MustCompile(`\$\{([^}]*)\}`)
 
 // expandMap fills ${VAR} from getenv. An unset (or empty) variable is an
 // error: a server started without its token fails later and less clearly.
-func expandMap(m map[string]string, getenv func(string) string) (map[string]string, error) {
+// minSecret is the shortest ${VAR} value masked in a server's output:
+// shorter ones ("1", "dev") would garble it and are no secret.
+const minSecret = 6
+
+func expandMap(m map[string]string, getenv func(string) string, secrets *[]string) (map[string]string, error) {
 	if m == nil {
 		return nil, nil
 	}
@@ -391,6 +399,9 @@ func expandMap(m map[string]string, getenv func(string) string) (map[string]stri
 			val := getenv(name)
 			if val == "" && problem == "" {
 				problem = fmt.Sprintf("${%s} is not set in Marlowe's environment (set it in .env)", name)
+			}
+			if len(val) >= minSecret {
+				*secrets = append(*secrets, val)
 			}
 			return val
 		})

@@ -48,6 +48,10 @@ type Options struct {
 	// core.ErrNotSignedIn means they have not connected it (or it lapsed).
 	// Nil: person servers ask to sign in and cannot be used.
 	Tokens func(ctx context.Context, platform, person, server string) (string, error)
+	// Rejected is told when a server refused a token Tokens gave (401),
+	// so the grant is refreshed or dropped rather than sent again; the
+	// call is then tried once more with the token Tokens gives next.
+	Rejected func(ctx context.Context, platform, person, server, tok string) error
 }
 
 // Manager runs the configured servers and offers their tools. It
@@ -236,7 +240,7 @@ func newServer(m *Manager, s Server) *server {
 	if s.Disabled {
 		st = "disabled"
 	}
-	return &server{m: m, cfg: s, stderr: newTail(20), refresh: make(chan struct{}, 1), settled: make(chan struct{}), status: st, since: time.Now()}
+	return &server{m: m, cfg: s, stderr: newTail(20, s.secrets), refresh: make(chan struct{}, 1), settled: make(chan struct{}), status: st, since: time.Now()}
 }
 
 func (s *server) state() State {
@@ -578,15 +582,31 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// tail keeps the last n lines written to it (a server's stderr).
+// tail keeps the last n lines written to it (a server's stderr), with
+// the ${VAR} values of the server's config masked: a server that prints
+// its token on failure must not put it in Marlowe's logs or doctor.
 type tail struct {
 	mu      sync.Mutex
 	n       int
 	buf     []string
 	partial []byte
+	mask    *strings.Replacer
 }
 
-func newTail(n int) *tail { return &tail{n: n} }
+func newTail(n int, secrets []string) *tail {
+	t := &tail{n: n}
+	if len(secrets) > 0 {
+		// Longest first, so a secret containing another is masked whole.
+		s := slices.Clone(secrets)
+		slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
+		pairs := make([]string, 0, 2*len(s))
+		for _, v := range s {
+			pairs = append(pairs, v, "[redacted]")
+		}
+		t.mask = strings.NewReplacer(pairs...)
+	}
+	return t
+}
 
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
@@ -617,6 +637,11 @@ func (t *tail) lines() []string {
 	out := slices.Clone(t.buf)
 	if len(t.partial) > 0 {
 		out = append(out, string(t.partial))
+	}
+	if t.mask != nil {
+		for i, l := range out {
+			out[i] = t.mask.Replace(l)
+		}
 	}
 	return out
 }

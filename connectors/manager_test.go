@@ -1,15 +1,18 @@
 package connectors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -414,4 +417,49 @@ func TestObserveReportsEachCallsOutcome(t *testing.T) {
 	st.await(t, "down", func(s State) bool { return s.Status == "down" })
 	_, _ = call(t, context.Background(), m, "t__echo", `{"text":"x"}`)
 	expect(seen{"t", "echo", "down"})
+}
+
+// ATTACK (a server that prints its token): servers commonly echo a bad
+// credential on failure ("fatal: token ghp_… is invalid"). The token came
+// from ${VAR} in the config, so Marlowe knows it is a secret; the stderr
+// kept for doctor, /readyz and the "connector down" log shows it masked.
+// On the old code every place showed the token verbatim.
+func TestServerStderrMasksConfigSecrets(t *testing.T) {
+	const token = "ghp_s3cretT0kenValue"
+	data := []byte(`{"mcpServers": {"gh": {"command": ` + strconv.Quote(testServerBin) + `,
+		"env": {"TESTSERVER_FAIL_START": "fatal: token ${GH_TOKEN} is invalid", "HOST": "${SHORT}"}}}}`)
+	cfg, err := Parse("test.json", data, func(k string) string {
+		return map[string]string{"GH_TOKEN": token, "SHORT": "dev"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	_, st := startConfig(t, cfg, Options{MinBackoff: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	down := st.await(t, "down", func(s State) bool { return s.Status == "down" })
+	stderr := strings.Join(down.Stderr, "\n")
+	if strings.Contains(stderr, token) || strings.Contains(logs.String(), token) {
+		t.Fatalf("the token is shown:\nstderr: %s\nlogs: %s", stderr, logs.String())
+	}
+	if !strings.Contains(stderr, "fatal: token [redacted] is invalid") {
+		t.Errorf("stderr lost the server's message: %q", stderr)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -133,6 +133,21 @@ func (s *server) callAs(ctx context.Context, tc core.ToolContext, name, remote s
 		return obs, err
 	}
 	conn, err := s.dialAs(ctx, tok)
+	if err != nil && unauthorized(err) && s.m.opts.Rejected != nil {
+		// Refused before anything was called: the grant is refreshed (or
+		// dropped), and a fresh token gets one more try.
+		if rerr := s.m.opts.Rejected(ctx, tc.Scope.Platform, tc.Actor.ID, s.cfg.Name, tok); rerr != nil && !errors.Is(rerr, core.ErrNotSignedIn) {
+			s.m.log.WarnContext(ctx, "connector: reporting a refused token failed", "server", s.cfg.Name, "err", rerr)
+		}
+		next, obs, terr := s.token(ctx, tc)
+		if terr != nil || obs.SignIn != "" {
+			outcome = "sign-in"
+			return obs, terr
+		}
+		if next != tok {
+			conn, err = s.dialAs(ctx, next)
+		}
+	}
 	if err != nil {
 		if unauthorized(err) {
 			outcome = "sign-in" // refused at the server: nothing was called

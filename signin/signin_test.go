@@ -443,3 +443,51 @@ func TestConcurrentCallsRefreshOnce(t *testing.T) {
 		t.Fatal("the grant was dropped")
 	}
 }
+
+// A token the server refuses before it lapses (revoked on the server's
+// side): told of the 401, the service refreshes the grant at once, and
+// when the refresh fails too it drops the grant and asks the person to
+// connect again. On the old code a refused token stayed stored, listed as
+// connected and sent again on every call, until the person reconnected.
+// A stale report (the token was already replaced) changes nothing.
+func TestRejectedTokenIsRefreshedOrDropped(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	r.connect("U1", "alice")
+	tok, err := r.svc.Token(ctx, "slack", "U1", "github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.as.DropAccessTokens()
+	if _, err := signintest.Whoami(ctx, r.mcpURL, tok); err == nil {
+		t.Fatal("the server still takes the dropped token")
+	}
+	if err := r.svc.Rejected(ctx, "slack", "U1", "github", tok); err != nil {
+		t.Fatalf("rejected, refreshable: %v", err)
+	}
+	fresh, err := r.svc.Token(ctx, "slack", "U1", "github")
+	if err != nil || fresh == tok {
+		t.Fatalf("after the rejection: same=%v err=%v", fresh == tok, err)
+	}
+	if got, err := signintest.Whoami(ctx, r.mcpURL, fresh); err != nil || got != "alice" {
+		t.Fatalf("refreshed token: %q %v", got, err)
+	}
+	// The old token reported again (a slow call): nothing more happens.
+	if err := r.svc.Rejected(ctx, "slack", "U1", "github", tok); err != nil || refreshes(r.as) != 1 {
+		t.Fatalf("stale report: refreshes=%d err=%v", refreshes(r.as), err)
+	}
+	// Refused, and the refresh refused too: dropped, asked to reconnect.
+	r.as.DropAccessTokens()
+	r.as.FailRefresh(true)
+	if err := r.svc.Rejected(ctx, "slack", "U1", "github", fresh); !errors.Is(err, signin.ErrReconnect) {
+		t.Fatalf("rejected, refresh refused: %v", err)
+	}
+	if cs, _ := r.svc.List(ctx, "slack", "U1"); len(cs) != 0 {
+		t.Fatalf("the dead grant stayed: %+v", cs)
+	}
+	want := "U1/github:pending U1/github:connected U1/github:refreshed U1/github:refresh_failed"
+	if got := strings.Join(r.ev.kinds(), " "); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	r.noSecrets()
+}

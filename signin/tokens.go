@@ -35,7 +35,7 @@ const refreshSkew = 2 * time.Minute
 // again) and returns ErrReconnect.
 func (s *Service) Token(ctx context.Context, platform, person, server string) (string, error) {
 	v := s.cfg.Vault
-	g, c, ok, err := v.Get(ctx, platform, person, server)
+	g, _, ok, err := v.Get(ctx, platform, person, server)
 	if errors.Is(err, vault.ErrNoKey) || errors.Is(err, vault.ErrOpen) {
 		// Sealed under a key this process no longer has (or altered): as
 		// good as lapsed. The person is asked to connect again.
@@ -56,15 +56,44 @@ func (s *Service) Token(ctx context.Context, platform, person, server string) (s
 	if g.Expiry.IsZero() || now.Add(refreshSkew).Before(g.Expiry) {
 		return g.AccessToken, nil
 	}
+	return s.renew(ctx, platform, person, server, g.AccessToken, "")
+}
+
+// Rejected is told that server refused person's access token tok (a 401):
+// revoked or lapsed early at the server. While tok is still the stored
+// one, the grant is refreshed now; a refresh that fails drops it and asks
+// the person to connect again (ErrReconnect), as a lapse does, so a dead
+// token is not kept until they notice. A token that is no longer the
+// stored one (another call or replica refreshed meanwhile) changes nothing.
+func (s *Service) Rejected(ctx context.Context, platform, person, server, tok string) error {
+	g, _, ok, err := s.cfg.Vault.Get(ctx, platform, person, server)
+	if err != nil || !ok || g.AccessToken != tok {
+		return err
+	}
+	_, err = s.renew(ctx, platform, person, server, tok, "the server refused the token")
+	return err
+}
+
+// renew refreshes the grant whose access token is stale, once across
+// concurrent calls; rejected, when set, says why stale cannot be used
+// even if it has not lapsed (and is the reason recorded when no refresh
+// token can replace it).
+func (s *Service) renew(ctx context.Context, platform, person, server, stale, rejected string) (string, error) {
+	v := s.cfg.Vault
+	now := s.cfg.Now()
 	mu, _ := s.refreshing.LoadOrStore(platform+"/"+person+"/"+server, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
+	g, c, ok, err := v.Get(ctx, platform, person, server)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", ErrNotConnected
+	}
 	// Another call may have refreshed while this one waited.
-	if g2, c2, ok2, err2 := v.Get(ctx, platform, person, server); err2 == nil && ok2 && g2.AccessToken != g.AccessToken {
-		if now.Add(refreshSkew).Before(g2.Expiry) || g2.Expiry.IsZero() {
-			return g2.AccessToken, nil
-		}
-		g, c = g2, c2
+	if g.AccessToken != stale && (g.Expiry.IsZero() || now.Add(refreshSkew).Before(g.Expiry)) {
+		return g.AccessToken, nil
 	}
 	fresh, err := s.refresh(ctx, g)
 	if err != nil {
@@ -77,6 +106,9 @@ func (s *Service) Token(ctx context.Context, platform, person, server string) (s
 		reason := "the server refused the refresh: " + oauthError(err)
 		if g.RefreshToken == "" {
 			reason = "the server gave no refresh token"
+			if rejected != "" {
+				reason = rejected + ", and gave no refresh token"
+			}
 		}
 		if _, derr := v.Delete(ctx, platform, person, server); derr != nil {
 			return "", fmt.Errorf("drop a lapsed grant: %w", derr)

@@ -15,6 +15,7 @@ const (
 	permAdministrator = int64(discordgo.PermissionAdministrator) // 1 << 3
 	permManageGuild   = int64(discordgo.PermissionManageGuild)   // 1 << 5
 	permViewChannel   = int64(discordgo.PermissionViewChannel)   // 1 << 10
+	permManageThreads = int64(discordgo.PermissionManageThreads) // 1 << 34
 )
 
 // where is a message's place as the mapping of ARCHITECTURE.md §5 reads it.

@@ -65,11 +65,11 @@ func (m *connectorMetrics) register(reg *prometheus.Registry) {
 
 // startConnectors starts every configured server in the background: a
 // slow or broken one never holds up serve or the others.
-func startConnectors(ctx context.Context, cfg *connectors.Config, cm *connectorMetrics, tokens func(context.Context, string, string, string) (string, error), httpClient func(string) *http.Client, log *slog.Logger) *connectors.Manager {
+func startConnectors(ctx context.Context, cfg *connectors.Config, cm *connectorMetrics, si *signIn, httpClient func(string) *http.Client, log *slog.Logger) *connectors.Manager {
 	for _, w := range cfg.Warnings {
 		log.Warn("connector configuration", "warning", w)
 	}
-	m := connectors.New(cfg, connectors.Options{Logger: log.With("component", "connectors"), Observe: cm.observe, Tokens: tokens, HTTPClient: httpClient})
+	m := connectors.New(cfg, connectors.Options{Logger: log.With("component", "connectors"), Observe: cm.observe, Tokens: si.tokens(), Rejected: si.rejected(), HTTPClient: httpClient})
 	m.Start(ctx)
 	log.Info("connectors starting", "file", cfg.File, "servers", len(cfg.Servers))
 	return m

@@ -215,3 +215,11 @@ func (s *signIn) tokens() func(context.Context, string, string, string) (string,
 	}
 	return s.svc.Token
 }
+
+// rejected is what the connectors report a refused token to (nil-safe).
+func (s *signIn) rejected() func(context.Context, string, string, string, string) error {
+	if s == nil {
+		return nil
+	}
+	return s.svc.Rejected
+}

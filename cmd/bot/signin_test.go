@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/marlowe-bot/marlowe/signin/signintest"
 	"github.com/marlowe-bot/marlowe/vault"
@@ -90,6 +94,49 @@ func TestDoctorChecksPersonServers(t *testing.T) {
 		lines := doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": cimd, "MARLOWE_SECRETS_KEY": vault.NewKey(), "MARLOWE_PUBLIC_URL": public}, "sign-in")
 		if len(lines) != 1 || !strings.HasPrefix(lines[0], want) || strings.Contains(lines[0], "not https") == strings.HasPrefix(public, "https") {
 			t.Fatalf("public URL %s: %q, want %q", public, lines, want)
+		}
+	}
+}
+
+// sweepCounter is a sign-in service whose sweeps are handed to the test;
+// every one fails, as with the database away.
+type sweepCounter struct{ swept chan []string }
+
+func (s sweepCounter) SweepPending(_ context.Context, platforms []string) (int, error) {
+	s.swept <- platforms
+	return 0, errors.New("database went away")
+}
+
+// serve's sweep loop sweeps the configured platforms again and again (a
+// pending sign-in nobody confirms is revoked within a period, on a quiet
+// platform too), a failed sweep included, and returns once serve's
+// context ends.
+func TestSweepSignInsRepeatsUntilStopped(t *testing.T) {
+	svc := sweepCounter{swept: make(chan []string)}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		sweepSignIns(ctx, svc, []string{"slack", "telegram"}, time.Millisecond, slog.New(slog.DiscardHandler))
+		close(done)
+	}()
+	for range 3 {
+		select {
+		case got := <-svc.swept:
+			if strings.Join(got, ",") != "slack,telegram" {
+				t.Fatalf("swept %v", got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the loop stopped sweeping")
+		}
+	}
+	cancel()
+	for {
+		select {
+		case <-svc.swept: // a sweep that had begun
+		case <-done:
+			return
+		case <-time.After(10 * time.Second):
+			t.Fatal("the loop outlived serve's context")
 		}
 	}
 }

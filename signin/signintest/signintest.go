@@ -334,3 +334,12 @@ func (as *AS) SetExpiresIn(s int) {
 	as.expiresIn = s
 	as.mu.Unlock()
 }
+
+// DropAccessTokens forgets every access token it issued, as a server does
+// when it revokes them on its side (a password change, an admin's
+// action) or loses them; refresh tokens still work.
+func (as *AS) DropAccessTokens() {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	clear(as.access)
+}

@@ -26,6 +26,7 @@ const (
 	PermViewChannel   = int64(1) << 10
 	PermAdministrator = int64(1) << 3
 	PermManageGuild   = int64(1) << 5
+	PermManageThreads = int64(1) << 34
 )
 
 // Channel types.
@@ -56,6 +57,8 @@ type Channel struct {
 	Overwrites []Overwrite
 	// Recipients are a DM's people (besides the bot).
 	Recipients []string
+	// Members are a thread's members (GET /channels/{id}/thread-members/{user}).
+	Members []string
 }
 
 // Overwrite is a channel permission overwrite for a role or a member.

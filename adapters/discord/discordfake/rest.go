@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -210,6 +211,12 @@ func (s *Server) routeChannel(method string, p []string, q url.Values, body []by
 	switch {
 	case method == "GET" && len(p) == 1:
 		return 200, s.channelJSONLocked(c)
+	case method == "GET" && len(p) == 3 && p[1] == "thread-members":
+		// Discord answers 10007 Unknown Member for a user not in the thread.
+		if !slices.Contains(c.Members, p[2]) {
+			return notFound(10007, "Member")
+		}
+		return 200, map[string]any{"id": c.ID, "user_id": p[2], "join_timestamp": "2026-01-01T00:00:00.000000+00:00", "flags": 0}
 	case method == "GET" && len(p) == 2 && p[1] == "messages":
 		limit, _ := strconv.Atoi(q.Get("limit"))
 		if limit <= 0 || limit > 100 {
