@@ -155,7 +155,7 @@ func (a *Adapter) create(ctx context.Context, channel string, prio core.Priority
 		if !sent.Load() || !ambiguous(err) || body.Nonce == "" || attempt >= attempts || ctx.Err() != nil {
 			return nil, fmt.Errorf("discord: create message in %s: %w", channel, err)
 		}
-		a.log.Warn("discord: create message answer lost; retrying with the same nonce", "channel", channel, "attempt", attempt, "err", err)
+		a.log.WarnContext(ctx, "discord: create message answer lost; retrying with the same nonce", "channel", channel, "attempt", attempt, "err", err)
 		if sleep(ctx, time.Duration(attempt)*200*time.Millisecond) != nil {
 			return nil, fmt.Errorf("discord: create message in %s: %w", channel, err)
 		}

@@ -57,8 +57,8 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 			return decoInterval, decoBurst
 		},
 		RetryAfter: isRateLimited,
-		OnLimited: func(chat int64, retry time.Duration) {
-			log.Warn("telegram: flood control; waiting as told", "chat", chat, "retry_after", retry)
+		OnLimited: func(ctx context.Context, chat int64, retry time.Duration) {
+			log.WarnContext(ctx, "telegram: flood control; waiting as told", "chat", chat, "retry_after", retry)
 		},
 		GlobalPerSecond: cfg.globalPerSecond,
 		After:           after,
