@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -491,14 +492,11 @@ func (s *server) call(ctx context.Context, name, remote string, args json.RawMes
 	s.mu.Unlock()
 	start := time.Now()
 	outcome := "ok"
-	defer func() {
-		if s.m.opts.Observe != nil {
-			s.m.opts.Observe(s.cfg.Name, remote, time.Since(start), outcome)
-		}
-	}()
+	why := ""
+	defer func() { s.observed(ctx, remote, start, outcome, why) }()
 	if conn == nil {
 		outcome = "down"
-		why := "it is starting"
+		why = "it is starting"
 		if lastErr != nil {
 			why = lastErr.Error()
 		}
@@ -507,13 +505,33 @@ func (s *server) call(ctx context.Context, name, remote string, args json.RawMes
 	return s.callOn(ctx, conn, name, remote, args, progress, &outcome)
 }
 
+// observed reports a finished call to Observe and, when it failed (down,
+// timeout, error), logs it with the call's context: under a traced run the
+// line carries the run's trace and span ids. why (a down server's reason)
+// is logged, the error's text is not: a server's refusal may quote the
+// call's arguments.
+func (s *server) observed(ctx context.Context, remote string, start time.Time, outcome, why string) {
+	took := time.Since(start)
+	if s.m.opts.Observe != nil {
+		s.m.opts.Observe(s.cfg.Name, remote, took, outcome)
+	}
+	switch outcome {
+	case "down", "timeout", "error":
+		attrs := []any{"server", s.cfg.Name, "tool", remote, "outcome", outcome, "took", took}
+		if why != "" {
+			attrs = append(attrs, "why", why)
+		}
+		s.m.log.WarnContext(ctx, "connector call failed", attrs...)
+	}
+}
+
 // callOn sends one tools/call on conn, setting *outcome.
 // With progress set, the call carries a progress token and the server's
 // notifications/progress for it are passed on.
 func (s *server) callOn(ctx context.Context, conn *connection, name, remote string, args json.RawMessage, progress func(core.Progress), outcome *string) (core.Observation, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	params := &mcp.CallToolParams{Name: remote, Arguments: args}
+	params := &mcp.CallToolParams{Name: remote, Arguments: args, Meta: traceMeta(ctx)}
 	if progress != nil {
 		tok, done := s.progress.open(progress)
 		defer done()
@@ -536,6 +554,23 @@ func (s *server) callOn(ctx context.Context, conn *connection, name, remote stri
 		*outcome = "tool-error"
 	}
 	return obs, err
+}
+
+// traceMeta is the W3C trace context of ctx's span (traceparent and, when
+// set, tracestate) for a request's params._meta, where the OpenTelemetry
+// semantic conventions for MCP carry it: a stdio server has no headers, and
+// a remote one gets it both ways. Nil outside a span (tracing off).
+func traceMeta(ctx context.Context) mcp.Meta {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	if len(c) == 0 {
+		return nil
+	}
+	m := make(mcp.Meta, len(c))
+	for k, v := range c {
+		m[k] = v
+	}
+	return m
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -126,11 +126,7 @@ func (s *server) dialAs(ctx context.Context, tok string) (*connection, error) {
 func (s *server) callAs(ctx context.Context, tc core.ToolContext, name, remote string, args json.RawMessage) (core.Observation, error) {
 	start := time.Now()
 	outcome := "ok"
-	defer func() {
-		if s.m.opts.Observe != nil {
-			s.m.opts.Observe(s.cfg.Name, remote, time.Since(start), outcome)
-		}
-	}()
+	defer func() { s.observed(ctx, remote, start, outcome, "") }()
 	tok, obs, err := s.token(ctx, tc)
 	if err != nil || obs.SignIn != "" {
 		outcome = "sign-in"

@@ -40,7 +40,7 @@ func (s *Scheduler) fireKeyed(ctx context.Context, r *Routine, p *core.RoutineFi
 	cmds, err := s.appendAt(ctx, head, d)
 	if err != nil {
 		if p.Outcome != OutcomeManual && s.slotJournaled(ctx, r, p.Slot) {
-			s.cfg.Logger.Info("routine slot already fired by another scheduler", "routine", r.ID, "slot", p.Slot)
+			s.cfg.Logger.InfoContext(ctx, "routine slot already fired by another scheduler", "routine", r.ID, "slot", p.Slot)
 			return nil, errLostSlot
 		}
 		return nil, fmt.Errorf("routine %s: journal firing: %w", r.ID, err)
@@ -49,7 +49,7 @@ func (s *Scheduler) fireKeyed(ctx context.Context, r *Routine, p *core.RoutineFi
 	f := &Firing{CmdID: c.ID(), Seq: c.Seq(), Slot: p.Slot, Outcome: p.Outcome, Missed: p.Missed, Reason: p.Reason,
 		Coalesced: p.Coalesced, At: c.At(), Epoch: r.Epoch, RunID: RunIDFor(c.ID(), c.At())}
 	r.Firings = append(r.Firings, f)
-	s.cfg.Logger.Info("routine fired", "routine", r.ID, "slot", p.Slot, "outcome", p.Outcome, "missed", p.Missed)
+	s.cfg.Logger.InfoContext(ctx, "routine fired", "routine", r.ID, "slot", p.Slot, "outcome", p.Outcome, "missed", p.Missed, "run", f.RunID)
 	return f, nil
 }
 
@@ -178,7 +178,7 @@ func (s *Scheduler) overBudget(ctx context.Context, r *Routine) string {
 	}
 	spent, limit, err := s.eng.DailyBudget(ctx, r.Scope)
 	if err != nil {
-		s.cfg.Logger.Warn("routine budget unreadable; firing anyway", "routine", r.ID, "error", err)
+		s.cfg.Logger.WarnContext(ctx, "routine budget unreadable; firing anyway", "routine", r.ID, "error", err)
 		return ""
 	}
 	if limit > 0 && spent >= limit {

@@ -25,7 +25,7 @@ func (s *Scheduler) ownerCannotRead(ctx context.Context, r *Routine) string {
 	can, err := re.CanReadNow(ctx, r.Scope, r.Owner)
 	switch {
 	case err != nil:
-		s.cfg.Logger.Warn("routine owner's access could not be checked; skipping", "routine", r.ID, "error", err)
+		s.cfg.Logger.WarnContext(ctx, "routine owner's access could not be checked; skipping", "routine", r.ID, "error", err)
 		return "its owner's access to this channel could not be checked"
 	case !can:
 		return "its owner cannot read this channel now"

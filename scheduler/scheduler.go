@@ -281,7 +281,7 @@ func (s *Scheduler) tickChannel(ctx context.Context, ch core.ChannelKey) error {
 			continue
 		}
 		if f.Outcome == OutcomeSkipped {
-			s.cfg.Logger.Warn("routine slot skipped", "routine", r.ID, "slot", last, "reason", p.Reason)
+			s.cfg.Logger.WarnContext(ctx, "routine slot skipped", "routine", r.ID, "slot", last, "reason", p.Reason)
 			if err := s.noticeSkip(ctx, r, f); err != nil {
 				errs = append(errs, err)
 			}

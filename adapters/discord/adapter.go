@@ -148,6 +148,19 @@ func WithChannelPace(interval time.Duration, burst int) Option {
 	}
 }
 
+// WithFileTransport sets the transport for downloads from Discord's CDN
+// (default: internal/egress's, with no proxy). The composition root passes
+// egress.NewPlatformTransport with the operator's proxy settings, so a
+// deployment that reaches Discord only through a proxy can download files.
+// The host allow-list, size cap and timeout do not depend on it.
+func WithFileTransport(rt http.RoundTripper) Option {
+	return func(a *Adapter) {
+		if rt != nil {
+			a.files = rt
+		}
+	}
+}
+
 // WithTransport sets the RoundTripper under the REST rebase (tests).
 func WithTransport(rt http.RoundTripper) Option {
 	return func(a *Adapter) { a.rt = rt }

@@ -322,7 +322,7 @@ func (a *Adapter) messagesAfter(ctx context.Context, channel, after string) ([]*
 		var page []*discordgo.Message
 		err := a.pacer.send(ctx, routeRead, channel, core.PriorityEdit, "", func(ctx context.Context) error {
 			var err error
-			page, err = a.sess.ChannelMessages(channel, 100, "", after, "", discordgo.WithContext(ctx))
+			page, err = a.channelMessages(channel, 100, after, discordgo.WithContext(ctx))
 			return err
 		})
 		if err != nil {

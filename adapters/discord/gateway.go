@@ -130,6 +130,7 @@ func (a *Adapter) dispatch(t string, d json.RawMessage) {
 			a.log.Warn("discord: malformed MESSAGE_CREATE dropped", "err", err)
 			return
 		}
+		applyTitles(&m, d)
 		a.enqueueLive(m.ChannelID, inbound{msg: &m})
 	case "MESSAGE_UPDATE":
 		// Not delivered: an edit never addresses the bot (the filter

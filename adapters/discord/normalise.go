@@ -147,7 +147,7 @@ func normalise(m *discordgo.Message, w where, self identity, replyToBot bool) co
 		ev.ReplyToBot = replyToBot
 	}
 	ev.Text = stripLeadingMention(m.Content, self.userID, ownRoles...)
-	ev.Attachments = attachmentsOf(m.Attachments)
+	ev.Attachments = attachmentsOf(m.Attachments, m.Flags&discordgo.MessageFlagsIsVoiceMessage != 0)
 	return ev
 }
 

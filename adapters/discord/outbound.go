@@ -155,7 +155,7 @@ func (a *Adapter) create(ctx context.Context, channel string, prio core.Priority
 		if !sent.Load() || !ambiguous(err) || body.Nonce == "" || attempt >= attempts || ctx.Err() != nil {
 			return nil, fmt.Errorf("discord: create message in %s: %w", channel, err)
 		}
-		a.log.Warn("discord: create message answer lost; retrying with the same nonce", "channel", channel, "attempt", attempt, "err", err)
+		a.log.WarnContext(ctx, "discord: create message answer lost; retrying with the same nonce", "channel", channel, "attempt", attempt, "err", err)
 		if sleep(ctx, time.Duration(attempt)*200*time.Millisecond) != nil {
 			return nil, fmt.Errorf("discord: create message in %s: %w", channel, err)
 		}
@@ -372,7 +372,7 @@ func (a *Adapter) History(ctx context.Context, thread core.Scope, limit int) ([]
 	var msgs []*discordgo.Message
 	err := a.pacer.send(ctx, routeRead, channel, core.PriorityNormal, "", func(ctx context.Context) error {
 		var err error
-		msgs, err = a.sess.ChannelMessages(channel, limit, "", "", "", discordgo.WithContext(ctx))
+		msgs, err = a.channelMessages(channel, limit, "", discordgo.WithContext(ctx))
 		return err
 	})
 	if err != nil {
@@ -380,7 +380,7 @@ func (a *Adapter) History(ctx context.Context, thread core.Scope, limit int) ([]
 	}
 	slices.Reverse(msgs) // newest first on the wire
 	if thread.Thread != "" && (len(msgs) == 0 || msgs[0].ID != thread.Thread) && len(msgs) < limit {
-		if root, err := a.sess.ChannelMessage(thread.Channel, thread.Thread, discordgo.WithContext(ctx)); err == nil && root != nil {
+		if root, err := a.channelMessage(thread.Channel, thread.Thread, discordgo.WithContext(ctx)); err == nil && root != nil {
 			msgs = append([]*discordgo.Message{root}, msgs...)
 		}
 	}

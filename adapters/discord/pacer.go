@@ -83,8 +83,8 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 			}
 			return 0, false
 		},
-		OnLimited: func(queue string, retry time.Duration) {
-			p.log.Warn("discord: rate limited; waiting as told", "queue", queue, "retry_after", retry)
+		OnLimited: func(ctx context.Context, queue string, retry time.Duration) {
+			p.log.WarnContext(ctx, "discord: rate limited; waiting as told", "queue", queue, "retry_after", retry)
 		},
 		After: after,
 	})

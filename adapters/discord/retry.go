@@ -75,7 +75,7 @@ func (a *Adapter) queueRetry(ctx context.Context, key string, in core.Inbound, c
 		ch = in.Event.Scope.Channel
 	}
 	if a.retry.q == nil {
-		a.log.Error("discord: message not delivered and no delivery queue: lost", "channel", ch, "key", key, "err", cause)
+		a.log.ErrorContext(ctx, "discord: message not delivered and no delivery queue: lost", "channel", ch, "key", key, "err", cause)
 		return
 	}
 	now := a.now()
@@ -86,11 +86,11 @@ func (a *Adapter) queueRetry(ctx context.Context, key string, in core.Inbound, c
 		Deadline: now.Add(a.retry.retryFor), NextAt: now.Add(a.retry.base), LastError: cause.Error(),
 	})
 	if err != nil {
-		a.log.Error("discord: message not delivered and not queued: lost", "channel", ch, "key", key, "err", cause, "queue_err", err)
+		a.log.ErrorContext(ctx, "discord: message not delivered and not queued: lost", "channel", ch, "key", key, "err", cause, "queue_err", err)
 		return
 	}
 	a.retry.queued.Add(1)
-	a.log.Warn("discord: message not delivered; queued for retry", "channel", ch, "key", key, "err", cause)
+	a.log.WarnContext(ctx, "discord: message not delivered; queued for retry", "channel", ch, "key", key, "err", cause)
 	select {
 	case a.retry.kick <- struct{}{}:
 	default:

@@ -98,6 +98,19 @@ type identity struct {
 // Option customises an Adapter.
 type Option func(*Adapter)
 
+// WithFileTransport sets the transport for downloads from files.slack.com
+// (default: internal/egress's, with no proxy). The composition root passes
+// egress.NewPlatformTransport with the operator's proxy settings, so a
+// deployment that reaches Slack only through a proxy can download files.
+// The host allow-list, size cap and timeout do not depend on it.
+func WithFileTransport(rt http.RoundTripper) Option {
+	return func(a *Adapter) {
+		if rt != nil {
+			a.files = rt
+		}
+	}
+}
+
 // WithLogger sets the structured logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(a *Adapter) {

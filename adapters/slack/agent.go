@@ -149,7 +149,7 @@ func (a *Adapter) StartStream(ctx context.Context, out core.Outbound, u core.Str
 			return core.MessageRef{}, fmt.Errorf("slack: stream %s may have started and the check failed: %w", out.Key, err)
 		}
 		if found {
-			a.log.Info("slack: resumed stream found in the thread; not starting another", "channel", scope.Channel, "ts", ref.ID)
+			a.log.InfoContext(ctx, "slack: resumed stream found in the thread; not starting another", "channel", scope.Channel, "ts", ref.ID)
 			a.ledger.posts.Put(out.Key, ref)
 			return ref, nil
 		}
@@ -208,7 +208,7 @@ func (a *Adapter) appendStream(ctx context.Context, ref core.MessageRef, u core.
 		if !strings.HasPrefix(u.Text, sent) {
 			// Slack rendered the text otherwise: appending now could only
 			// repeat what the message shows.
-			a.log.Warn("slack: the stream's text differs from the answer; appending nothing more", "ts", ref.ID)
+			a.log.WarnContext(ctx, "slack: the stream's text differs from the answer; appending nothing more", "ts", ref.ID)
 		} else {
 			rest = u.Text[len(sent):]
 		}
@@ -320,7 +320,7 @@ func (a *Adapter) StopStream(ctx context.Context, ref core.MessageRef, u core.St
 		return err
 	}
 	if err := a.setStatus(ctx, ref.Scope, ""); err != nil {
-		a.log.Debug("slack: clearing the thread status failed", "channel", ref.Scope.Channel, "error", err)
+		a.log.DebugContext(ctx, "slack: clearing the thread status failed", "channel", ref.Scope.Channel, "error", err)
 	}
 	return nil
 }
@@ -369,7 +369,7 @@ func (a *Adapter) settleStreamText(ctx context.Context, ref core.MessageRef, ss 
 	if err != nil {
 		return fmt.Errorf("slack: chat.update of the stopped stream's text: %w", err)
 	}
-	a.log.Info("slack: the streamed text was not the answer; replaced it", "channel", ref.Scope.Channel, "ts", ref.ID)
+	a.log.InfoContext(ctx, "slack: the streamed text was not the answer; replaced it", "channel", ref.Scope.Channel, "ts", ref.ID)
 	a.streams.mu.Lock()
 	ss.known, ss.sent = true, want
 	a.streams.mu.Unlock()

@@ -115,7 +115,7 @@ func (a *Adapter) postPart(ctx context.Context, out core.Outbound, key string, p
 					return core.MessageRef{}, fmt.Errorf("slack: post %s is in doubt and the check failed: %w", key, err)
 				}
 				if found {
-					a.log.Info("slack: in-doubt post found by its key; not posting again", "channel", scope.Channel, "ts", ref.ID)
+					a.log.InfoContext(ctx, "slack: in-doubt post found by its key; not posting again", "channel", scope.Channel, "ts", ref.ID)
 					a.ledger.clearDoubt(key)
 					return ref, nil
 				}
@@ -143,7 +143,7 @@ func (a *Adapter) postPart(ctx context.Context, out core.Outbound, key string, p
 		if attempt >= attempts || ctx.Err() != nil {
 			return core.MessageRef{}, fmt.Errorf("slack: chat.postMessage in doubt after %d attempts: %w", attempt, err)
 		}
-		a.log.Warn("slack: post response lost; checking before retrying", "channel", scope.Channel, "attempt", attempt, "err", err)
+		a.log.WarnContext(ctx, "slack: post response lost; checking before retrying", "channel", scope.Channel, "attempt", attempt, "err", err)
 		if sleep(ctx, time.Duration(attempt)*200*time.Millisecond) != nil {
 			return core.MessageRef{}, fmt.Errorf("slack: chat.postMessage in doubt: %w", err)
 		}
@@ -256,7 +256,7 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 		if attempt >= attempts || !retryableEdit(err) || ctx.Err() != nil {
 			return fmt.Errorf("slack: chat.update: %w", err)
 		}
-		a.log.Warn("slack: chat.update failed; retrying", "channel", channel, "attempt", attempt, "err", err)
+		a.log.WarnContext(ctx, "slack: chat.update failed; retrying", "channel", channel, "attempt", attempt, "err", err)
 		if sleep(ctx, time.Duration(attempt)*200*time.Millisecond) != nil {
 			return fmt.Errorf("slack: chat.update: %w", err)
 		}

@@ -88,8 +88,8 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 		}
 		return 0, false
 	}
-	onLimited := func(key string, retry time.Duration) {
-		log.Warn("slack: rate limited; waiting as told", "channel", key, "retry_after", retry)
+	onLimited := func(ctx context.Context, key string, retry time.Duration) {
+		log.WarnContext(ctx, "slack: rate limited; waiting as told", "channel", key, "retry_after", retry)
 	}
 	tier3 := func(string) (time.Duration, int) {
 		if cfg.interval <= 0 {

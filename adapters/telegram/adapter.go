@@ -157,6 +157,19 @@ func (a *Adapter) attachMax() int64 {
 	return DefaultAttachmentMax
 }
 
+// WithFileTransport sets the transport for downloads from api.telegram.org
+// (default: internal/egress's, with no proxy). The composition root passes
+// egress.NewPlatformTransport with the operator's proxy settings, so a
+// deployment that reaches Telegram only through a proxy can download files.
+// The host allow-list, size cap and timeout do not depend on it.
+func WithFileTransport(rt http.RoundTripper) Option {
+	return func(a *Adapter) {
+		if rt != nil {
+			a.files = rt
+		}
+	}
+}
+
 // WithHTTPClient replaces the HTTP client (default: 30 s timeout beyond the
 // long-poll, no retries).
 func WithHTTPClient(c *http.Client) Option {

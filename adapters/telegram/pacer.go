@@ -57,10 +57,10 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 			return decoInterval, decoBurst
 		},
 		RetryAfter: isRateLimited,
-		OnLimited: func(chat int64, retry time.Duration) {
+		OnLimited: func(ctx context.Context, chat int64, retry time.Duration) {
 			// chat 0: a call of no chat (a read, a callback's answer, the
 			// long poll).
-			log.Warn("telegram: flood control; waiting as told", "chat", chat, "retry_after", retry)
+			log.WarnContext(ctx, "telegram: flood control; waiting as told", "chat", chat, "retry_after", retry)
 		},
 		GlobalPerSecond: cfg.globalPerSecond,
 		After:           after,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"time"
 
@@ -31,7 +32,7 @@ func discordConfigured(getenv func(string) string) bool {
 // HTTP interactions endpoint when DISCORD_PUBLIC_KEY is set. queue, when
 // set, is where undeliverable messages wait for a retry; j, when set, names
 // the channels gap fill reads after every IDENTIFY (discordGaps).
-func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, queue core.DeliveryQueue, j core.Journal, log *slog.Logger) error {
+func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, queue core.DeliveryQueue, j core.Journal, files http.RoundTripper, log *slog.Logger) error {
 	if !discordConfigured(cfg.Getenv) {
 		return nil
 	}
@@ -42,7 +43,7 @@ func addDiscord(set *surfaceSet, cfg config, rdb *goredis.Client, queue core.Del
 	// Told to stop, the adapter delivers what it had queued within half
 	// the drain; the engine drains its runs in what is left (serve).
 	dcfg.DrainTimeout = cfg.DrainTimeout / 2
-	opts := []discord.Option{discord.WithLogger(log)}
+	opts := []discord.Option{discord.WithLogger(log), discord.WithFileTransport(files)}
 	if queue != nil {
 		// Discord never redelivers: a message the engine cannot take waits
 		// in the journal's database and is retried for the approval TTL.

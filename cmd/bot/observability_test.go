@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +27,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/marlowe-bot/marlowe/engine"
@@ -204,9 +207,11 @@ func TestAlertRulesWithPromtool(t *testing.T) {
 	}
 }
 
-// otlpReceiver is an OTLP/HTTP trace endpoint decoding each export with
-// the collector's protobuf types.
+// otlpReceiver is an OTLP trace endpoint decoding each export with the
+// collector's protobuf types: over HTTP (ServeHTTP) and over gRPC (Export,
+// the collector's generated TraceServiceServer).
 type otlpReceiver struct {
+	collectortrace.UnimplementedTraceServiceServer
 	mu    sync.Mutex
 	spans []*tracepb.Span
 	svc   string
@@ -223,6 +228,18 @@ func (r *otlpReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	r.add(&m)
+	out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+func (r *otlpReceiver) Export(_ context.Context, m *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	r.add(m)
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+func (r *otlpReceiver) add(m *collectortrace.ExportTraceServiceRequest) {
 	r.mu.Lock()
 	for _, rs := range m.ResourceSpans {
 		for _, kv := range rs.GetResource().GetAttributes() {
@@ -235,26 +252,42 @@ func (r *otlpReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	r.mu.Unlock()
-	out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
 }
 
 // TestTraceOfARunReachesAnOTLPReceiver runs serve with the standard OTLP
-// variables pointing at a receiver in the test: after one run and a
-// shutdown (which flushes), the receiver holds the run's trace, its id is
-// the run's id (so `bot replay --run` finds it), the model call carried
-// its traceparent, and the message's text is in no attribute.
+// variables pointing at a receiver in the test, over OTLP/HTTP and over
+// OTLP/gRPC (the collector's generated trace service on a local gRPC
+// server): after one run and a shutdown (which flushes), the receiver
+// holds the run's trace under the configured service name, its id is the
+// run's id (so `bot replay --run` finds it), the model call carried its
+// traceparent, and the message's text is in no attribute.
 func TestTraceOfARunReachesAnOTLPReceiver(t *testing.T) {
 	t.Parallel()
+	for _, protocol := range []string{"http/protobuf", "grpc"} {
+		t.Run(protocol, func(t *testing.T) { traceOfARunReachesAnOTLPReceiver(t, protocol) })
+	}
+}
+
+func traceOfARunReachesAnOTLPReceiver(t *testing.T, protocol string) {
 	rcv := &otlpReceiver{}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
+	otel := map[string]string{"OTEL_SERVICE_NAME": "marlowe-qa", "OTEL_EXPORTER_OTLP_PROTOCOL": protocol}
+	if protocol == "grpc" {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs := grpc.NewServer()
+		collectortrace.RegisterTraceServiceServer(gs, rcv)
+		go func() { _ = gs.Serve(lis) }()
+		defer gs.Stop()
+		otel["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://" + lis.Addr().String()
+	} else {
+		srv := httptest.NewServer(rcv)
+		defer srv.Close()
+		otel["OTEL_EXPORTER_OTLP_ENDPOINT"] = srv.URL
+	}
 	const secret = "otlpkiwi-private-words"
-	b := startQA(t, qaOpts{env: map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL,
-		"OTEL_SERVICE_NAME":           "marlowe-qa",
-	}})
+	b := startQA(t, qaOpts{env: otel})
 	b.model.Enqueue(llmtest.Tools(llmtest.Call("c1", "recall", `{"query":"`+secret+`"}`)), llmtest.Text("otlpkiwi answer"))
 	b.slack.Say(qaGeneral, "", qaAlice, b.mention+" "+secret)
 	b.waitPostFor(15*time.Second, "the answer", hasText("otlpkiwi answer"))

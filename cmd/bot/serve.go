@@ -414,6 +414,7 @@ func newSurfaces(cfg config, rdb *goredis.Client, elect elector, queue core.Deli
 // set, tells Discord's gap fill where the conversations were.
 func newPlatforms(cfg config, rdb *goredis.Client, elect elector, queue core.DeliveryQueue, j core.Journal, log *slog.Logger) (surfaceSet, error) {
 	set := surfaceSet{byName: map[string]core.Surface{}}
+	files := platformFiles(cfg)
 	if slackConfigured(cfg.Getenv) {
 		scfg, err := slack.ConfigFromEnv(cfg.Getenv)
 		if err != nil {
@@ -422,7 +423,7 @@ func newPlatforms(cfg config, rdb *goredis.Client, elect elector, queue core.Del
 		// Told to stop, Socket Mode delivers what it had queued within half
 		// the drain, as Discord does; the engine drains its runs in the rest.
 		scfg.DrainTimeout = cfg.DrainTimeout / 2
-		opts := []slack.Option{slack.WithLogger(log)}
+		opts := []slack.Option{slack.WithLogger(log), slack.WithFileTransport(files)}
 		if rdb != nil {
 			opts = append(opts, slack.WithDeduper(redisstore.NewDeduper(rdb, "marlowe:slack:")))
 		}
@@ -436,13 +437,21 @@ func newPlatforms(cfg config, rdb *goredis.Client, elect elector, queue core.Del
 		}
 		log.Info("slack configured", "mode", scfg.Mode)
 	}
-	if err := addDiscord(&set, cfg, rdb, queue, j, log); err != nil {
+	if err := addDiscord(&set, cfg, rdb, queue, j, files, log); err != nil {
 		return set, err
 	}
-	if err := addTelegram(&set, cfg, rdb, elect, log); err != nil {
+	if err := addTelegram(&set, cfg, rdb, elect, files, log); err != nil {
 		return set, err
 	}
 	return set, nil
+}
+
+// platformFiles is the transport for downloads from the platforms' own
+// file hosts: egress's, through the proxy HTTPS_PROXY / HTTP_PROXY /
+// NO_PROXY name (read here, once, at start), since a deployment may reach
+// Slack, Discord and Telegram only through one. fetch_url never takes it.
+func platformFiles(cfg config) http.RoundTripper {
+	return egress.NewPlatformTransport(egress.ProxyFromEnv(cfg.Getenv))
 }
 
 // slackConfigured reports whether the environment asks for Slack: a token,

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -26,7 +27,7 @@ func telegramConfigured(getenv func(string) string) bool {
 // addTelegram adds the Telegram surface when configured. Its HTTP handler
 // (the webhook in webhook mode, /telegram/status always) is served on
 // MARLOWE_HTTP_ADDR.
-func addTelegram(set *surfaceSet, cfg config, rdb *goredis.Client, elect elector, log *slog.Logger) error {
+func addTelegram(set *surfaceSet, cfg config, rdb *goredis.Client, elect elector, files http.RoundTripper, log *slog.Logger) error {
 	if !telegramConfigured(cfg.Getenv) {
 		return nil
 	}
@@ -34,7 +35,7 @@ func addTelegram(set *surfaceSet, cfg config, rdb *goredis.Client, elect elector
 	if err != nil {
 		return fmt.Errorf("telegram configuration: %w", err)
 	}
-	opts := []telegram.Option{telegram.WithLogger(log)}
+	opts := []telegram.Option{telegram.WithLogger(log), telegram.WithFileTransport(files)}
 	if ac, _, err := attachments.ConfigFromEnv(cfg.Getenv); err == nil {
 		// A photo is offered at its largest size under the cap.
 		opts = append(opts, telegram.WithAttachmentMax(ac.MaxBytes))

@@ -4,6 +4,9 @@
 // multicast, reserved, and the IPv6 forms that embed such an IPv4 address),
 // checked on the resolved address at connect time, so neither DNS nor a
 // redirect nor a proxy from the environment can route a fetch inside.
+// NewPlatformTransport is the one exception, for downloads from a
+// platform's own file hosts: it honours the operator's proxy settings
+// (ProxyFromEnv), and its callers allow only those host names.
 package egress
 
 import (

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,15 @@ const MaxRedirects = 5
 type options struct {
 	allowLoopback bool
 	dialTimeout   time.Duration
+	tls           *tls.Config // tests only: TLSForTests
+}
+
+func newOptions(opts []Option) options {
+	o := options{dialTimeout: 10 * time.Second}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	return o
 }
 
 // Option customises NewClient.
@@ -40,29 +50,32 @@ func AllowLoopbackForTests() Option {
 // from HTTP_PROXY would connect on our behalf, past the check), and follows
 // at most MaxRedirects redirects, only to the same host over http(s).
 func NewClient(opts ...Option) *http.Client {
-	o := options{dialTimeout: 10 * time.Second}
-	for _, fn := range opts {
-		fn(&o)
+	o := newOptions(opts)
+	return &http.Client{
+		Transport: o.transport(),
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			return o.checkRedirect(req, via)
+		},
 	}
+}
+
+// transport is the egress transport: every connection's address checked
+// at connect time, no proxy.
+func (o options) transport() *http.Transport {
 	dialer := &net.Dialer{
 		Timeout: o.dialTimeout,
 		ControlContext: func(_ context.Context, _, address string, _ syscall.RawConn) error {
 			return o.check(address)
 		},
 	}
-	tr := &http.Transport{
+	return &http.Transport{
 		Proxy:                 nil, // never from the environment: see NewClient
 		DialContext:           dialer.DialContext,
+		TLSClientConfig:       o.tls,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 15 * time.Second,
 		MaxIdleConns:          10,
 		IdleConnTimeout:       30 * time.Second,
-	}
-	return &http.Client{
-		Transport: tr,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			return o.checkRedirect(req, via)
-		},
 	}
 }
 

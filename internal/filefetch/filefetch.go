@@ -1,8 +1,11 @@
 // Package filefetch downloads a platform-hosted file for an adapter:
 // only from the hosts the adapter names, streamed to a size cap, within a
 // timeout. The platform's own public hosts are reached through the vetted
-// egress client (internal/egress: public addresses only, checked at
-// connect time; no proxy from the environment); only a host the operator
+// egress transport (internal/egress: a direct connection to public
+// addresses only, checked at connect time; the composition root passes
+// egress.NewPlatformTransport, which goes through the operator's proxy
+// when one is configured, and this package's host checks are what keeps
+// that proxy to the platform's names); only a host the operator
 // configured (a local fake, a self-hosted Telegram Bot API server) goes
 // through the adapter's own client. It is plumbing shared by the adapters'
 // core.AttachmentFetcher implementations and imports nothing of the module
@@ -36,7 +39,8 @@ type Fetcher struct {
 	// reach any address, as the adapter's API calls do.
 	Local []string
 	// Egress does the requests to Hosts. nil: a fresh egress.NewClient()'s
-	// transport (an adapter keeps one, so connections are reused).
+	// transport, with no proxy (an adapter keeps one, so connections are
+	// reused; cmd/bot gives it egress.NewPlatformTransport).
 	Egress http.RoundTripper
 	// Client does the requests to Local hosts. nil: http.DefaultTransport.
 	Client *http.Client

@@ -42,7 +42,7 @@ func (p *Pacer[K]) Call(ctx context.Context, prio core.Priority, fn func(context
 			p.mu.Unlock()
 			if p.cfg.OnLimited != nil {
 				var none K
-				p.cfg.OnLimited(none, retry)
+				p.cfg.OnLimited(ctx, none, retry)
 			}
 			wait = retry
 		}

@@ -72,7 +72,7 @@ func (p *Pacer[K]) Decorate(ctx context.Context, key K, fn func(context.Context)
 		p.dropped++
 		p.mu.Unlock()
 		if p.cfg.OnLimited != nil {
-			p.cfg.OnLimited(key, retry)
+			p.cfg.OnLimited(ctx, key, retry)
 		}
 		return fmt.Errorf("%w: %w", ErrDropped, err)
 	}

@@ -40,8 +40,9 @@ type Config[K comparable] struct {
 	// RetryAfter reports whether err is a rate-limit refusal and how long
 	// to wait before sending the same call again.
 	RetryAfter func(err error) (time.Duration, bool)
-	// OnLimited, if set, is told of each refusal waited out (for logs).
-	OnLimited func(key K, retry time.Duration)
+	// OnLimited, if set, is told of each refusal waited out (for logs),
+	// with the refused call's context (its span, when traced).
+	OnLimited func(ctx context.Context, key K, retry time.Duration)
 	// Global is a bot-wide limit, possibly shared with other pacers. When
 	// nil, GlobalPerSecond > 0 makes one of the pacer's own.
 	Global          *Global
@@ -284,7 +285,7 @@ func (p *Pacer[K]) work(key K, q *queue) {
 			}
 			p.mu.Unlock()
 			if p.cfg.OnLimited != nil {
-				p.cfg.OnLimited(key, retry)
+				p.cfg.OnLimited(ctx, key, retry)
 			}
 			continue
 		}

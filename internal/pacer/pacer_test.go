@@ -147,7 +147,7 @@ func TestEditsCoalesce(t *testing.T) {
 func TestRateLimitRetriesAndHigherPriorityOvertakes(t *testing.T) {
 	cfg := unpaced[int64]()
 	var limitedKey atomic.Int64
-	cfg.OnLimited = func(k int64, _ time.Duration) { limitedKey.Store(k) }
+	cfg.OnLimited = func(_ context.Context, k int64, _ time.Duration) { limitedKey.Store(k) }
 	p := pacer.New(time.Now, cfg)
 	var r recorder
 	var tries atomic.Int32

@@ -15,11 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -40,9 +42,17 @@ const (
 	EnvServiceName    = "OTEL_SERVICE_NAME"
 	EnvSampler        = "OTEL_TRACES_SAMPLER"
 	EnvSamplerArg     = "OTEL_TRACES_SAMPLER_ARG"
+	EnvInsecure       = "OTEL_EXPORTER_OTLP_INSECURE"
+	EnvTracesInsecure = "OTEL_EXPORTER_OTLP_TRACES_INSECURE"
 	// EnvContent opts in to message text, prompts, tool arguments and
 	// results as span attributes (off by default; see docs/operations.md).
 	EnvContent = "MARLOWE_TRACE_CONTENT"
+)
+
+// The OTLP protocols (values of OTEL_EXPORTER_OTLP_PROTOCOL).
+const (
+	ProtocolHTTP = "http/protobuf"
+	ProtocolGRPC = "grpc"
 )
 
 // DefaultServiceName is service.name when OTEL_SERVICE_NAME is unset.
@@ -85,7 +95,8 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 // getenv (pass os.Getenv). Tracing is on only when an OTLP endpoint is
 // set (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
 // or OTEL_TRACES_EXPORTER=otlp, and OTEL_SDK_DISABLED is not true and
-// OTEL_TRACES_EXPORTER is not none. Spans go over OTLP/HTTP (protobuf).
+// OTEL_TRACES_EXPORTER is not none. Spans go over OTLP/HTTP (protobuf) or,
+// with OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=grpc, over OTLP/gRPC.
 func FromEnv(ctx context.Context, getenv func(string) string) (*Tracing, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	content, err := parseContent(get(EnvContent))
@@ -99,11 +110,28 @@ func FromEnv(ctx context.Context, getenv func(string) string) (*Tracing, error) 
 		t.Description = "off (" + EnvSDKDisabled + "=true)"
 		return t, nil
 	}
+	protoVar := EnvTracesProtocol
+	if get(protoVar) == "" {
+		protoVar = EnvProtocol
+	}
+	proto := get(protoVar)
+	switch proto {
+	case "":
+		proto = ProtocolHTTP
+	case ProtocolHTTP, ProtocolGRPC:
+	default:
+		return nil, fmt.Errorf("%s=%q is not supported: want %s or %s", protoVar, proto, ProtocolHTTP, ProtocolGRPC)
+	}
 	exporter := strings.ToLower(get(EnvTracesExporter))
 	endpoint := get(EnvTracesEndpoint)
 	if endpoint == "" {
 		if base := get(EnvEndpoint); base != "" {
-			endpoint = strings.TrimRight(base, "/") + "/v1/traces"
+			endpoint = base
+			if proto == ProtocolHTTP {
+				// OTLP/HTTP appends the signal's path to the base URL;
+				// OTLP/gRPC uses it as it is.
+				endpoint = strings.TrimRight(base, "/") + "/v1/traces"
+			}
 		}
 	}
 	switch exporter {
@@ -116,26 +144,29 @@ func FromEnv(ctx context.Context, getenv func(string) string) (*Tracing, error) 
 			return Off(), nil
 		}
 	case "otlp":
-		if endpoint == "" {
-			endpoint = "http://localhost:4318/v1/traces" // the specification's default
+		if endpoint == "" { // the specification's defaults
+			endpoint = "http://localhost:4318/v1/traces"
+			if proto == ProtocolGRPC {
+				endpoint = "http://localhost:4317"
+			}
 		}
 	default:
 		return nil, fmt.Errorf("%s=%q is not supported: want otlp or none", EnvTracesExporter, exporter)
-	}
-	proto := get(EnvTracesProtocol)
-	if proto == "" {
-		proto = get(EnvProtocol)
-	}
-	if proto != "" && proto != "http/protobuf" {
-		return nil, fmt.Errorf("%s=%q is not supported: traces go over OTLP/HTTP, want http/protobuf", EnvProtocol, proto)
 	}
 	sampler, err := samplerFrom(get(EnvSampler), get(EnvSamplerArg))
 	if err != nil {
 		return nil, err
 	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+	var exp sdktrace.SpanExporter
+	transport := "OTLP/HTTP"
+	if proto == ProtocolGRPC {
+		transport = "OTLP/gRPC"
+		exp, err = grpcExporter(ctx, get, endpoint)
+	} else {
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("OTLP trace exporter for %s: %w", endpoint, err)
+		return nil, fmt.Errorf("%s trace exporter for %s: %w", transport, redactURL(endpoint), err)
 	}
 	service := get(EnvServiceName)
 	if service == "" {
@@ -143,11 +174,39 @@ func FromEnv(ctx context.Context, getenv func(string) string) (*Tracing, error) 
 	}
 	t := New(sdktrace.NewBatchSpanProcessor(exp), service, sampler)
 	t.Content = content
-	t.Description = fmt.Sprintf("OTLP/HTTP to %s as %s", redactURL(endpoint), service)
+	t.Description = fmt.Sprintf("%s to %s as %s", transport, redactURL(endpoint), service)
 	if content {
 		t.Description += ", with content (" + EnvContent + "=1)"
 	}
 	return t, nil
+}
+
+// grpcExporter is the OTLP/gRPC exporter for endpoint, a URL (http: in
+// plain text, https: over TLS) or, as the specification allows for gRPC,
+// a host:port whose transport security OTEL_EXPORTER_OTLP_(TRACES_)INSECURE
+// decides (default secure). Headers, timeout, compression and certificates
+// the exporter reads itself from the OTEL_EXPORTER_OTLP_* variables.
+func grpcExporter(ctx context.Context, get func(string) string, endpoint string) (sdktrace.SpanExporter, error) {
+	if strings.Contains(endpoint, "://") {
+		u, err := url.Parse(endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errors.New("want an http:// or https:// URL, or host:port")
+		}
+		return otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(endpoint))
+	}
+	name := EnvTracesInsecure
+	if get(name) == "" {
+		name = EnvInsecure
+	}
+	plain, err := parseBool(name, get(name))
+	if err != nil {
+		return nil, err
+	}
+	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(endpoint)}
+	if plain {
+		opts = append(opts, otlptracegrpc.WithInsecure())
+	}
+	return otlptracegrpc.New(ctx, opts...)
 }
 
 // New builds tracing over a span processor (tests pass a syncer over an
@@ -242,19 +301,21 @@ func parseContent(v string) (bool, error) {
 	return false, errors.New(EnvContent + "=" + strconv.Quote(v) + ": want 1 (content in traces) or 0")
 }
 
-// redactURL keeps scheme, host and path: credentials may sit in userinfo
+// redactURL keeps scheme, host and path (a bare host:port stays as it
+// is): credentials may sit in userinfo
 // or the query.
 func redactURL(s string) string {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		return "(unparsable URL)"
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok { // a gRPC host:port
+		scheme, rest = "", s
+	} else {
+		scheme += "://"
 	}
-	rest := s[i+3:]
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		rest = rest[at+1:]
 	}
 	if q := strings.IndexAny(rest, "?#"); q >= 0 {
 		rest = rest[:q]
 	}
-	return s[:i+3] + rest
+	return scheme + rest
 }

@@ -16,12 +16,13 @@ import (
 )
 
 // Start builds and starts the engine over surface (registered under its
-// Name) and closes it when tb ends. logger may be nil.
-func Start(tb testing.TB, surface core.Surface, model core.Model, logger *slog.Logger) (*engine.Engine, *coretest.MemJournal) {
+// Name) and closes it when tb ends. logger may be nil; opts adjust the
+// configuration (tracing, for one).
+func Start(tb testing.TB, surface core.Surface, model core.Model, logger *slog.Logger, opts ...func(*engine.Config)) (*engine.Engine, *coretest.MemJournal) {
 	tb.Helper()
 	filter := intent.NewFilter(intent.NewMemoryStore(nil), nil)
 	journal := coretest.NewMemJournal(coretest.NewSigner(tb))
-	e, err := engine.New(engine.Config{
+	cfg := engine.Config{
 		Journal:  journal,
 		Boundary: core.NewBoundary(nil),
 		Model:    model,
@@ -36,7 +37,11 @@ func Start(tb testing.TB, surface core.Surface, model core.Model, logger *slog.L
 		PostObserver: filter,
 		CardKey:      []byte("testengine-card-key-0123456789abcdef"),
 		Logger:       logger,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e, err := engine.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -142,9 +142,10 @@ type Message struct {
 	At         time.Time       `json:"-"`
 
 	// What Say resolved from the content, for REST reads of it.
-	mentions []any
-	roles    []string
-	everyone bool
+	mentions    []any
+	roles       []string
+	everyone    bool
+	attachments []map[string]any
 }
 
 // Edit is one accepted PATCH of a message.

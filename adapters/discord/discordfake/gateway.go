@@ -599,6 +599,7 @@ func (s *Server) say(m Msg, dispatch bool) string {
 	}
 	if len(m.Attachments) > 0 {
 		js["attachments"] = m.Attachments
+		msg.attachments = m.Attachments // REST reads carry them too
 	}
 	if c.guild != "" {
 		js["member"] = map[string]any{"roles": []string{}, "nick": nil}

@@ -489,6 +489,9 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 	if m.Nonce != "" {
 		js["nonce"] = m.Nonce
 	}
+	if len(m.attachments) > 0 {
+		js["attachments"] = m.attachments
+	}
 	if m.Flags != 0 {
 		js["flags"] = m.Flags
 	}

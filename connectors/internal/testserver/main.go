@@ -60,7 +60,12 @@ func main() {
 		return a.Text
 	}
 	echo := &mcp.Tool{Name: "echo", Description: "Echo the text back.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}
+	echoMeta := os.Getenv("TESTSERVER_ECHO_META") == "1"
 	s.AddTool(echo, func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if echoMeta { // answer the request's params._meta as go-sdk decoded it
+			b, _ := json.Marshal(r.Params.Meta)
+			return text(string(b)), nil
+		}
 		return text(argText(r)), nil
 	})
 	s.AddTool(&mcp.Tool{Name: "progress", Description: "Reports progress 1..3 of 3 on the call's token, then answers.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
