@@ -157,6 +157,10 @@ func (p *pacer) lookup(ctx context.Context, method string, fn func(context.Conte
 	return p.read(ctx, method, method, fn)
 }
 
+// lookupReady reports whether a call of method would go at once on its
+// tier, without waiting behind other lookups or for budget.
+func (p *pacer) lookupReady(method string) bool { return p.reads.Ready(method) }
+
 func (p *pacer) timed(ctx context.Context, q *pq.Pacer[string], method, key string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
 	if method == "" {
 		return q.Do(ctx, key, prio, coalesce, fn)

@@ -398,3 +398,42 @@ func TestSlackLookupsCountOnTheirTierNotTheAnswers(t *testing.T) {
 	}
 	clock.Advance(time.Hour) // the queues run dry and exit
 }
+
+// ATTACK (an acknowledgement held for budget): an event without a
+// channel_type (app_mention) in a channel not seen yet asks
+// conversations.info for its visibility while the event waits. After a
+// cold start in a busy workspace, that lookup's Tier 3 budget is spent
+// by the first channels, and every later unknown channel's event waited
+// 800 ms for a slot before its guess. Now the lookup goes only when its
+// tier has room at once; otherwise the id's guess (private) is used, not
+// remembered, and the channel's next event asks again.
+func TestVisibilityLookupNeverWaitsForBudget(t *testing.T) {
+	f := newFake(t)
+	a, _ := newAdapter(t, testConfig(f, ModeSocket), WithChannelPace(time.Second, 4))
+	clock := pacertest.New()
+	a.pacer = newPacer(clock.Now, clock.After, a.pace, a.log)
+	ctx := t.Context()
+	for range tier3Burst {
+		if _, err := a.ChannelWorkspace(ctx, chPrivate); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := f.CallCount("conversations.info")
+	began := time.Now()
+	if v := a.resolveVisibility(ctx, chPublic, ""); v != core.Private {
+		t.Fatalf("visibility with the tier spent: %v, want the guess (private)", v)
+	}
+	// The old code waited out its 800 ms lookup deadline here.
+	if took := time.Since(began); took >= 800*time.Millisecond {
+		t.Fatalf("the event waited %v for conversations.info's budget", took)
+	}
+	if n := f.CallCount("conversations.info"); n != calls {
+		t.Fatalf("conversations.info went past its spent budget: %d calls, want %d", n, calls)
+	}
+	// Once the tier has room, the next event looks the channel up.
+	clock.Advance(tier3Interval)
+	if v := a.resolveVisibility(ctx, chPublic, ""); v != core.Public {
+		t.Fatalf("visibility with budget: %v, want public", v)
+	}
+	clock.Advance(time.Hour) // the queues run dry and exit
+}
