@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -52,6 +52,9 @@ type Options struct {
 	// so the grant is refreshed or dropped rather than sent again; the
 	// call is then tried once more with the token Tokens gives next.
 	Rejected func(ctx context.Context, platform, person, server, tok string) error
+	// Tracing makes each tools/call an MCP client span (trace.go; zero:
+	// none).
+	Tracing Tracing
 }
 
 // Manager runs the configured servers and offers their tools. It
@@ -61,6 +64,7 @@ type Manager struct {
 	opts    Options
 	log     *slog.Logger
 	dial    dialer
+	tracer  tracer
 	servers []*server // every configured server, disabled ones included
 
 	mu      sync.Mutex
@@ -88,8 +92,9 @@ func New(cfg *Config, opts Options) *Manager {
 	if opts.Terminate <= 0 {
 		opts.Terminate = 2 * time.Second
 	}
-	m := &Manager{cfg: cfg, opts: opts, log: opts.Logger,
-		dial: dialer{getenv: opts.Getenv, httpClient: opts.HTTPClient, terminate: opts.Terminate}}
+	tr := newTracer(opts.Tracing)
+	m := &Manager{cfg: cfg, opts: opts, log: opts.Logger, tracer: tr,
+		dial: dialer{getenv: opts.Getenv, httpClient: opts.HTTPClient, terminate: opts.Terminate, traced: tr.tr != nil}}
 	for _, s := range cfg.Servers {
 		m.servers = append(m.servers, newServer(m, s))
 	}
@@ -223,8 +228,10 @@ type server struct {
 	refresh chan struct{}
 	// progress routes notifications/progress to the running calls.
 	progress progressRoutes
-	settled  chan struct{} // closed after the first connect attempt ends
-	once     sync.Once
+	// spanAttrs are the attributes of every call span (trace.go).
+	spanAttrs []attribute.KeyValue
+	settled   chan struct{} // closed after the first connect attempt ends
+	once      sync.Once
 
 	mu      sync.Mutex
 	conn    *connection
@@ -240,7 +247,11 @@ func newServer(m *Manager, s Server) *server {
 	if s.Disabled {
 		st = "disabled"
 	}
-	return &server{m: m, cfg: s, stderr: newTail(20, s.secrets), refresh: make(chan struct{}, 1), settled: make(chan struct{}), status: st, since: time.Now()}
+	srv := &server{m: m, cfg: s, stderr: newTail(20, s.secrets), refresh: make(chan struct{}, 1), settled: make(chan struct{}), status: st, since: time.Now()}
+	if m.tracer.tr != nil {
+		srv.spanAttrs = spanAttrs(s)
+	}
+	return srv
 }
 
 func (s *server) state() State {
@@ -500,7 +511,10 @@ func (s *server) call(ctx context.Context, name, remote string, args json.RawMes
 		if lastErr != nil {
 			why = lastErr.Error()
 		}
-		return core.Observation{}, fmt.Errorf("%w: server %s is not connected (%s); it is being restarted, try again later", ErrDown, s.cfg.Name, why)
+		err := fmt.Errorf("%w: server %s is not connected (%s); it is being restarted, try again later", ErrDown, s.cfg.Name, why)
+		_, span := s.startSpan(ctx, remote, nil, args) // a call that reached no server, as an HTTP client span of a refused connection
+		s.endSpan(span, outcome, nil, core.Observation{}, err)
+		return core.Observation{}, err
 	}
 	return s.callOn(ctx, conn, name, remote, args, progress, &outcome)
 }
@@ -525,10 +539,14 @@ func (s *server) observed(ctx context.Context, remote string, start time.Time, o
 	}
 }
 
-// callOn sends one tools/call on conn, setting *outcome.
+// callOn sends one tools/call on conn, setting *outcome, in an MCP
+// client span (trace.go) whose trace context the request carries.
 // With progress set, the call carries a progress token and the server's
 // notifications/progress for it are passed on.
-func (s *server) callOn(ctx context.Context, conn *connection, name, remote string, args json.RawMessage, progress func(core.Progress), outcome *string) (core.Observation, error) {
+func (s *server) callOn(ctx context.Context, conn *connection, name, remote string, args json.RawMessage, progress func(core.Progress), outcome *string) (obs core.Observation, err error) {
+	ctx, span := s.startSpan(ctx, remote, conn, args)
+	var rpcErr error
+	defer func() { s.endSpan(span, *outcome, rpcErr, obs, err) }()
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	params := &mcp.CallToolParams{Name: remote, Arguments: args, Meta: traceMeta(ctx)}
@@ -537,40 +555,24 @@ func (s *server) callOn(ctx context.Context, conn *connection, name, remote stri
 		defer done()
 		params.SetProgressToken(tok)
 	}
-	res, err := conn.session.CallTool(cctx, params)
+	var res *mcp.CallToolResult
+	res, rpcErr = conn.session.CallTool(cctx, params)
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case rpcErr != nil && ctx.Err() != nil:
 		*outcome = "cancelled"
 		return core.Observation{}, fmt.Errorf("calling %s: %w", name, ctx.Err())
-	case err != nil && cctx.Err() != nil:
+	case rpcErr != nil && cctx.Err() != nil:
 		*outcome = "timeout"
 		return core.Observation{}, fmt.Errorf("calling %s: no answer within %s (the server's timeout)", name, s.cfg.Timeout)
-	case err != nil:
+	case rpcErr != nil:
 		*outcome = "error"
-		return core.Observation{}, fmt.Errorf("calling %s: %w", name, explainAsk(err))
+		return core.Observation{}, fmt.Errorf("calling %s: %w", name, explainAsk(rpcErr))
 	}
-	obs, err := observe(name, res, s.m.opts.ResultCap)
+	obs, err = observe(name, res, s.m.opts.ResultCap)
 	if err != nil {
 		*outcome = "tool-error"
 	}
 	return obs, err
-}
-
-// traceMeta is the W3C trace context of ctx's span (traceparent and, when
-// set, tracestate) for a request's params._meta, where the OpenTelemetry
-// semantic conventions for MCP carry it: a stdio server has no headers, and
-// a remote one gets it both ways. Nil outside a span (tracing off).
-func traceMeta(ctx context.Context) mcp.Meta {
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	if len(c) == 0 {
-		return nil
-	}
-	m := make(mcp.Meta, len(c))
-	for k, v := range c {
-		m[k] = v
-	}
-	return m
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -40,6 +40,9 @@ type dialer struct {
 	getenv     func(string) string
 	httpClient func(server string) *http.Client
 	terminate  time.Duration
+	// traced: tools/call requests note their JSON-RPC id on their MCP
+	// client span (trace.go); false, nothing is wrapped.
+	traced bool
 }
 
 // connection is one live session and, for stdio, its process.
@@ -69,7 +72,11 @@ func (d dialer) dial(ctx context.Context, newClient func() *mcp.Client, s Server
 		cmd.Dir = s.Cwd
 		cmd.Stderr = stderr
 		isolate(cmd)
-		sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: d.terminate}, nil)
+		var t mcp.Transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: d.terminate}
+		if d.traced {
+			t = idTransport{t}
+		}
+		sess, err := client.Connect(ctx, t, nil)
 		if err != nil {
 			killGroup(cmd)
 			if cmd.Process != nil {
@@ -121,7 +128,11 @@ func (d dialer) client(s Server) *http.Client {
 		rt = http.DefaultTransport
 	}
 	if len(s.Headers) > 0 {
-		c.Transport = headerTransport{base: rt, headers: s.Headers}
+		rt = headerTransport{base: rt, headers: s.Headers}
+		c.Transport = rt
+	}
+	if d.traced {
+		c.Transport = idRoundTripper{base: rt}
 	}
 	return &c
 }

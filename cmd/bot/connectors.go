@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/connectors"
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/telemetry"
 )
 
 // loadConnectors reads MARLOWE_MCP_CONFIG; nil when it is unset. An error
@@ -65,11 +65,13 @@ func (m *connectorMetrics) register(reg *prometheus.Registry) {
 
 // startConnectors starts every configured server in the background: a
 // slow or broken one never holds up serve or the others.
-func startConnectors(ctx context.Context, cfg *connectors.Config, cm *connectorMetrics, si *signIn, httpClient func(string) *http.Client, log *slog.Logger) *connectors.Manager {
+func startConnectors(ctx context.Context, cfg *connectors.Config, cm *connectorMetrics, si *signIn, tracing *telemetry.Tracing, log *slog.Logger) *connectors.Manager {
 	for _, w := range cfg.Warnings {
 		log.Warn("connector configuration", "warning", w)
 	}
-	m := connectors.New(cfg, connectors.Options{Logger: log.With("component", "connectors"), Observe: cm.observe, Tokens: si.tokens(), Rejected: si.rejected(), HTTPClient: httpClient})
+	opts := connectorOptions(tracing)
+	opts.Logger, opts.Observe, opts.Tokens, opts.Rejected = log.With("component", "connectors"), cm.observe, si.tokens(), si.rejected()
+	m := connectors.New(cfg, opts)
 	m.Start(ctx)
 	log.Info("connectors starting", "file", cfg.File, "servers", len(cfg.Servers))
 	return m

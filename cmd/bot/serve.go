@@ -131,7 +131,7 @@ func cmdServe(ctx context.Context, cfg config, args []string, stderr io.Writer) 
 	}
 	var conns *connectors.Manager
 	if connCfg != nil {
-		conns = startConnectors(ctx, connCfg, connMetrics, si, connectorHTTPClient(tracing), log)
+		conns = startConnectors(ctx, connCfg, connMetrics, si, tracing, log)
 		defer conns.Close()
 		registry = registry.WithSource(conns, connCfg.FindToolAfter)
 	}

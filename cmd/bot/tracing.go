@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/marlowe-bot/marlowe/connectors"
 	"github.com/marlowe-bot/marlowe/engine"
 	"github.com/marlowe-bot/marlowe/internal/telemetry"
 	"github.com/marlowe-bot/marlowe/llm"
@@ -28,6 +29,17 @@ func flushTraces(t *telemetry.Tracing, log *slog.Logger) {
 	if err := t.Shutdown(ctx); err != nil {
 		log.Warn("traces not flushed at shutdown", "error", err)
 	}
+}
+
+// connectorOptions are the connectors' tracing options: with tracing on,
+// each tools/call is an MCP client span under the tool call's and its
+// requests carry that span's trace context; off, none (no spans, the
+// connectors' default HTTP client).
+func connectorOptions(t *telemetry.Tracing) connectors.Options {
+	if t == nil || !t.Enabled {
+		return connectors.Options{}
+	}
+	return connectors.Options{HTTPClient: connectorHTTPClient(t), Tracing: connectors.Tracing{Provider: t.Provider, Content: t.Content}}
 }
 
 // connectorHTTPClient is the HTTP client of remote connectors (MCP over
