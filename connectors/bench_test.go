@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/marlowe-bot/marlowe/core"
 )
@@ -107,4 +110,49 @@ func benchCalls(b *testing.B, call func() error) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(took[len(took)*9/10].Microseconds()), "p90-µs")
+}
+
+// What the MCP client span costs a call (trace.go): the same stdio echo
+// with tracing off (no provider), under an unsampled span (no span is
+// started) and under a sampled one (a span, its attributes, the request
+// id noted, the SDK's batch processor over an exporter that drops them).
+//
+//	go test -run '^$' -bench CallTracing -benchtime 2000x -benchmem ./connectors/
+func BenchmarkCallTracing(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		sampler sdktrace.Sampler // nil: tracing off
+	}{
+		{"off", nil},
+		{"unsampled", sdktrace.ParentBased(sdktrace.NeverSample())},
+		{"sampled", sdktrace.ParentBased(sdktrace.AlwaysSample())},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var opts Options
+			ctx := context.Background()
+			if c.sampler != nil {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()), sdktrace.WithSampler(c.sampler))
+				defer tp.Shutdown(context.Background())
+				opts.Tracing = Tracing{Provider: tp}
+				var span trace.Span
+				ctx, span = tp.Tracer("b").Start(ctx, "execute_tool t__echo")
+				defer span.End()
+			}
+			m := New(&Config{File: "b.json", Servers: []Server{{Name: "t", Type: Stdio, Command: testServerBin, Timeout: time.Minute}}}, opts)
+			m.Start(context.Background())
+			defer m.Close()
+			if err := m.WaitReady(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			tool, ok := m.Tool("t__echo")
+			if !ok {
+				b.Fatal("no echo")
+			}
+			b.ReportAllocs()
+			benchCalls(b, func() error {
+				_, err := tool.Run(ctx, core.ToolContext{}, json.RawMessage(`{"text":"ping"}`))
+				return err
+			})
+		})
+	}
 }
