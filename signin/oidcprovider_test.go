@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"html"
@@ -19,6 +20,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,13 +42,14 @@ type oidcProvider struct {
 	rsSecret string // the resource server's client secret, for introspection
 }
 
-func startOIDCProvider(t *testing.T, resource string, accessTTL time.Duration) *oidcProvider {
+func startOIDCProvider(t *testing.T, resource string, accessTTL time.Duration, env ...string) *oidcProvider {
 	t.Helper()
 	mod := mcpservers.Module(t, "oidc-provider")
 	p := &oidcProvider{rsSecret: rand.Text()}
 	cmd := exec.Command("node", filepath.Join("testdata", "oidc-provider.mjs"))
 	cmd.Env = append(os.Environ(), "OIDC_PROVIDER_DIR="+mod, "RESOURCE="+resource, "RS_CLIENT_SECRET="+p.rsSecret,
 		fmt.Sprintf("ACCESS_TOKEN_TTL=%d", int(accessTTL.Seconds())))
+	cmd.Env = append(cmd.Env, env...)
 	stderr := &syncBuf{}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -138,9 +141,11 @@ func (p *oidcProvider) introspect(ctx context.Context, tok string) (introspectio
 var formAction = regexp.MustCompile(`<form[^>]*action="([^"]*)"[^>]*method="post"`)
 var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value="([^"]*)"`)
 
-// The sign-in flow against an authorization server nobody here wrote and
-// which has dynamic client registration: panva's oidc-provider, started
-// by testdata/oidc-provider.mjs. The protected MCP server is go-sdk's
+// The sign-in flow against an authorization server nobody here wrote which
+// offers dynamic client registration and client ID metadata documents:
+// panva's oidc-provider, started by testdata/oidc-provider.mjs. Marlowe
+// registers under an http public URL, and under an https one is known by
+// its document's URL, which the provider fetches. The protected MCP server is go-sdk's
 // bearer middleware checking each token by introspection at the provider
 // (active, bound to this resource, scope mcp:tools) and publishing RFC
 // 9728 metadata naming the provider and the scopes openid and mcp:tools.
@@ -154,7 +159,8 @@ var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value=
 // (introspection says inactive and the server refuses the token). No
 // issued token is in the logs, events or database.
 //
-// It failed on the code before, three ways: the registration was refused
+// It failed on the code before, three ways (the document's case the latter
+// two): the registration was refused
 // (Marlowe named the resource's scope mcp:tools, which is not among the
 // provider's own scopes: now it registers again without a scope); no
 // refresh token came (offline_access without prompt=consent is dropped:
@@ -162,12 +168,47 @@ var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value=
 // provider's userinfo token, refused by the MCP server (the refresh did
 // not name the resource: now it does).
 func TestSignInAgainstOIDCProvider(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(http.Handler) *httptest.Server
+	}{
+		// An http public URL offers no client ID metadata document: Marlowe
+		// registers (RFC 7591).
+		{"dynamic client registration", httptest.NewServer},
+		// An https one does, and the provider offers them: Marlowe's client
+		// id is its document's URL, which the provider fetches.
+		{"client ID metadata document", httptest.NewTLSServer},
+	} {
+		t.Run(tc.name, func(t *testing.T) { signInAtOIDCProvider(t, tc.start) })
+	}
+}
+
+func signInAtOIDCProvider(t *testing.T, start func(http.Handler) *httptest.Server) {
 	ctx := t.Context()
 	mux := http.NewServeMux()
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
 	endpoint := hs.URL + "/mcp"
-	op := startOIDCProvider(t, endpoint, 10*time.Minute)
+	var botHandler http.Handler = http.NotFoundHandler()
+	var docFetches atomic.Int32 // the provider's GETs of Marlowe's client metadata document
+	bot := start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == signin.ClientMetadataPath {
+			docFetches.Add(1)
+		}
+		botHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(bot.Close)
+	var env []string
+	if bot.TLS != nil {
+		// The provider fetches Marlowe's document from the bot: it trusts
+		// the bot's test certificate.
+		ca := filepath.Join(t.TempDir(), "bot.pem")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: bot.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "NODE_EXTRA_CA_CERTS="+ca)
+	}
+	op := startOIDCProvider(t, endpoint, 10*time.Minute, env...)
 
 	verify := func(ctx context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 		in, err := op.introspect(ctx, tok)
@@ -190,9 +231,6 @@ func TestSignInAgainstOIDCProvider(t *testing.T) {
 	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: []string{"mcp:tools"}})(
 		mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, &mcp.StreamableHTTPOptions{Stateless: true})))
 
-	var botHandler http.Handler = http.NotFoundHandler()
-	bot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { botHandler.ServeHTTP(w, r) }))
-	t.Cleanup(bot.Close)
 	dbPath := filepath.Join(t.TempDir(), "m.db")
 	db, err := sqlite.Open(ctx, dbPath, nil)
 	if err != nil {
@@ -207,7 +245,7 @@ func TestSignInAgainstOIDCProvider(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	vlt := vault.New(db, kr, log)
 	svc, err := signin.New(signin.Config{Vault: vlt, Links: links, Events: ev, Log: log, Now: func() time.Time { return time.Now().Add(offset) },
-		Servers: []signin.Server{{Name: "idp", URL: endpoint}}}) // no client id: dynamic registration
+		Servers: []signin.Server{{Name: "idp", URL: endpoint}}}) // no client id
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +254,7 @@ func TestSignInAgainstOIDCProvider(t *testing.T) {
 	// The person follows the link, presses Continue, and signs in and
 	// consents on the provider's own HTML forms.
 	link, _ := svc.Link("slack", "U1", "idp")
-	b := browser("")
+	b := browserWith(bot.Client().Transport, "")
 	u, _ := url.Parse(link)
 	resp, err := b.PostForm(bot.URL+signin.StartPath, url.Values{"t": {u.Query().Get("t")}})
 	if err != nil {
@@ -262,14 +300,18 @@ func TestSignInAgainstOIDCProvider(t *testing.T) {
 		t.Fatalf("the confirmation card names %q, want alice", card.Account)
 	}
 
-	// Registered dynamically, a public client; the token is bound to the
-	// MCP resource and a call with it answers as alice.
+	// A public client, registered dynamically or named by its document's
+	// URL; the token is bound to the MCP resource and a call with it
+	// answers as alice.
 	g, _, ok, err := vlt.Get(ctx, "slack", "U1", "idp")
 	if err != nil || !ok {
 		t.Fatalf("no grant: %v", err)
 	}
 	if g.ClientID == "" || g.ClientSecret != "" || g.Resource != endpoint {
 		t.Fatalf("the grant: client %q (secret %v), resource %q", g.ClientID, g.ClientSecret != "", g.Resource)
+	}
+	if doc := bot.URL + signin.ClientMetadataPath; (bot.TLS != nil) != (g.ClientID == doc) || (bot.TLS != nil) != (docFetches.Load() > 0) {
+		t.Fatalf("client id %q (the document is %s, fetched %d times)", g.ClientID, doc, docFetches.Load())
 	}
 	if g.RefreshToken == "" {
 		t.Fatal("oidc-provider issued no refresh token")

@@ -4,6 +4,10 @@
 // authorization server would be:
 //
 //   - dynamic client registration (RFC 7591), open (no initial token);
+//   - client ID metadata documents (its experimental draft-02 feature):
+//     a client id that is an https URL is fetched (over loopback here:
+//     its fetch's guard against special-use addresses is lifted, and the
+//     test's certificate is trusted through NODE_EXTRA_CA_CERTS);
 //   - PKCE required for every client (S256 is the only method it has);
 //   - resource indicators (RFC 8707): an access token is issued only for
 //     the protected MCP resource $RESOURCE, opaque, and bound to it (aud);
@@ -54,7 +58,14 @@ const provider = new Provider(issuer, {
   pkce: { required: () => true },
   ttl: { AccessToken: ttl },
   cookies: { keys: ['marlowe-test-cookie-key-0123456789'] },
+  // Its default fetch refuses loopback addresses (SSRF guard): the test's
+  // client metadata documents are served on 127.0.0.1.
+  fetch: (url, options) => {
+    const { dispatcher: _guard, ...rest } = options;
+    return globalThis.fetch(url, rest);
+  },
   features: {
+    clientIdMetadataDocument: { enabled: true, ack: 'draft-02' },
     devInteractions: { enabled: true },
     registration: { enabled: true },
     revocation: { enabled: true },
