@@ -143,15 +143,15 @@ var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value=
 
 // The sign-in flow against an authorization server nobody here wrote which
 // offers dynamic client registration and client ID metadata documents:
-// panva's oidc-provider, started by testdata/oidc-provider.mjs. Marlowe
-// registers under an http public URL, and under an https one is known by
-// its document's URL, which the provider fetches. The protected MCP server is go-sdk's
-// bearer middleware checking each token by introspection at the provider
-// (active, bound to this resource, scope mcp:tools) and publishing RFC
-// 9728 metadata naming the provider and the scopes openid and mcp:tools.
-// Marlowe discovers it (RFC 9728 → RFC 8414/OpenID), registers itself
-// (RFC 7591) as a public client with the exact redirect URI, sends the
-// person there with PKCE S256 and the resource (RFC 8707); the person
+// panva's oidc-provider, started by testdata/oidc-provider.mjs. The
+// protected MCP server is go-sdk's bearer middleware checking each token
+// by introspection at the provider (active, bound to this resource, scope
+// mcp:tools) and publishing RFC 9728 metadata naming the provider and the
+// scopes openid and mcp:tools. Marlowe discovers it (RFC 9728 → RFC
+// 8414/OpenID) and settles a public client with the exact redirect URI:
+// under an http public URL it registers (RFC 7591); under an https one its
+// client id is its document's URL, which the provider fetches. It sends
+// the person there with PKCE S256 and the resource (RFC 8707); the person
 // signs in and consents on the provider's own forms; after the person
 // confirms, a tool call carries their token and answers as their account;
 // the token is refreshed at the provider (the refresh token rotated, the
@@ -160,13 +160,12 @@ var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value=
 // issued token is in the logs, events or database.
 //
 // It failed on the code before, three ways (the document's case the latter
-// two): the registration was refused
-// (Marlowe named the resource's scope mcp:tools, which is not among the
-// provider's own scopes: now it registers again without a scope); no
-// refresh token came (offline_access without prompt=consent is dropped:
-// now prompt=consent goes with it); and the refreshed token was the
-// provider's userinfo token, refused by the MCP server (the refresh did
-// not name the resource: now it does).
+// two): the registration was refused (Marlowe named the resource's scope
+// mcp:tools, which is not among the provider's own scopes: now it
+// registers again without a scope); no refresh token came (offline_access
+// without prompt=consent is dropped: now prompt=consent goes with it); and
+// the refreshed token was the provider's userinfo token, refused by the
+// MCP server (the refresh did not name the resource: now it does).
 func TestSignInAgainstOIDCProvider(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
