@@ -156,8 +156,10 @@ var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value=
 // confirms, a tool call carries their token and answers as their account;
 // the token is refreshed at the provider (the refresh token rotated, the
 // new access token still bound to the resource); disconnect revokes there
-// (introspection says inactive and the server refuses the token). No
-// issued token is in the logs, events or database.
+// (introspection says inactive and the server refuses the token); a
+// refresh token revoked at the provider behind Marlowe's back makes the
+// next refresh fail and the person is asked to connect again. No issued
+// token is in the logs, events or database.
 //
 // It failed on the code before, three ways (the document's case the latter
 // two): the registration was refused (Marlowe named the resource's scope
@@ -251,45 +253,50 @@ func signInAtOIDCProvider(t *testing.T, start func(http.Handler) *httptest.Serve
 	botHandler = svc.Handler()
 
 	// The person follows the link, presses Continue, and signs in and
-	// consents on the provider's own HTML forms.
-	link, _ := svc.Link("slack", "U1", "idp")
-	b := browserWith(bot.Client().Transport, "")
-	u, _ := url.Parse(link)
-	resp, err := b.PostForm(bot.URL+signin.StartPath, url.Values{"t": {u.Query().Get("t")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var forms []string
-	for range 4 {
-		page, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		m := formAction.FindSubmatch(page)
-		if m == nil || !strings.HasPrefix(resp.Request.URL.String(), op.issuer) {
-			if resp.StatusCode != 200 || !strings.Contains(string(page), "Nothing is connected until they confirm") {
-				t.Fatalf("sign-in ended at %s (%d): %s", resp.Request.URL, resp.StatusCode, page)
-			}
-			break
-		}
-		form := url.Values{}
-		for _, h := range hiddenInput.FindAllSubmatch(page, -1) {
-			form.Set(string(h[1]), html.UnescapeString(string(h[2])))
-		}
-		forms = append(forms, form.Get("prompt"))
-		if form.Get("prompt") == "login" {
-			form.Set("login", "alice")
-			form.Set("password", "any")
-		}
-		action, err := resp.Request.URL.Parse(html.UnescapeString(string(m[1])))
+	// consents on the provider's own HTML forms, in a fresh browser.
+	signIn := func() {
+		t.Helper()
+		link, _ := svc.Link("slack", "U1", "idp")
+		b := browserWith(bot.Client().Transport, "")
+		u, _ := url.Parse(link)
+		resp, err := b.PostForm(bot.URL+signin.StartPath, url.Values{"t": {u.Query().Get("t")}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp, err = b.PostForm(action.String(), form); err != nil {
-			t.Fatal(err)
+		var forms []string
+		for done := false; !done; {
+			page, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			m := formAction.FindSubmatch(page)
+			if m == nil || !strings.HasPrefix(resp.Request.URL.String(), op.issuer) || len(forms) == 4 {
+				if resp.StatusCode != 200 || !strings.Contains(string(page), "Nothing is connected until they confirm") {
+					t.Fatalf("sign-in ended at %s (%d) after forms %q: %s", resp.Request.URL, resp.StatusCode, forms, page)
+				}
+				done = true
+				continue
+			}
+			form := url.Values{}
+			for _, h := range hiddenInput.FindAllSubmatch(page, -1) {
+				form.Set(string(h[1]), html.UnescapeString(string(h[2])))
+			}
+			forms = append(forms, form.Get("prompt"))
+			if form.Get("prompt") == "login" {
+				form.Set("login", "alice")
+				form.Set("password", "any")
+			}
+			action, err := resp.Request.URL.Parse(html.UnescapeString(string(m[1])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp, err = b.PostForm(action.String(), form); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := strings.Join(forms, " "); got != "login consent" {
+			t.Fatalf("the provider's forms: %q, want login then consent", got)
 		}
 	}
-	if got := strings.Join(forms, " "); got != "login consent" {
-		t.Fatalf("the provider's forms: %q, want login then consent", got)
-	}
+	signIn()
 	if _, err := svc.Token(ctx, "slack", "U1", "idp"); !errors.Is(err, signin.ErrNotConnected) {
 		t.Fatalf("a pending sign-in already acts: %v", err)
 	}
@@ -364,7 +371,43 @@ func signInAtOIDCProvider(t *testing.T, start func(http.Handler) *httptest.Serve
 	if _, err := svc.Token(ctx, "slack", "U1", "idp"); !errors.Is(err, signin.ErrNotConnected) {
 		t.Fatalf("after disconnect: %v", err)
 	}
-	want := "U1/idp:pending U1/idp:connected U1/idp:refreshed U1/idp:revoked"
+
+	// A refresh the provider refuses: alice signs in again, and her
+	// refresh token is revoked at the provider behind Marlowe's back (at
+	// its revocation endpoint, as her client); when the access token nears
+	// its end the refresh is refused and she alone is asked to connect
+	// again (refresh_failed), the dead grant dropped.
+	offset = 0
+	signIn()
+	ev.confirm(t, svc, "U1")
+	third, err := svc.Token(ctx, "slack", "U1", "idp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g3, _, ok, err := vlt.Get(ctx, "slack", "U1", "idp")
+	if err != nil || !ok || g3.RefreshToken == "" || g3.RevocationURL == "" {
+		t.Fatalf("the second grant: ok=%v refresh token=%v revocation=%q err=%v", ok, g3.RefreshToken != "", g3.RevocationURL, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g3.RevocationURL, strings.NewReader(url.Values{
+		"token": {g3.RefreshToken}, "token_type_hint": {"refresh_token"}, "client_id": {g3.ClientID}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("revoking the refresh token at oidc-provider: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if in, err := op.introspect(ctx, g3.RefreshToken); err != nil || in.Active {
+		t.Fatalf("the revoked refresh token: %+v %v", in, err)
+	}
+	offset = 9 * time.Minute
+	if _, err := svc.Token(ctx, "slack", "U1", "idp"); !errors.Is(err, signin.ErrReconnect) {
+		t.Fatalf("a refresh oidc-provider refuses: %v", err)
+	}
+	if cs, _ := svc.List(ctx, "slack", "U1"); len(cs) != 0 {
+		t.Fatalf("the dead grant stayed: %+v", cs)
+	}
+
+	want := "U1/idp:pending U1/idp:connected U1/idp:refreshed U1/idp:revoked U1/idp:pending U1/idp:connected U1/idp:refresh_failed"
 	if got := strings.Join(ev.kinds(), " "); got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
@@ -373,7 +416,8 @@ func signInAtOIDCProvider(t *testing.T, start func(http.Handler) *httptest.Serve
 	evs, _ := json.Marshal(ev.evs)
 	for where, h := range map[string]string{"logs": logs.String(), "events": string(evs), "database": string(dbFile) + string(wal)} {
 		for name, s := range map[string]string{"access token": tok, "refreshed access token": fresh,
-			"refresh token": g.RefreshToken, "rotated refresh token": g2.RefreshToken} {
+			"refresh token": g.RefreshToken, "rotated refresh token": g2.RefreshToken,
+			"second access token": third, "second refresh token": g3.RefreshToken} {
 			if strings.Contains(h, s) {
 				t.Errorf("the %s is in the %s", name, where)
 			}
