@@ -366,3 +366,51 @@ func TestDiscordUploadIsPacedAsAMessage(t *testing.T) {
 		clock.Advance(time.Hour)
 	})
 }
+
+// Discord's bot-wide limit (50 REST calls a second) is counted ahead: 60
+// answers at once into 60 channels, each well inside its own channel's
+// budget, go 50 in the first second and the rest when the next second
+// starts, with no 429 needed. The old pacer counted per channel only and
+// sent all 60 at once, learning the global limit from a 429.
+func TestDiscordCountsTheGlobalLimitAhead(t *testing.T) {
+	g := testGuild()
+	var chans []string
+	for i := range 60 {
+		id := fmt.Sprint(310000000000000000 + i)
+		g.Channels = append(g.Channels, discordfake.Channel{ID: id, Type: discordfake.TypeText, Name: fmt.Sprint("c", i)})
+		chans = append(chans, id)
+	}
+	f := newFake(t, discordfake.Config{Guilds: []discordfake.Guild{g}})
+	a, clock := stoppedPace(t, f)
+	ctx := t.Context()
+	errs := make(chan error, len(chans))
+	for i, ch := range chans {
+		go func() {
+			_, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("answer-", i), Scope: scopeOf(ch, ""), Text: "answer", Priority: core.PriorityHigh})
+			errs <- err
+		}()
+	}
+	state := func() (int, int) { return len(f.Posts()), a.pacer.q.Stats().Queued }
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		posts, queued := state()
+		if posts == globalPerSecond && queued == len(chans)-globalPerSecond || posts == len(chans) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d posts, %d queued", posts, queued)
+		}
+	}
+	if posts, _ := state(); posts != 50 {
+		t.Fatalf("%d posts in the first second on a stopped clock, want Discord's global %d", posts, globalPerSecond)
+	}
+	clock.Advance(time.Second)
+	for range chans {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if posts, _ := state(); posts != len(chans) {
+		t.Fatalf("%d posts, want %d", posts, len(chans))
+	}
+	clock.Advance(time.Hour) // the queues run dry and exit
+}
