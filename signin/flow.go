@@ -160,7 +160,15 @@ func (s *Service) Start(ctx context.Context, token, browser string) (string, Cla
 		return "", c, err
 	}
 	oc := p.config(s.cfg.Links.RedirectURI())
-	return oc.AuthCodeURL(state, oauth2.S256ChallengeOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource)), c, nil
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource)}
+	if slices.Contains(p.Scopes, "offline_access") {
+		// OpenID Connect Core §11: offline_access needs prompt=consent, or
+		// the provider drops it and issues no refresh token (oidc-provider
+		// does), and the person would have to sign in again when the
+		// access token lapses.
+		opts = append(opts, oauth2.SetAuthURLParam("prompt", "consent"))
+	}
+	return oc.AuthCodeURL(state, opts...), c, nil
 }
 
 func (p *pending) config(redirect string) *oauth2.Config {
@@ -273,11 +281,7 @@ func (s *Service) prepare(ctx context.Context, srv Server) (*pending, error) {
 		// A public client: no secret, PKCE. Preferred to registering.
 		p.ClientID, p.AuthStyle = s.cfg.Links.ClientMetadataURL(), int(oauth2.AuthStyleInParams)
 	case asm.RegistrationEndpoint != "":
-		reg, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
-			RedirectURIs: []string{s.cfg.Links.RedirectURI()}, ClientName: "Marlowe",
-			GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
-			TokenEndpointAuthMethod: "none", Scope: strings.Join(p.Scopes, " "),
-		}, s.cfg.HTTP)
+		reg, err := s.register(ctx, asm.RegistrationEndpoint, p.Scopes)
 		if err != nil {
 			return nil, fmt.Errorf("%s: dynamic client registration: %w", srv.Name, err)
 		}
@@ -287,6 +291,27 @@ func (s *Service) prepare(ctx context.Context, srv Server) (*pending, error) {
 		return nil, fmt.Errorf("%s: %s", srv.Name, NoRegistration(asm, s.cfg.Links))
 	}
 	return p, nil
+}
+
+// register registers Marlowe as a public client at endpoint (RFC 7591),
+// naming the scopes it will ask for. A server that refuses the metadata
+// over the scope is asked again without it: the scope of a registration
+// is optional, and a server's own list need not hold its resources'
+// scopes (oidc-provider refuses "scope must only contain Authorization
+// Server supported scope values" when the protected resource's scopes,
+// issued through resource indicators, are not among its own).
+func (s *Service) register(ctx context.Context, endpoint string, scopes []string) (*oauthex.ClientRegistrationResponse, error) {
+	meta := &oauthex.ClientRegistrationMetadata{
+		RedirectURIs: []string{s.cfg.Links.RedirectURI()}, ClientName: "Marlowe",
+		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
+		TokenEndpointAuthMethod: "none", Scope: strings.Join(scopes, " "),
+	}
+	reg, err := oauthex.RegisterClient(ctx, endpoint, meta, s.cfg.HTTP)
+	if re := (*oauthex.ClientRegistrationError)(nil); errors.As(err, &re) && re.ErrorCode == "invalid_client_metadata" && meta.Scope != "" {
+		meta.Scope = ""
+		reg, err = oauthex.RegisterClient(ctx, endpoint, meta, s.cfg.HTTP)
+	}
+	return reg, err
 }
 
 // NoRegistration says why no client can be settled with asm without a

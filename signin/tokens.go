@@ -129,7 +129,17 @@ func (s *Service) refresh(ctx context.Context, g vault.Grant) (vault.Grant, erro
 	if g.RefreshToken == "" {
 		return g, errors.New("no refresh token")
 	}
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, s.cfg.HTTP)
+	hc := s.cfg.HTTP
+	if g.Resource != "" {
+		// RFC 8707 and MCP: the resource goes in every token request, the
+		// refresh too. Without it a provider may issue a token for itself
+		// instead (oidc-provider does when openid is among the scopes:
+		// its userinfo's), which the MCP server refuses.
+		c := *hc
+		c.Transport = withResource{rt: hc.Transport, resource: g.Resource}
+		hc = &c
+	}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
 	cfg := &oauth2.Config{ClientID: g.ClientID, ClientSecret: g.ClientSecret,
 		Endpoint: oauth2.Endpoint{TokenURL: g.TokenURL, AuthStyle: oauth2.AuthStyle(g.AuthStyle)}}
 	// An expired copy makes the token source refresh now.
@@ -142,6 +152,38 @@ func (s *Service) refresh(ctx context.Context, g vault.Grant) (vault.Grant, erro
 		g.RefreshToken = tok.RefreshToken // rotated (OAuth 2.1 for public clients)
 	}
 	return g, nil
+}
+
+// withResource adds the resource parameter (RFC 8707) to the form of
+// each POST it sends: x/oauth2 has no option for it in a refresh.
+type withResource struct {
+	rt       http.RoundTripper // nil: http.DefaultTransport
+	resource string
+}
+
+func (w withResource) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt := w.rt
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	if r.Method != http.MethodPost || r.Body == nil {
+		return rt.RoundTrip(r)
+	}
+	b, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(b))
+	if err != nil {
+		return nil, err
+	}
+	form.Set("resource", w.resource)
+	body := form.Encode()
+	r = r.Clone(r.Context())
+	r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+	return rt.RoundTrip(r)
 }
 
 // List implements core.Connections.

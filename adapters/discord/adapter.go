@@ -144,7 +144,7 @@ func WithDeduper(d dedupe.Deduper) Option {
 // pacing; 429 retry_after is honoured either way.
 func WithChannelPace(interval time.Duration, burst int) Option {
 	return func(a *Adapter) {
-		a.pacer.cfg = paceConfig{interval: interval, burst: max(burst, 1)}
+		a.pacer = newPacer(a.now, nil, paceConfig{interval: interval, burst: max(burst, 1)}, a.log)
 	}
 }
 

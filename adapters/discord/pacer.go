@@ -54,8 +54,8 @@ func routeKey(channel, route string) string {
 // pacer runs REST calls through one queue per channel and route
 // (internal/pacer): priorities, coalesced edits, a token bucket, and on a
 // 429 the retry_after Discord sent is waited out before the same call is
-// sent again. cfg and log may be set by options after newPacer, before the
-// first call.
+// sent again. log may be set by options after newPacer, before the first
+// call.
 type pacer struct {
 	cfg   paceConfig
 	log   *slog.Logger
@@ -64,10 +64,21 @@ type pacer struct {
 	waits pq.Waits
 }
 
+// globalPerSecond is Discord's bot-wide limit on REST calls: 50 a second
+// (interaction callbacks are outside it). The pacer counts its calls
+// ahead against it, a third kept for answers, rather than learning it
+// from a global 429.
+const globalPerSecond = 50
+
 func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, cfg paceConfig, log *slog.Logger) *pacer {
 	p := &pacer{cfg: cfg, log: log, now: now}
+	global := 0
+	if cfg.interval > 0 {
+		global = globalPerSecond // pacing off (tests): no bot-wide count either
+	}
 	p.q = pq.New(now, pq.Config[string]{
-		Rate: func(string) (time.Duration, int) { return p.cfg.interval, p.cfg.burst },
+		GlobalPerSecond: global,
+		Rate:            func(string) (time.Duration, int) { return p.cfg.interval, p.cfg.burst },
 		Decoration: func(string) (time.Duration, int) {
 			if p.cfg.interval <= 0 {
 				return 0, 1 // pacing off (tests): decorations too

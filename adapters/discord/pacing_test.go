@@ -250,3 +250,167 @@ func withoutPacingWait(t *testing.T, calls func() error, state func() string) {
 		t.Fatalf("waited for pacing: %s", state())
 	}
 }
+
+// A file is a message: UploadFile goes in the channel's queue of message
+// creates, so it waits its turn behind the answers on the channel's budget
+// and a 429's retry_after is waited out on the pacer's clock, the file
+// posted exactly once. The old upload went past the pacer to discordgo:
+// on a stopped clock, after the channel's burst of 5 answers, it was sent
+// at once, and a 429 failed it.
+func TestDiscordUploadIsPacedAsAMessage(t *testing.T) {
+	file := core.File{Name: "report.csv", Title: "the report", Type: "text/csv", Content: []byte("a,b\n1,2\n")}
+	sc := scopeOf(general, "")
+	// settle moves the stopped clock timer by timer until done reports,
+	// checking before each move that nothing more was sent than before.
+	settle := func(t *testing.T, clock *pacertest.Clock, done <-chan error, before func()) {
+		t.Helper()
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if at, ok := clock.NextTimer(); ok {
+				before()
+				clock.AdvanceTo(at)
+			}
+		}
+	}
+	t.Run("waits its turn among the answers", func(t *testing.T) {
+		f := newFake(t, discordfake.Config{})
+		a, clock := stoppedPace(t, f)
+		ctx := t.Context()
+		start := clock.Now()
+		withoutPacingWait(t, func() error {
+			for i := range 5 {
+				if _, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("ans-", i), Scope: sc, Text: "answer", Priority: core.PriorityHigh}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, func() string { return fmt.Sprintf("%d posted of 5", len(f.Posts())) })
+		done := make(chan error, 1)
+		go func() { done <- a.UploadFile(ctx, sc, file) }()
+		for queued := false; !queued; {
+			select {
+			case err := <-done:
+				t.Fatalf("the upload went past the channel's spent budget on a stopped clock (err %v, %d files)", err, len(f.Attachments()))
+			case <-time.After(5 * time.Millisecond):
+				n, _ := a.pacer.q.Queued(general, core.PriorityHigh)
+				queued = n == 1
+			}
+		}
+		// An answer queued after the upload goes after it: one queue, FIFO
+		// within a priority.
+		answered := make(chan error, 1)
+		go func() {
+			_, err := a.Post(ctx, core.Outbound{Key: "ans-late", Scope: sc, Text: "late answer", Priority: core.PriorityHigh})
+			answered <- err
+		}()
+		settle(t, clock, done, func() {
+			if n := len(f.Attachments()); n != 0 {
+				t.Fatalf("%d files sent before the channel's budget had a token", n)
+			}
+		})
+		if d := clock.Now().Sub(start); d < time.Second {
+			t.Fatalf("the upload went %v after the burst, before the channel's next token (1 s)", d)
+		}
+		settle(t, clock, answered, func() {})
+		if n := len(f.Attachments()); n != 1 {
+			t.Fatalf("%d files posted, want 1", n)
+		}
+		posts := f.Posts()
+		if len(posts) != 7 || posts[5].Content != file.Title || posts[6].Content != "late answer" {
+			t.Fatalf("posts %+v, want 5 answers, the file, then the late answer", posts)
+		}
+		clock.Advance(time.Hour) // the queues run dry and exit
+	})
+	t.Run("a 429 is waited out", func(t *testing.T) {
+		f := newFake(t, discordfake.Config{})
+		a, clock := stoppedPace(t, f)
+		ctx := t.Context()
+		const retry = 2 * time.Second
+		f.RateLimit("POST", "channels/"+general+"/messages", 1, retry, false)
+		start := clock.Now()
+		done := make(chan error, 1)
+		go func() { done <- a.UploadFile(ctx, sc, file) }()
+		creates := func() string {
+			var st []int
+			for _, c := range f.Calls() {
+				if c.Method == "POST" && c.Path == "channels/"+general+"/messages" {
+					st = append(st, c.Status)
+				}
+			}
+			return fmt.Sprint(st)
+		}
+		settle(t, clock, done, func() {
+			if got := creates(); clock.Now().Sub(start) < retry && got != "[429]" {
+				t.Fatalf("message creates answered %v before retry_after passed, want the one refused", got)
+			}
+		})
+		if d := clock.Now().Sub(start); d < retry {
+			t.Fatalf("sent again %v after the 429, before retry_after (%v)", d, retry)
+		}
+		if posts := creates(); posts != "[429 200]" {
+			t.Fatalf("message creates answered %v, want a 429 then one sent again", posts)
+		}
+		if n := len(f.Attachments()); n != 1 {
+			t.Fatalf("%d files posted, want exactly 1", n)
+		}
+		if n := a.pacer.rateLimited(); n != 1 {
+			t.Fatalf("the pacer waited out %d 429s, want 1", n)
+		}
+		clock.Advance(time.Hour)
+	})
+}
+
+// Discord's bot-wide limit (50 REST calls a second) is counted ahead: 60
+// answers at once into 60 channels, each well inside its own channel's
+// budget, go 50 in the first second and the rest when the next second
+// starts, with no 429 needed. The old pacer counted per channel only and
+// sent all 60 at once, learning the global limit from a 429.
+func TestDiscordCountsTheGlobalLimitAhead(t *testing.T) {
+	g := testGuild()
+	var chans []string
+	for i := range 60 {
+		id := fmt.Sprint(310000000000000000 + i)
+		g.Channels = append(g.Channels, discordfake.Channel{ID: id, Type: discordfake.TypeText, Name: fmt.Sprint("c", i)})
+		chans = append(chans, id)
+	}
+	f := newFake(t, discordfake.Config{Guilds: []discordfake.Guild{g}})
+	a, clock := stoppedPace(t, f)
+	ctx := t.Context()
+	errs := make(chan error, len(chans))
+	for i, ch := range chans {
+		go func() {
+			_, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("answer-", i), Scope: scopeOf(ch, ""), Text: "answer", Priority: core.PriorityHigh})
+			errs <- err
+		}()
+	}
+	state := func() (int, int) { return len(f.Posts()), a.pacer.q.Stats().Queued }
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		posts, queued := state()
+		if posts == globalPerSecond && queued == len(chans)-globalPerSecond || posts == len(chans) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d posts, %d queued", posts, queued)
+		}
+	}
+	if posts, _ := state(); posts != 50 {
+		t.Fatalf("%d posts in the first second on a stopped clock, want Discord's global %d", posts, globalPerSecond)
+	}
+	clock.Advance(time.Second)
+	for range chans {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if posts, _ := state(); posts != len(chans) {
+		t.Fatalf("%d posts, want %d", posts, len(chans))
+	}
+	clock.Advance(time.Hour) // the queues run dry and exit
+}

@@ -255,12 +255,14 @@ func (s *Sandbox) click(personID, msgID, actionID string) (core.CardClick, error
 	if m.Card.Resolution != "" {
 		return core.CardClick{}, fmt.Errorf("card %q is already resolved: %w", m.Card.ID, errConflict)
 	}
-	if slices.Contains(m.Clicking, p.ID) {
-		return core.CardClick{}, fmt.Errorf("%s's click on card %q is still being handled: %w", p.Name, m.Card.ID, errConflict)
-	}
+	// An unknown action is that, whether or not an earlier click is
+	// still being handled.
 	i := slices.IndexFunc(m.Card.Actions, func(a core.CardAction) bool { return a.ID == actionID })
 	if i < 0 {
 		return core.CardClick{}, fmt.Errorf("card %q has no action %q: %w", m.Card.ID, actionID, ErrNotFound)
+	}
+	if slices.Contains(m.Clicking, p.ID) {
+		return core.CardClick{}, fmt.Errorf("%s's click on card %q is still being handled: %w", p.Name, m.Card.ID, errConflict)
 	}
 	if len(s.queue) >= maxQueue {
 		return core.CardClick{}, errBusy

@@ -32,7 +32,7 @@ func (a *Adapter) IsAdmin(ctx context.Context, scope core.Scope, userID string) 
 	if v, ok := a.admins.get(key, now); ok {
 		return v, nil
 	}
-	u, err := a.api.GetUserInfoContext(ctx, userID)
+	u, err := a.userInfo(ctx, userID)
 	if err != nil {
 		return false, fmt.Errorf("slack: users.info: %w", err)
 	}

@@ -68,7 +68,11 @@ func (a *Adapter) PublishHome(ctx context.Context, userID string, items []core.I
 		return errors.New("slack: publish home: not a Slack user id")
 	}
 	view := slack.HomeTabViewRequest{Type: slack.VTHomeTab, Blocks: slack.Blocks{BlockSet: homeBlocks(items)}}
-	_, err := a.api.PublishViewContext(ctx, slack.PublishViewContextRequest{UserID: userID, View: view})
+	// In views.publish's own queue (Tier 4), apart from every message.
+	err := a.pacer.lookup(ctx, "views.publish", func(ctx context.Context) error {
+		_, err := a.api.PublishViewContext(ctx, slack.PublishViewContextRequest{UserID: userID, View: view})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("slack: views.publish: %w", err)
 	}

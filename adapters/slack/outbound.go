@@ -304,7 +304,12 @@ func (a *Adapter) OpenDM(ctx context.Context, userID string) (core.Scope, error)
 	if userID == "" {
 		return core.Scope{}, errors.New("slack: open DM: no user id")
 	}
-	ch, _, _, err := a.api.OpenConversationContext(ctx, &slack.OpenConversationParameters{Users: []string{userID}, ReturnIM: true})
+	var ch *slack.Channel
+	err := a.pacer.lookup(ctx, "conversations.open", func(ctx context.Context) error {
+		var err error
+		ch, _, _, err = a.api.OpenConversationContext(ctx, &slack.OpenConversationParameters{Users: []string{userID}, ReturnIM: true})
+		return err
+	})
 	if err != nil {
 		return core.Scope{}, fmt.Errorf("slack: conversations.open: %w", err)
 	}

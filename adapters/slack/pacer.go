@@ -18,13 +18,36 @@ type paceConfig struct {
 }
 
 // Slack counts per method (docs/slack.md, "Pacing"): chat.postMessage
-// about one a second per channel; reactions.add and chat.update are Tier 3,
-// 50+ a minute per workspace, sporadic bursts welcome. The decorations'
-// Tier 3 budget here is one call per 1.2 s after a burst of tier3Burst.
+// about one a second per channel; every other method has a tier, counted
+// per method per workspace: Tier 2 is 20+ a minute, Tier 3 50+ (sporadic
+// bursts welcome), Tier 4 100+ (generous bursts). A tier's budget here is
+// one call per its documented minimum after a burst (the bursts are a
+// choice: Slack publishes no number for them).
 const (
+	tier2Interval = time.Minute / 20
+	tier2Burst    = 5
 	tier3Interval = time.Minute / 50
 	tier3Burst    = 10
+	tier4Interval = time.Minute / 100
+	tier4Burst    = 20
 )
+
+// lookupTier is the documented tier of each paced lookup (the method's
+// page in Slack's reference), as an interval and burst; ok false for a key
+// that is not one (a channel id: its history reads are spaced by the
+// history gate instead).
+func lookupTier(method string) (iv time.Duration, burst int, ok bool) {
+	switch method {
+	case "users.list": // Tier 2
+		return tier2Interval, tier2Burst, true
+	case "conversations.info", "conversations.open": // Tier 3
+		return tier3Interval, tier3Burst, true
+	case "conversations.members", "users.info", "views.publish", // Tier 4
+		"chat.getPermalink": // "Special rate limits apply": counted as Tier 4
+		return tier4Interval, tier4Burst, true
+	}
+	return 0, 1, false
+}
 
 // Keys of the workspace-wide budgets (channel ids never look like these).
 const (
@@ -44,7 +67,10 @@ const (
 // message it is. History reads (conversations.replies/history) queue per
 // channel apart from everything else, unpaced there (the history gate,
 // WithHistoryInterval, spaces them), so a read never takes an answer's
-// budget. On a 429 the Retry-After Slack sent is waited out before the
+// budget. The other lookups (conversations.info/.open/.members, users.info,
+// users.list, chat.getPermalink) and views.publish queue in the same
+// pacer, one queue per method (Slack's tiers count per method per
+// workspace), each on its tier's budget (lookupTier). On a 429 the Retry-After Slack sent is waited out before the
 // same call is sent again, in every queue.
 type pacer struct {
 	q     *pq.Pacer[string]
@@ -87,7 +113,13 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 			After:      after,
 		}),
 		reads: pq.New(now, pq.Config[string]{
-			Rate:       func(string) (time.Duration, int) { return 0, 1 },
+			Rate: func(key string) (time.Duration, int) {
+				iv, burst, ok := lookupTier(key)
+				if !ok || cfg.interval <= 0 {
+					return 0, 1 // a channel's history reads, or pacing off (tests)
+				}
+				return iv, burst
+			},
 			RetryAfter: retry,
 			OnLimited:  onLimited,
 			After:      after,
@@ -116,6 +148,18 @@ func (p *pacer) update(ctx context.Context, channel string, prio core.Priority, 
 func (p *pacer) read(ctx context.Context, method, channel string, fn func(context.Context) error) error {
 	return p.timed(ctx, p.reads, method, channel, core.PriorityNormal, "", fn)
 }
+
+// lookup runs a call of method in method's queue of the reads, on the
+// method's tier (lookupTier): a 429's Retry-After is waited out and the
+// call sent again. fn's results are to be read only once lookup returned
+// nil (a caller whose ctx ended may leave the call running).
+func (p *pacer) lookup(ctx context.Context, method string, fn func(context.Context) error) error {
+	return p.read(ctx, method, method, fn)
+}
+
+// lookupReady reports whether a call of method would go at once on its
+// tier, without waiting behind other lookups or for budget.
+func (p *pacer) lookupReady(method string) bool { return p.reads.Ready(method) }
 
 func (p *pacer) timed(ctx context.Context, q *pq.Pacer[string], method, key string, prio core.Priority, coalesce string, fn func(context.Context) error) error {
 	if method == "" {

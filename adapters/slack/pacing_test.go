@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -242,4 +243,197 @@ func TestSlackUploadIsPacedAsAMessage(t *testing.T) {
 		t.Fatalf("%d files shared, want 1", n)
 	}
 	clock.Advance(time.Hour) // the queue runs dry and exits
+}
+
+// The lookups (conversations.info/.open/.members, users.info, users.list,
+// chat.getPermalink) and views.publish go through the reads' pacer, each
+// in its own method's queue: a 429 is waited out on the pacer's clock and
+// the same call sent again, once. The old calls went straight to Slack and
+// a 429 failed them ("slack rate limit exceeded, retry after 1s").
+func TestSlackLookupsWaitOutRateLimits(t *testing.T) {
+	cases := []struct {
+		method string
+		do     func(ctx context.Context, a *Adapter, f *slackfake.Server) error
+	}{
+		{"conversations.info", func(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+			ws, err := a.ChannelWorkspace(ctx, chPublic)
+			if err == nil && ws == "" {
+				err = errors.New("no workspace")
+			}
+			return err
+		}},
+		{"conversations.open", func(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+			sc, err := a.OpenDM(ctx, alice)
+			if err == nil && sc.Channel == "" {
+				err = errors.New("no DM opened")
+			}
+			return err
+		}},
+		{"conversations.members", func(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+			f.SetMembers(chPrivate, bob, alice)
+			ok, err := a.CanRead(ctx, chPrivate, alice)
+			if err == nil && !ok {
+				err = errors.New("a member cannot read")
+			}
+			return err
+		}},
+		{"users.info", func(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+			_, err := a.UserInWorkspace(ctx, f.Config().TeamID, alice)
+			return err
+		}},
+		{"users.list", func(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+			_, err := a.CheckLookalikes(ctx)
+			return err
+		}},
+		{"chat.getPermalink", func(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+			root := f.AddMessage(chPublic, "", alice, "question")
+			link, err := a.Permalink(ctx, core.MessageRef{Scope: scopeIn(f, chPublic, ""), ID: root})
+			if err == nil && link == "" {
+				err = errors.New("no link")
+			}
+			return err
+		}},
+		{"views.publish", func(ctx context.Context, a *Adapter, f *slackfake.Server) error {
+			return a.PublishHome(ctx, alice, nil)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.method, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t)
+			a, _ := newAdapter(t, testConfig(f, ModeSocket))
+			clock := pacertest.New()
+			a.pacer = newPacer(clock.Now, clock.After, a.pace, a.log)
+			if _, err := a.refreshIdentity(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			f.RateLimit(tc.method, 1, time.Second)
+			done := make(chan error, 1)
+			go func() { done <- tc.do(t.Context(), a, f) }()
+			start := clock.Now()
+			for {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("a 429 on %s failed the call: %v", tc.method, err)
+					}
+				case <-clock.Waiting():
+					// Something waits on the pacer's clock: until the
+					// Retry-After has passed on it, nothing is sent again.
+					if clock.Now().Sub(start) < time.Second {
+						if n := f.CallCount(tc.method); n != 1 {
+							t.Fatalf("%d %s calls before the Retry-After passed, want the one refused", n, tc.method)
+						}
+					}
+					clock.Advance(time.Second)
+					continue
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s neither done nor waiting", tc.method)
+				}
+				break
+			}
+			var calls []slackfake.Call
+			for _, c := range f.Calls() {
+				if c.Method == tc.method {
+					calls = append(calls, c)
+				}
+			}
+			if len(calls) != 2 || calls[0].Status != 429 || calls[1].Status != 200 {
+				t.Fatalf("%s calls: %+v, want a 429 then one sent again", tc.method, calls)
+			}
+			if waited := clock.Now().Sub(start); waited < time.Second {
+				t.Fatalf("sent again after %v on the pacer's clock, want ≥ Retry-After (1 s)", waited)
+			}
+		})
+	}
+}
+
+// A lookup takes nothing from the answers' budget and counts on its own
+// method's tier: with the channel's 4 answers spent on a stopped clock,
+// conversations.info still goes, 10 at once (its Tier 3 burst); the 11th
+// waits one Tier 3 interval (1.2 s) on the pacer's clock. The old
+// conversations.info was not paced: the 11th went at once.
+func TestSlackLookupsCountOnTheirTierNotTheAnswers(t *testing.T) {
+	f := newFake(t)
+	a, _ := newAdapter(t, testConfig(f, ModeSocket), WithChannelPace(time.Second, 4))
+	clock := pacertest.New()
+	a.pacer = newPacer(clock.Now, clock.After, a.pace, a.log)
+	ctx := t.Context()
+	start := clock.Now()
+	for i := range 4 {
+		if _, err := a.Post(ctx, core.Outbound{Key: fmt.Sprint("ans-", i), Scope: scopeIn(f, chPublic, ""), Text: "answer", Priority: core.PriorityHigh}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range tier3Burst {
+		if _, err := a.ChannelWorkspace(ctx, chPublic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.ChannelWorkspace(ctx, chPublic)
+		done <- err
+	}()
+	// Await the pacer's timer for the next Tier 3 call.
+	for {
+		if clock.TimersAt(start.Add(tier3Interval)) > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("conversations.info %d went past its Tier 3 burst on a stopped clock (err %v)", tier3Burst+1, err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	if n := f.CallCount("conversations.info"); n != tier3Burst {
+		t.Fatalf("%d conversations.info calls on a stopped clock, want its burst of %d", n, tier3Burst)
+	}
+	clock.Advance(tier3Interval)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.CallCount("conversations.info"); n != tier3Burst+1 {
+		t.Fatalf("%d conversations.info calls, want %d", n, tier3Burst+1)
+	}
+	clock.Advance(time.Hour) // the queues run dry and exit
+}
+
+// ATTACK (an acknowledgement held for budget): an event without a
+// channel_type (app_mention) in a channel not seen yet asks
+// conversations.info for its visibility while the event waits. After a
+// cold start in a busy workspace, that lookup's Tier 3 budget is spent
+// by the first channels, and every later unknown channel's event waited
+// 800 ms for a slot before its guess. Now the lookup goes only when its
+// tier has room at once; otherwise the id's guess (private) is used, not
+// remembered, and the channel's next event asks again.
+func TestVisibilityLookupNeverWaitsForBudget(t *testing.T) {
+	f := newFake(t)
+	a, _ := newAdapter(t, testConfig(f, ModeSocket), WithChannelPace(time.Second, 4))
+	clock := pacertest.New()
+	a.pacer = newPacer(clock.Now, clock.After, a.pace, a.log)
+	ctx := t.Context()
+	for range tier3Burst {
+		if _, err := a.ChannelWorkspace(ctx, chPrivate); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := f.CallCount("conversations.info")
+	began := time.Now()
+	if v := a.resolveVisibility(ctx, chPublic, ""); v != core.Private {
+		t.Fatalf("visibility with the tier spent: %v, want the guess (private)", v)
+	}
+	// The old code waited out its 800 ms lookup deadline here.
+	if took := time.Since(began); took >= 800*time.Millisecond {
+		t.Fatalf("the event waited %v for conversations.info's budget", took)
+	}
+	if n := f.CallCount("conversations.info"); n != calls {
+		t.Fatalf("conversations.info went past its spent budget: %d calls, want %d", n, calls)
+	}
+	// Once the tier has room, the next event looks the channel up.
+	clock.Advance(tier3Interval)
+	if v := a.resolveVisibility(ctx, chPublic, ""); v != core.Public {
+		t.Fatalf("visibility with budget: %v, want public", v)
+	}
+	clock.Advance(time.Hour) // the queues run dry and exit
 }

@@ -247,9 +247,17 @@ func (a *Adapter) resolveVisibility(ctx context.Context, channel, channelType st
 	if strings.HasPrefix(channel, "D") {
 		return core.DM
 	}
+	// The event waits for this answer, so the lookup goes only if its
+	// tier has room now: after a cold start in a busy workspace, waiting
+	// for budget would hold every unknown channel's acknowledgement. The
+	// guess is not cached; the channel's next event asks again.
+	if !a.pacer.lookupReady("conversations.info") {
+		a.log.Debug("slack: conversations.info has no budget now; visibility guessed from the id", "channel", channel)
+		return visibilityFallback(channel)
+	}
 	ictx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
 	defer cancel()
-	ch, err := a.api.GetConversationInfoContext(ictx, &slack.GetConversationInfoInput{ChannelID: channel})
+	ch, err := a.conversationInfo(ictx, channel)
 	if err != nil || ch == nil {
 		a.log.Debug("slack: conversations.info failed; visibility guessed from the id", "channel", channel, "err", err)
 		return visibilityFallback(channel)

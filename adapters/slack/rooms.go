@@ -17,7 +17,7 @@ var _ core.Rooms = (*Adapter)(nil)
 // shared from another organisation names that one), or the bot's own when
 // Slack does not say.
 func (a *Adapter) ChannelWorkspace(ctx context.Context, channel string) (string, error) {
-	c, err := a.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+	c, err := a.conversationInfo(ctx, channel)
 	if err != nil {
 		return "", fmt.Errorf("slack: conversations.info %s: %w", channel, err)
 	}
@@ -30,7 +30,7 @@ func (a *Adapter) ChannelWorkspace(ctx context.Context, channel string) (string,
 // UserInWorkspace implements core.Rooms with users.info: a person of
 // workspace team who has not been deactivated.
 func (a *Adapter) UserInWorkspace(ctx context.Context, team, user string) (bool, error) {
-	u, err := a.api.GetUserInfoContext(ctx, user)
+	u, err := a.userInfo(ctx, user)
 	if err != nil {
 		if err.Error() == "user_not_found" {
 			return false, nil
@@ -50,7 +50,7 @@ var _ core.RoomReader = (*Adapter)(nil)
 // members (conversations.members). A conversation the bot cannot see
 // (channel_not_found) is readable by nobody.
 func (a *Adapter) CanRead(ctx context.Context, channel, user string) (bool, error) {
-	c, err := a.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+	c, err := a.conversationInfo(ctx, channel)
 	if err != nil {
 		if err.Error() == "channel_not_found" {
 			return false, nil
@@ -61,7 +61,7 @@ func (a *Adapter) CanRead(ctx context.Context, channel, user string) (bool, erro
 		return c.User != "" && c.User == user, nil
 	}
 	if c.IsChannel && !c.IsPrivate && !c.IsMpIM && !c.IsExtShared {
-		u, err := a.api.GetUserInfoContext(ctx, user)
+		u, err := a.userInfo(ctx, user)
 		if err != nil && err.Error() != "user_not_found" {
 			return false, fmt.Errorf("slack: users.info %s: %w", user, err)
 		}
@@ -75,7 +75,15 @@ func (a *Adapter) CanRead(ctx context.Context, channel, user string) (bool, erro
 	}
 	params := &slack.GetUsersInConversationParameters{ChannelID: channel, Limit: 1000}
 	for {
-		members, next, err := a.api.GetUsersInConversationContext(ctx, params)
+		var (
+			members []string
+			next    string
+		)
+		err := a.pacer.lookup(ctx, "conversations.members", func(ctx context.Context) error {
+			var err error
+			members, next, err = a.api.GetUsersInConversationContext(ctx, params)
+			return err
+		})
 		if err != nil {
 			return false, fmt.Errorf("slack: conversations.members %s: %w", channel, err)
 		}
@@ -87,4 +95,34 @@ func (a *Adapter) CanRead(ctx context.Context, channel, user string) (bool, erro
 		}
 		params.Cursor = next
 	}
+}
+
+// conversationInfo reads conversations.info in its paced queue (Tier 3):
+// a 429's Retry-After is waited out.
+func (a *Adapter) conversationInfo(ctx context.Context, channel string) (*slack.Channel, error) {
+	var c *slack.Channel
+	err := a.pacer.lookup(ctx, "conversations.info", func(ctx context.Context) error {
+		var err error
+		c, err = a.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// userInfo reads users.info in its paced queue (Tier 4): a 429's
+// Retry-After is waited out.
+func (a *Adapter) userInfo(ctx context.Context, user string) (*slack.User, error) {
+	var u *slack.User
+	err := a.pacer.lookup(ctx, "users.info", func(ctx context.Context) error {
+		var err error
+		u, err = a.api.GetUserInfoContext(ctx, user)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
 }

@@ -100,22 +100,22 @@ func (a *Adapter) CheckLookalikes(ctx context.Context) ([]Lookalike, error) {
 	p := a.api.GetUsersPaginated(slack.GetUsersOptionLimit(200))
 	var err error
 	for page := 0; page < 20; page++ {
-		p, err = p.Next(ctx)
+		// users.list in its paced queue (Tier 2): a 429's Retry-After is
+		// waited out there and the same page asked again.
+		next := p
+		err = a.pacer.lookup(ctx, "users.list", func(ctx context.Context) error {
+			var err error
+			next, err = p.Next(ctx)
+			return err
+		})
 		if p.Done(err) {
 			err = nil
 			break
 		}
-		var rl *slack.RateLimitedError
-		if errors.As(err, &rl) && rl.RetryAfter < 10*time.Second {
-			if err := sleep(ctx, rl.RetryAfter); err != nil {
-				return nil, err
-			}
-			page--
-			continue
-		}
 		if err != nil {
 			break
 		}
+		p = next
 		members = append(members, p.Users...)
 	}
 	for _, u := range members {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"github.com/marlowe-bot/marlowe/core"
 )
 
 // APIError is a definite answer from the Bot API: ok=false with an
@@ -66,10 +68,13 @@ func newBot(token, base string, client *http.Client) *tgbotapi.BotAPI {
 	return bot
 }
 
-// call makes one Bot API request through the SDK's transport with ctx, and
-// returns the result. The token is part of every request URL, so transport
-// errors (which quote the URL) are scrubbed before they reach any log.
-func (a *Adapter) call(ctx context.Context, method string, params tgbotapi.Params) (json.RawMessage, error) {
+// raw makes one Bot API request through the SDK's transport with ctx, and
+// returns the result. It is not paced: it is what a pacer's queue or
+// decoration runs once the call has its slot (call and callInto pace the
+// calls outside them). The token is part of every request URL, so
+// transport errors (which quote the URL) are scrubbed before they reach
+// any log.
+func (a *Adapter) raw(ctx context.Context, method string, params tgbotapi.Params) (json.RawMessage, error) {
 	bot := *a.bot // a shallow copy per call: only Client differs
 	bot.Client = ctxClient{ctx: ctx, c: a.httpClient}
 	resp, err := bot.MakeRequest(method, params)
@@ -93,9 +98,36 @@ func (a *Adapter) callErr(method string, err error) error {
 	return fmt.Errorf("telegram: %s: %s", method, a.scrub(err.Error()))
 }
 
-// callInto decodes the result into out.
+// call makes a Bot API call outside every chat's queue, at prio: it waits
+// for a slot of the bot-wide limit (every call counts there) and a 429's
+// retry_after is waited out (pacer.call).
+func (a *Adapter) call(ctx context.Context, prio core.Priority, method string, params tgbotapi.Params) (json.RawMessage, error) {
+	var res json.RawMessage
+	err := a.pacer.call(ctx, method, prio, func(ctx context.Context) error {
+		var err error
+		res, err = a.raw(ctx, method, params)
+		return err
+	})
+	return res, err
+}
+
+// callInto is a call at PriorityEdit (a read, the command menu, the
+// webhook: nothing a person waits for in the chat), decoded into out.
 func (a *Adapter) callInto(ctx context.Context, method string, params tgbotapi.Params, out any) error {
-	raw, err := a.call(ctx, method, params)
+	return a.callIntoAt(ctx, core.PriorityEdit, method, params, out)
+}
+
+// callIntoAt is callInto at prio.
+func (a *Adapter) callIntoAt(ctx context.Context, prio core.Priority, method string, params tgbotapi.Params, out any) error {
+	return a.pacer.call(ctx, method, prio, func(ctx context.Context) error {
+		return a.rawInto(ctx, method, params, out)
+	})
+}
+
+// rawInto is raw, decoded into out: unpaced, for a pacer's queue or
+// decoration to run.
+func (a *Adapter) rawInto(ctx context.Context, method string, params tgbotapi.Params, out any) error {
+	raw, err := a.raw(ctx, method, params)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func TestDoctor(t *testing.T) {
 	t.Run("privacy off, webhook left set while polling", func(t *testing.T) {
 		f := newFake(t, func(c *telegramfake.Config) { c.ReadAllGroupMessages = true })
 		hook, _ := newAdapter(t, testConfig(f, ModeWebhook))
-		if _, err := hook.call(context.Background(), "setWebhook", map[string]string{"url": "https://bot.example/telegram/webhook"}); err != nil {
+		if _, err := hook.raw(context.Background(), "setWebhook", map[string]string{"url": "https://bot.example/telegram/webhook"}); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := newAdapter(t, testConfig(f, ModePolling))

@@ -32,7 +32,7 @@ func (a *Adapter) Typing(ctx context.Context, scope core.Scope) error {
 		p["message_thread_id"] = itoa(topic)
 	}
 	return a.pacer.decorate(ctx, "sendChatAction", chat, func(ctx context.Context) error {
-		return a.callInto(ctx, "sendChatAction", p, nil)
+		return a.rawInto(ctx, "sendChatAction", p, nil)
 	})
 }
 

@@ -139,7 +139,7 @@ func (a *Adapter) post(ctx context.Context, out core.Outbound, att core.PostAtte
 				}
 				recorded = true
 			}
-			return a.callInto(ctx, "sendMessage", p, &sent)
+			return a.rawInto(ctx, "sendMessage", p, &sent)
 		})
 		if err != nil {
 			a.noteMigration(err, chat)
@@ -200,7 +200,7 @@ func (a *Adapter) Update(ctx context.Context, ref core.MessageRef, out core.Outb
 		coalesce = ref.ID
 	}
 	err = a.pacer.do(ctx, "editMessageText", chat, out.Priority, coalesce, func(ctx context.Context) error {
-		return a.callInto(ctx, "editMessageText", p, nil)
+		return a.rawInto(ctx, "editMessageText", p, nil)
 	})
 	if err != nil && !isNotModified(err) {
 		return err
@@ -235,7 +235,7 @@ func (a *Adapter) React(ctx context.Context, ref core.MessageRef, emoji string) 
 	// A decoration: never queued with the messages, dropped when the
 	// chat's reaction budget is spent.
 	return a.pacer.decorate(ctx, "setMessageReaction", chat, func(ctx context.Context) error {
-		return a.callInto(ctx, "setMessageReaction", p, nil)
+		return a.rawInto(ctx, "setMessageReaction", p, nil)
 	})
 }
 

@@ -58,6 +58,8 @@ func newPacer(now func() time.Time, after func(time.Duration) <-chan time.Time, 
 		},
 		RetryAfter: isRateLimited,
 		OnLimited: func(ctx context.Context, chat int64, retry time.Duration) {
+			// chat 0: a call of no chat (a read, a callback's answer, the
+			// long poll).
 			log.WarnContext(ctx, "telegram: flood control; waiting as told", "chat", chat, "retry_after", retry)
 		},
 		GlobalPerSecond: cfg.globalPerSecond,
@@ -82,6 +84,17 @@ func (p *pacer) do(ctx context.Context, method string, chat int64, prio core.Pri
 // bot-wide limit has no room.
 func (p *pacer) decorate(ctx context.Context, method string, chat int64, fn func(context.Context) error) error {
 	return pq.DecorateOrDrop(ctx, p.q, &p.waits, method, chat, fn)
+}
+
+// call runs fn, the Bot API method named, outside every chat's queue once
+// the bot-wide limit has a slot for it at prio (PriorityEdit leaves the
+// third kept for answers free); a 429's retry_after is waited out.
+func (p *pacer) call(ctx context.Context, method string, prio core.Priority, fn func(context.Context) error) error {
+	t0 := p.now()
+	return p.q.Call(ctx, prio, func(ctx context.Context) error {
+		p.waited(method, p.now().Sub(t0))
+		return fn(ctx)
+	})
 }
 
 func (p *pacer) waited(method string, d time.Duration) { p.waits.Waited(method, d) }

@@ -107,9 +107,10 @@ func (a *Adapter) answerCallback(ctx context.Context, id string, deliverErr erro
 func (a *Adapter) sendAnswer(ctx context.Context, p tgbotapi.Params) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	// Not paced: the answer goes to the person, not into the chat, and it
-	// is only useful within seconds.
-	if err := a.callInto(actx, "answerCallbackQuery", p, nil); err != nil {
+	// Not in the chat's queue: the answer goes to the person, not into the
+	// chat, and it is only useful within seconds. It counts bot-wide, at
+	// normal priority: a person waits on the button's spinner.
+	if err := a.callIntoAt(actx, core.PriorityNormal, "answerCallbackQuery", p, nil); err != nil {
 		a.log.Debug("telegram: answerCallbackQuery failed", "err", err)
 	}
 }

@@ -146,12 +146,8 @@ func (a *Adapter) poll(ctx, held context.Context, deliver func(context.Context, 
 	for held.Err() == nil {
 		ups, err := a.getUpdates(held, offset, a.cfg.PollTimeout, 100)
 		if err != nil {
-			if retry, ok := isRateLimited(err); ok {
-				if !fail("getUpdates rate limited", err, retry) {
-					return
-				}
-				continue
-			}
+			// A 429 never comes here: the pacer waits out its retry_after
+			// and polls again (pacer.call).
 			var ae *APIError
 			if errors.As(err, &ae) && ae.Code == http.StatusConflict {
 				// Another poller on this token, or a webhook is set.
@@ -257,7 +253,9 @@ func (a *Adapter) getUpdates(ctx context.Context, offset int64, timeout time.Dur
 	if offset != 0 {
 		p["offset"] = itoa(offset)
 	}
-	raw, err := a.call(ctx, "getUpdates", p)
+	// The long poll counts bot-wide at normal priority: it is how the bot
+	// hears people, so it may use the share kept from edits and reads.
+	raw, err := a.call(ctx, core.PriorityNormal, "getUpdates", p)
 	if err != nil {
 		return nil, err
 	}

@@ -194,6 +194,26 @@ func TestServeDiscordAndOpenAIModel(t *testing.T) {
 		t.Fatal("ignored chatter reached the logs")
 	}
 
+	// The answers' latency from the message's arrival, the pacing waits by
+	// route and the dropped decorations, for Discord (issue 38).
+	m := readyRE.FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no ready address in the logs:\n%s", logs.String())
+	}
+	metrics := scrape(t, m[1])
+	for _, k := range []string{
+		`marlowe_answer_seconds_count{platform="discord"}`,
+		`marlowe_pacing_wait_seconds_count{method="create message",platform="discord"}`,
+		`marlowe_pacing_wait_seconds_count{method="reactions",platform="discord"}`,
+	} {
+		if metrics[k] < 1 {
+			t.Errorf("%s = %v, want at least 1", k, metrics[k])
+		}
+	}
+	if _, ok := metrics[`marlowe_outbound_decorations_dropped_total{platform="discord"}`]; !ok {
+		t.Error(`marlowe_outbound_decorations_dropped_total{platform="discord"} missing`)
+	}
+
 	// The journal verifies; the chatter was never journaled.
 	stop()
 	if out, err := runBot(t, env(map[string]string{"MARLOWE_DATA_DIR": dir}), "", "verify"); err != nil {

@@ -35,7 +35,9 @@ func TestQARoutines(t *testing.T) {
 	})
 
 	b.slack.Say(qaGeneral, "", qaAlice, b.mention+" routine pause "+id)
-	paused := b.waitPost("routine paused", hasText("paused"))
+	// A firing every second keeps the channel's runs busy; on a loaded
+	// machine the pause's answer can queue behind several of them.
+	paused := b.waitPostFor(30*time.Second, "routine paused", hasText("paused"))
 	// A firing already running when the pause lands may still post (on a
 	// loaded machine it can take seconds); what the pause guarantees is
 	// that no firing starts after it, so the digests stop: a routine firing

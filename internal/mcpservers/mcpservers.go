@@ -1,5 +1,6 @@
-// Package mcpservers finds, for tests, the reference MCP servers that
-// scripts/install-mcp-servers installs from npm (pinned versions).
+// Package mcpservers finds, for tests, the npm packages that
+// scripts/install-mcp-servers installs (pinned by scripts/npm's lockfile):
+// the reference MCP servers and oidc-provider.
 package mcpservers
 
 import (
@@ -16,21 +17,31 @@ import (
 // the test skips, or fails under MARLOWE_REQUIRE_SERVICES=1.
 func Entry(t testing.TB, pkg string) string {
 	t.Helper()
+	return filepath.Join(Module(t, filepath.Join("@modelcontextprotocol", pkg)), "dist", "index.js")
+}
+
+// Module returns the directory of the npm package name (such as
+// "oidc-provider") that scripts/install-mcp-servers installs, from
+// $MARLOWE_MCP_SERVERS_DIR or else the module's .cache/mcp-servers.
+// Without it, or without node on PATH, the test skips, or fails under
+// MARLOWE_REQUIRE_SERVICES=1.
+func Module(t testing.TB, name string) string {
+	t.Helper()
 	dir := os.Getenv("MARLOWE_MCP_SERVERS_DIR")
 	if dir == "" {
 		dir = filepath.Join(moduleRoot(), ".cache", "mcp-servers")
 	}
-	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
-	_, err := os.Stat(entry)
+	mod := filepath.Join(dir, "node_modules", name)
+	_, err := os.Stat(filepath.Join(mod, "package.json"))
 	_, nodeErr := exec.LookPath("node")
 	if err != nil || nodeErr != nil {
-		msg := fmt.Sprintf("reference MCP server %s not installed in %s (run scripts/install-mcp-servers; needs node on PATH)", pkg, dir)
+		msg := fmt.Sprintf("npm package %s not installed in %s (run scripts/install-mcp-servers; needs node on PATH)", name, dir)
 		if os.Getenv("MARLOWE_REQUIRE_SERVICES") == "1" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
-	return entry
+	return mod
 }
 
 // moduleRoot is the nearest directory above the test's working directory

@@ -171,6 +171,24 @@ func (p *Pacer[K]) Do(ctx context.Context, key K, prio core.Priority, coalesce s
 	}
 }
 
+// Ready reports whether a call in key's queue would go at once: nothing
+// queued there, no refusal holding it or every queue, budget left. A
+// caller that must not wait for budget (an event being acknowledged) asks
+// first and does without the call when it would wait.
+func (p *Pacer[K]) Ready(key K) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if p.globalUntil.After(now) || p.global.wait(now, false) > 0 {
+		return false
+	}
+	q := p.chans[key]
+	if q == nil {
+		return true
+	}
+	return len(q.items) == 0 && !q.blockedUntil.After(now) && q.bucket.wait(now, 1) <= 0 && q.window.wait(now, 1) <= 0
+}
+
 func (q *queue) wake() {
 	select {
 	case q.kick <- struct{}{}:

@@ -71,7 +71,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	held := !lost && s.hold[method] > 0 && e == nil
 	if held {
 		s.hold[method]--
-		s.calls = append(s.calls, Call{Method: method, Params: form, Status: 0, At: time.Now()})
+		s.calls = append(s.calls, Call{Method: method, Params: form, Status: 0, At: s.cfg.Now()})
 		s.notifyLocked()
 	}
 	s.mu.Unlock()
@@ -81,7 +81,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if lost {
 		s.mu.Lock()
-		s.calls = append(s.calls, Call{Method: method, Params: form, Status: 0, At: time.Now()})
+		s.calls = append(s.calls, Call{Method: method, Params: form, Status: 0, At: s.cfg.Now()})
 		s.notifyLocked()
 		s.mu.Unlock()
 		if hj, ok := w.(http.Hijacker); ok {
@@ -105,7 +105,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": result})
 	}
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Method: method, Params: form, Status: status, At: time.Now()})
+	s.calls = append(s.calls, Call{Method: method, Params: form, Status: status, At: s.cfg.Now()})
 	s.notifyLocked()
 	s.mu.Unlock()
 }

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -42,6 +43,10 @@ type Config struct {
 	// WebhookRetry is the wait before a webhook delivery that failed is
 	// retried (default 100ms).
 	WebhookRetry time.Duration
+	// Now is the clock each Call is stamped with (default time.Now): a
+	// test gives the adapter's injected clock, so PeakPerSecond counts as
+	// the pacer does.
+	Now func() time.Time
 }
 
 // User is a Telegram account.
@@ -142,7 +147,7 @@ type Call struct {
 	Method string
 	Params url.Values
 	Status int
-	At     time.Time // when the fake answered it (wall clock)
+	At     time.Time // when the fake answered it (Config.Now)
 }
 
 // WebhookDelivery is one POST the fake made to the webhook.
@@ -210,6 +215,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.FirstName == "" {
 		cfg.FirstName = "Marlowe"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.WebhookRetry <= 0 {
 		cfg.WebhookRetry = 100 * time.Millisecond
@@ -537,6 +545,26 @@ func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Call(nil), s.calls...)
+}
+
+// PeakPerSecond is the most calls (every method, any status) the fake
+// answered within any one second: what Telegram's bot-wide limit counts.
+func (s *Server) PeakPerSecond() int {
+	s.mu.Lock()
+	at := make([]time.Time, 0, len(s.calls))
+	for _, c := range s.calls {
+		at = append(at, c.At)
+	}
+	s.mu.Unlock()
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	peak, lo := 0, 0
+	for hi := range at {
+		for !at[hi].Before(at[lo].Add(time.Second)) {
+			lo++
+		}
+		peak = max(peak, hi-lo+1)
+	}
+	return peak
 }
 
 // CallCount counts requests to method (any status).

@@ -89,3 +89,17 @@ func (c *Clock) NextTimer() (time.Time, bool) {
 	sort.Slice(ats, func(i, j int) bool { return ats[i].Before(ats[j]) })
 	return ats[0], true
 }
+
+// TimersAt reports how many timers are pending for at, so a test can
+// await a wait (or many) among others.
+func (c *Clock) TimersAt(at time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, tm := range c.timers {
+		if tm.at.Equal(at) {
+			n++
+		}
+	}
+	return n
+}
