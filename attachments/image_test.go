@@ -55,7 +55,8 @@ func scaleCases(t *testing.T) []struct {
 		{"jpeg ycbcr", ycc, 400, 310},
 		{"gif palette", pal, 301, 225},
 		{"sub-image", sub, 1000, 593},
-		{"one row", opaque, 1568, 1},
+		{"five rows", opaque, 1568, 5},
+		{"one row, past the radius cap", opaque, 1568, 1},
 		{"same size", translucent, 701, 1999},
 	}
 }
@@ -81,6 +82,9 @@ func TestScaleInStripsIsOnePass(t *testing.T) {
 // far from it on the 3.7× case.
 func TestScaleIsTheBiLinearKernel(t *testing.T) {
 	for _, tc := range scaleCases(t) {
+		if tc.src.Bounds().Dy() > maxRadius*tc.h || tc.src.Bounds().Dx() > maxRadius*tc.w {
+			continue // the radius is capped there: not the kernel's
+		}
 		want := image.NewRGBA(image.Rect(0, 0, tc.w, tc.h))
 		draw.BiLinear.Scale(want, want.Bounds(), tc.src, tc.src.Bounds(), draw.Src, nil)
 		got := scale(tc.src, tc.w, tc.h, 2)
@@ -184,4 +188,32 @@ func appendPNGChunk(b []byte, typ string, data []byte) []byte {
 	c.Write(data)
 	b = append(append(b, typ...), data...)
 	return binary.BigEndian.AppendUint32(b, c.Sum32())
+}
+
+// An absurd aspect ratio (25,000,000×1 passes the pixel bound) does not
+// make the weight tables as big as the image: the radius is capped.
+func TestScaleWeightsStaySmall(t *testing.T) {
+	a := newAxis(DefaultMaxSide, 25_000_000)
+	if n := len(a.padded) + len(a.w); n > DefaultMaxSide*4*(maxRadius+2) {
+		t.Errorf("%d weights for one axis", n)
+	}
+	var sum int32
+	for _, w := range a.w[a.off[700]:a.off[701]] {
+		sum += w
+	}
+	if sum != 1<<weightBits {
+		t.Errorf("weights sum to %d", sum)
+	}
+	// A wide paletted image, a few rows tall: converted rows are few.
+	pal := image.NewPaletted(image.Rect(0, 0, 200_000, 40), color.Palette{color.White, color.Black})
+	for i := range pal.Pix {
+		pal.Pix[i] = uint8(i / 7 % 2)
+	}
+	got := scale(pal, DefaultMaxSide, 1, 2)
+	if r := newRowReader(pal, 80); len(r.ring) > 3 {
+		t.Errorf("ring of %d rows", len(r.ring))
+	}
+	if g := got.Pix[4*700]; g < 100 || g > 155 {
+		t.Errorf("half black, half white averages to %d", g)
+	}
 }

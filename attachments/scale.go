@@ -8,6 +8,9 @@ import (
 	"golang.org/x/image/draw"
 )
 
+// maxRadius bounds the filter's radius, in source pixels.
+const maxRadius = 256
+
 // weightBits is the fixed-point precision of one axis's filter weights:
 // each destination pixel's weights sum to exactly 1<<weightBits.
 const weightBits = 20
@@ -36,7 +39,11 @@ type axis struct {
 // the raw weight. Source indices outside [0, sn) are dropped and the rest
 // renormalised, as x/image/draw's kernels do.
 func newAxis(dn, sn int) axis {
-	R := max(sn, dn)
+	// The radius is capped at maxRadius source pixels, so the weight
+	// tables (dn × 2·maxRadius at most) stay small for an absurd aspect
+	// ratio (a 25,000,000×1 image passes the pixel bound): past a shrink
+	// of maxRadius the filter averages the middle of each pixel's span.
+	R := min(max(sn, dn), maxRadius*dn)
 	a := axis{lo: make([]int, dn), off: make([]int, dn+1)}
 	raw := make([]int, 0, 8)
 	for i := range dn {
@@ -262,8 +269,8 @@ func (s *scaler) row(st *rowState, y int, out []uint8) {
 
 // rowReader hands out source rows as premultiplied RGBA bytes: an
 // *image.RGBA's own rows, or, for any other image, rows converted on
-// demand into a small ring (rows are asked for in increasing order, at
-// most taps of them at once).
+// demand into a ring of at most three (a row handed out stays valid until
+// three others have been asked for).
 type rowReader struct {
 	rgba  *image.RGBA
 	src   image.Image
@@ -276,6 +283,10 @@ func newRowReader(src image.Image, taps int) *rowReader {
 	if m, ok := src.(*image.RGBA); ok {
 		return &rowReader{rgba: m}
 	}
+	// Three rows: the unrolled three-tap path holds three at once; wider
+	// filters read their rows one at a time, so the ring never holds many
+	// rows of a very wide image.
+	taps = min(taps, 3)
 	r := &rowReader{src: src, width: src.Bounds().Dx(), ring: make([]*image.RGBA, taps), tag: make([]int, taps)}
 	for i := range r.ring {
 		r.ring[i] = image.NewRGBA(image.Rect(0, 0, r.width, 1))
