@@ -7,15 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"image/color"
 	_ "image/gif" // decoders for image.DecodeConfig and image.Decode
 	"image/jpeg"
 	"image/png"
 	"runtime"
-	"sync"
 
 	_ "golang.org/x/image/bmp"
-	"golang.org/x/image/draw"
 	_ "golang.org/x/image/webp"
 
 	"github.com/marlowe-bot/marlowe/core"
@@ -26,8 +23,10 @@ var errBomb = errors.New("image dimensions are too large to decode")
 
 // prepareImage checks the image's dimensions from its header alone, then
 // decodes it, scales it so its long side is at most maxSide, and
-// re-encodes it: PNG when it has transparency or few enough pixels to
-// stay small, JPEG otherwise. It returns the bytes and what was seen.
+// re-encodes it: PNG for a PNG or GIF or an image with transparency (an
+// opaque one with encodeOpaquePNG, on every core), JPEG 85 otherwise. It
+// returns the bytes and what was seen; the same input gives the same
+// bytes on every run and machine.
 func prepareImage(b []byte, maxSide, maxPixels int) ([]byte, *core.ImageSeen, error) {
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
 	if err != nil {
@@ -44,51 +43,46 @@ func prepareImage(b []byte, maxSide, maxPixels int) ([]byte, *core.ImageSeen, er
 		return nil, nil, fmt.Errorf("decode %s image: %w", format, err)
 	}
 	w, h := fit(cfg.Width, cfg.Height, maxSide)
-	var dst image.Image = src
-	if w != cfg.Width || h != cfg.Height {
-		dst = scale(src, w, h, runtime.GOMAXPROCS(0))
-	}
-	var out bytes.Buffer
-	typ := "image/jpeg"
-	if format == "png" || format == "gif" || hasAlpha(dst) {
-		// Screenshots (PNG) keep sharp text as PNG.
-		typ = "image/png"
-		err = (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&out, dst)
-	} else {
-		err = jpeg.Encode(&out, opaque(dst), &jpeg.Options{Quality: 85})
+	// One scan for transparency serves the scale and the encoder.
+	opaque := isOpaque(src)
+	scaled := w != cfg.Width || h != cfg.Height
+	var out []byte
+	typ := "image/png"
+	switch {
+	case (format == "png" || format == "gif") && opaque && scaled:
+		// Screenshots (PNG) keep sharp text as PNG; the scaled image is
+		// encoded as it is made, never whole in memory.
+		out = encodeScaledPNG(newScaler(src, w, h, true), w, h, runtime.GOMAXPROCS(0))
+	case (format == "png" || format == "gif") && opaque && isRGBA(src):
+		out = encodeOpaquePNG(src.(*image.RGBA), runtime.GOMAXPROCS(0))
+	default:
+		dst := src
+		if scaled {
+			dst = scaleKnown(src, w, h, runtime.GOMAXPROCS(0), opaque)
+		}
+		var buf bytes.Buffer
+		if format == "png" || format == "gif" || !opaque {
+			err = (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&buf, dst)
+		} else {
+			typ = "image/jpeg"
+			err = jpeg.Encode(&buf, dst, &jpeg.Options{Quality: 85})
+		}
+		out = buf.Bytes()
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode image: %w", err)
 	}
-	sum := sha256.Sum256(out.Bytes())
-	return out.Bytes(), &core.ImageSeen{
+	sum := sha256.Sum256(out)
+	return out, &core.ImageSeen{
 		SHA256: hex.EncodeToString(sum[:]), Type: typ, Width: w, Height: h,
 		OrigWidth: cfg.Width, OrigHeight: cfg.Height,
 	}, nil
 }
 
-// scale draws src onto a new w×h RGBA, bilinearly, in up to strips
-// horizontal strips at once: each strip is the same mapping of the whole
-// source onto the whole destination, clipped to its rows, so the result
-// does not depend on strips. Src, not Over: the destination is new
-// (transparent), where both give the same pixels, and Src skips Over's
-// scan of the source for opacity.
-func scale(src image.Image, w, h, strips int) *image.RGBA {
-	dst := image.NewRGBA(image.Rect(0, 0, w, h))
-	strips = max(1, min(strips, maxStrips, h))
-	var wg sync.WaitGroup
-	for i := range strips {
-		rows := image.Rect(0, h*i/strips, w, h*(i+1)/strips)
-		wg.Go(func() {
-			draw.ApproxBiLinear.Scale(dst.SubImage(rows).(*image.RGBA), dst.Bounds(), src, src.Bounds(), draw.Src, nil)
-		})
-	}
-	wg.Wait()
-	return dst
+func isRGBA(img image.Image) bool {
+	_, ok := img.(*image.RGBA)
+	return ok
 }
-
-// maxStrips bounds the goroutines one image is scaled with.
-const maxStrips = 4
 
 // fit scales w×h so that its long side is at most max, keeping the ratio.
 func fit(w, h, max int) (int, int) {
@@ -106,28 +100,4 @@ func maxInt(a, b int) int {
 		return a
 	}
 	return b
-}
-
-func hasAlpha(img image.Image) bool {
-	switch m := img.(type) {
-	case *image.RGBA:
-		return !m.Opaque()
-	case *image.NRGBA:
-		return !m.Opaque()
-	case *image.Paletted:
-		return !m.Opaque()
-	}
-	return false
-}
-
-// opaque flattens an image onto white for JPEG.
-func opaque(img image.Image) image.Image {
-	if o, ok := img.(interface{ Opaque() bool }); ok && o.Opaque() {
-		return img
-	}
-	b := img.Bounds()
-	dst := image.NewRGBA(b)
-	draw.Draw(dst, b, image.NewUniform(color.White), image.Point{}, draw.Src)
-	draw.Draw(dst, b, img, b.Min, draw.Over)
-	return dst
 }
