@@ -21,16 +21,18 @@ import (
 // scaleCases are sources of each kind prepareImage scales: an opaque
 // RGBA (a PNG screenshot), a translucent NRGBA, a JPEG's YCbCr, a GIF's
 // palette; sizes that do not divide evenly, big and small shrink ratios.
+// Half a screenshot's size each way: the same ratios, a quarter of the
+// pixels, since these run under the race detector.
 func scaleCases(t *testing.T) []struct {
 	name string
 	src  image.Image
 	w, h int
 } {
 	rng := rand.New(rand.NewPCG(1, 2))
-	opaque := image.NewRGBA(image.Rect(0, 0, 1920, 1080))
-	translucent := image.NewNRGBA(image.Rect(0, 0, 701, 1999))
-	ycc := image.NewYCbCr(image.Rect(0, 0, 1001, 777), image.YCbCrSubsampleRatio420)
-	pal := image.NewPaletted(image.Rect(0, 0, 640, 480), nil)
+	opaque := image.NewRGBA(image.Rect(0, 0, 960, 540))
+	translucent := image.NewNRGBA(image.Rect(0, 0, 351, 1000))
+	ycc := image.NewYCbCr(image.Rect(0, 0, 501, 389), image.YCbCrSubsampleRatio420)
+	pal := image.NewPaletted(image.Rect(0, 0, 320, 240), nil)
 	for i := range 256 {
 		pal.Palette = append(pal.Palette, color.RGBA{uint8(i), uint8(255 - i), uint8(i * 7), 255})
 	}
@@ -43,21 +45,21 @@ func scaleCases(t *testing.T) []struct {
 		opaque.Pix[i] = 255
 	}
 	// A sub-image: bounds not at the origin.
-	sub := opaque.SubImage(image.Rect(100, 50, 1700, 1000))
+	sub := opaque.SubImage(image.Rect(50, 25, 850, 500))
 	return []struct {
 		name string
 		src  image.Image
 		w, h int
 	}{
-		{"opaque screenshot", opaque, 1568, 882},
-		{"opaque 3.7x", opaque, 517, 291},
-		{"translucent tall", translucent, 548, 1567},
-		{"jpeg ycbcr", ycc, 400, 310},
-		{"gif palette", pal, 301, 225},
-		{"sub-image", sub, 1000, 593},
-		{"five rows", opaque, 1568, 5},
-		{"one row, past the radius cap", opaque, 1568, 1},
-		{"same size", translucent, 701, 1999},
+		{"opaque screenshot", opaque, 784, 441},
+		{"opaque 3.7x", opaque, 259, 146},
+		{"translucent tall", translucent, 274, 784},
+		{"jpeg ycbcr", ycc, 200, 155},
+		{"gif palette", pal, 150, 112},
+		{"sub-image", sub, 500, 297},
+		{"five rows", opaque, 784, 5},
+		{"one row, past the radius cap", opaque, 784, 1},
+		{"same size", translucent, 351, 1000},
 	}
 }
 
