@@ -206,6 +206,9 @@ type State struct {
 	Tools     int
 	Err       string   // the last failure, when down
 	Stderr    []string // a stdio server's last stderr lines
+	// RoomHints are offered tools whose arguments look like a chat room
+	// ("post_message (channel_id)") and that "rooms" does not declare.
+	RoomHints []string
 	Since     time.Time
 }
 
@@ -233,13 +236,15 @@ type server struct {
 	settled   chan struct{} // closed after the first connect attempt ends
 	once      sync.Once
 
-	mu      sync.Mutex
-	conn    *connection
-	tools   []core.Tool
-	byName  map[string]core.Tool
-	status  string
-	lastErr error
-	since   time.Time
+	mu     sync.Mutex
+	conn   *connection
+	tools  []core.Tool
+	byName map[string]core.Tool
+	// roomHints: see State.RoomHints.
+	roomHints []string
+	status    string
+	lastErr   error
+	since     time.Time
 }
 
 func newServer(m *Manager, s Server) *server {
@@ -257,7 +262,7 @@ func newServer(m *Manager, s Server) *server {
 func (s *server) state() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := State{Name: s.cfg.Name, Transport: s.cfg.Type, Status: s.status, Tools: len(s.tools), Since: s.since}
+	st := State{Name: s.cfg.Name, Transport: s.cfg.Type, Status: s.status, Tools: len(s.tools), RoomHints: slices.Clone(s.roomHints), Since: s.since}
 	if s.cfg.Type == Stdio {
 		st.Stderr = s.stderr.lines()
 	}
@@ -385,6 +390,7 @@ func (s *server) list(ctx context.Context, sess *mcp.ClientSession) error {
 	lctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, 30*time.Second))
 	defer cancel()
 	var tools []core.Tool
+	var hints []string
 	byName := map[string]core.Tool{}
 	for t, err := range sess.Tools(lctx, nil) {
 		if err != nil {
@@ -404,9 +410,18 @@ func (s *server) list(ctx context.Context, sess *mcp.ClientSession) error {
 		}
 		byName[ct.Name] = ct
 		tools = append(tools, ct)
+		if _, declared := s.cfg.RoomArg(t.Name); !declared {
+			if h := roomHint(t.Name, t.InputSchema); h != "" {
+				hints = append(hints, h)
+			}
+		}
+	}
+	if len(hints) > 0 {
+		s.m.log.Warn("connector tools take a chat room not declared under rooms: the reachability rule does not check them",
+			"server", s.cfg.Name, "tools", hints)
 	}
 	s.mu.Lock()
-	s.tools, s.byName = tools, byName
+	s.tools, s.byName, s.roomHints = tools, byName, hints
 	s.mu.Unlock()
 	return nil
 }

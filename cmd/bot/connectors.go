@@ -127,6 +127,10 @@ func doctorConnectors(ctx context.Context, d *doctor, getenv func(string) string
 			d.add(ok(name, "disabled in the file"))
 		case "ready":
 			d.add(ok(name, fmt.Sprintf("%s, %d tools", s.Transport, s.Tools)))
+			if len(s.RoomHints) > 0 {
+				d.add(warn(name, "tools that take a chat room, not under \"rooms\": "+strings.Join(s.RoomHints, ", "),
+					"if one names a room of this bot's chat platform, add \"rooms\": {\"<tool>\": \"<argument>\"} to the server so the requester must be able to read that room (docs/connectors.md)"))
+			}
 		case "sign-in":
 			// Acts as each person: no shared session; the sign-in line checks its discovery.
 			d.add(ok(name, s.Transport+", acts as each person: tools are listed once someone signs in"))

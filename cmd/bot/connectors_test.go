@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // buildMCPTestServer builds the connectors package's Go test server.
@@ -69,5 +74,29 @@ func TestDoctorShowsEachConnector(t *testing.T) {
 	}
 	if l := doctorLines(t, vars, "connectors"); len(l) != 1 || !strings.HasPrefix(l[0], "!") || !strings.Contains(l[0], `"autoApprove"`) {
 		t.Errorf("warning: %q", l)
+	}
+}
+
+// doctor names the tools that take a chat room without being declared
+// under "rooms" (a go-sdk server over HTTP), so the operator decides
+// whether the reachability rule should check them.
+func TestDoctorNamesUndeclaredRoomArguments(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "chatops", Version: "1"}, nil)
+	type post struct {
+		ChannelID string `json:"channel_id"`
+		Text      string `json:"text"`
+	}
+	for _, name := range []string{"post_message", "post_declared"} {
+		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(context.Context, *mcp.CallToolRequest, post) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+		})
+	}
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	file := writeMCPConfig(t, `{"mcpServers": {"chatops": {"url": "`+hs.URL+`", "rooms": {"post_declared": "channel_id"}}}}`)
+	l := doctorLines(t, map[string]string{"MARLOWE_MCP_CONFIG": file}, "connector chatops")
+	if len(l) != 2 || !strings.HasPrefix(l[0], "✓") || !strings.HasPrefix(l[1], "!") ||
+		!strings.Contains(l[1], "post_message (channel_id)") || strings.Contains(l[1], "post_declared") || !strings.Contains(l[1], `"rooms"`) {
+		t.Errorf("doctor: %q", l)
 	}
 }
