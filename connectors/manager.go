@@ -40,6 +40,10 @@ type Options struct {
 	// Backoff bounds the wait before restarting a failed server (defaults
 	// 500ms and 30s, doubling).
 	MinBackoff, MaxBackoff time.Duration
+	// Relist is how often a connected server's tools are listed again
+	// even without a list_changed notification (default 10m): a stateless
+	// HTTP server cannot send one, and a server may simply not.
+	Relist time.Duration
 	// Terminate is how long a stopping stdio server gets after its stdin
 	// closes before SIGTERM (default 2s).
 	Terminate time.Duration
@@ -56,6 +60,11 @@ type Options struct {
 	// none).
 	Tracing Tracing
 }
+
+// DefaultRelist is how often a connected server's tools are listed again
+// without a notification: one cheap call per server, and an unannounced
+// change goes unseen for at most this long.
+const DefaultRelist = 10 * time.Minute
 
 // Manager runs the configured servers and offers their tools. It
 // implements core.ToolSource.
@@ -82,6 +91,9 @@ func New(cfg *Config, opts Options) *Manager {
 	}
 	if opts.ResultCap <= 0 {
 		opts.ResultCap = DefaultResultCap
+	}
+	if opts.Relist <= 0 {
+		opts.Relist = DefaultRelist
 	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = 500 * time.Millisecond
@@ -363,8 +375,17 @@ func (s *server) session(ctx context.Context) error {
 	s.changed()
 	done := make(chan error, 1)
 	go func() { done <- conn.session.Wait() }()
+	relist := time.NewTicker(s.m.opts.Relist)
+	defer relist.Stop()
 	for {
 		select {
+		case <-relist.C:
+			// A change nobody announced: caught at the next listing (and a
+			// changed definition is then withheld by the channel's pin).
+			select {
+			case s.refresh <- struct{}{}:
+			default:
+			}
 		case <-ctx.Done():
 			conn.close()
 			<-done
