@@ -14,6 +14,7 @@ import (
 
 	"github.com/marlowe-bot/marlowe/core"
 	"github.com/marlowe-bot/marlowe/internal/mcpservers"
+	"github.com/marlowe-bot/marlowe/internal/testport"
 )
 
 // npmServer returns the entry point of a reference server installed by
@@ -129,13 +130,7 @@ func TestEverythingServerOverStdio(t *testing.T) {
 // freePort returns a local port nothing listens on.
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
+	return testport.FreeString(t)
 }
 
 // startHTTPServer runs the everything server in an HTTP mode and waits

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,6 +29,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/marlowe-bot/marlowe/core"
+	"github.com/marlowe-bot/marlowe/internal/testport"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -358,13 +358,7 @@ func newCrashBot(t *testing.T, bin, modelURL, name string) *crashBot {
 // bot serves the sandbox at the same address.
 func crashFreePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
+	return testport.FreeString(t)
 }
 
 // start runs the binary and waits until the sandbox is up.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
+	"github.com/marlowe-bot/marlowe/internal/testport"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -52,12 +52,7 @@ func (m *minimalSlack) all() []map[string]string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return "127.0.0.1:" + testport.FreeString(t)
 }
 
 // TestServeHTTPModeAgainstMinimalSlack: Events API mode against a stand-in

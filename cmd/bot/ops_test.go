@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	neturl "net/url"
@@ -24,6 +23,7 @@ import (
 	"github.com/marlowe-bot/marlowe/adapters/slack"
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
+	"github.com/marlowe-bot/marlowe/internal/testport"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -167,12 +167,7 @@ func startRedis(t *testing.T) (url string, stop func()) {
 	if err != nil {
 		t.Skip("redis-server not installed")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := testport.Free(t)
 	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

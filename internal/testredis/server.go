@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/marlowe-bot/marlowe/internal/testport"
 )
 
 // Server is a redis-server of the test's own, on a free port, keeping
@@ -42,12 +43,7 @@ func StartServer(tb testing.TB) *Server {
 	s := &Server{tb: tb, dir: tb.TempDir()}
 	var err error
 	for range 5 {
-		l, lerr := net.Listen("tcp", "127.0.0.1:0")
-		if lerr != nil {
-			tb.Fatal(lerr)
-		}
-		s.port = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
+		s.port = testport.Free(tb)
 		if err = s.start(); err == nil {
 			tb.Cleanup(s.Stop)
 			return s
