@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	neturl "net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,12 +16,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/marlowe-bot/marlowe/adapters/slack"
 	"github.com/marlowe-bot/marlowe/adapters/slack/slackfake"
 	"github.com/marlowe-bot/marlowe/internal/testpg"
-	"github.com/marlowe-bot/marlowe/internal/testport"
+	"github.com/marlowe-bot/marlowe/internal/testredis"
 	"github.com/marlowe-bot/marlowe/llm/llmtest"
 )
 
@@ -163,31 +160,8 @@ func ollamaLike(t *testing.T) string {
 // the machine's), stopped when the test ends or when stop is called.
 func startRedis(t *testing.T) (url string, stop func()) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not installed")
-	}
-	port := testport.Free(t)
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop = func() {
-		_ = cmd.Process.Kill()
-		<-done
-	}
-	t.Cleanup(stop)
-	url = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-	c := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); c.Ping(t.Context()).Err() != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not start")
-		}
-	}
-	return url, stop
+	rs := testredis.StartServer(t)
+	return rs.URL(), rs.Stop
 }
 
 func doctorOut(t *testing.T, vars map[string]string) (string, error) {
